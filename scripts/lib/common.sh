@@ -1,0 +1,65 @@
+# Shared by the scripts: the Debian packages ringtrain needs, installing only what is missing,
+# and the Open MPI settings for running as root.
+
+# Everything needed to build ringtrain and run its tests (CUDA and NCCL are not Debian packages
+# and stay optional).
+RINGTRAIN_PACKAGES=(
+  g++ cmake ninja-build pkg-config
+  openmpi-bin libopenmpi-dev
+  libeigen3-dev libhdf5-dev zlib1g-dev
+  libboost-program-options-dev libfmt-dev nlohmann-json3-dev
+  libgtest-dev
+)
+
+ringtrain_say() { printf '[ringtrain] %s\n' "$*" >&2; }
+
+# Prints the packages of "$@" that are not installed.
+ringtrain_missing_packages() {
+  local package
+  for package in "$@"; do
+    dpkg-query -W -f='${Status}\n' "$package" 2>/dev/null | grep -q '^install ok installed$' ||
+      printf '%s\n' "$package"
+  done
+}
+
+# Installs the packages of "$@" that are missing; runs apt-get update only when something is.
+ringtrain_install_packages() {
+  if ! command -v dpkg-query >/dev/null 2>&1; then
+    ringtrain_say "not a Debian/Ubuntu system: install the equivalents of: $*"
+    return 0
+  fi
+  local missing
+  mapfile -t missing < <(ringtrain_missing_packages "$@")
+  [ "${#missing[@]}" -eq 0 ] && return 0
+  local sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    if ! command -v sudo >/dev/null 2>&1; then
+      ringtrain_say "error: missing packages (${missing[*]}) and not root; install them and rerun"
+      return 1
+    fi
+    sudo=(sudo)
+  fi
+  ringtrain_say "installing: ${missing[*]}"
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+}
+
+# Open MPI refuses to run as root unless told twice; CI and containers run as root.
+ringtrain_allow_mpirun_as_root() {
+  if [ "$(id -u)" -eq 0 ]; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  fi
+}
+
+# Configures and builds into $1 (Release, Ninja); extra arguments go to cmake.
+ringtrain_build() {
+  local root build_dir
+  root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+  build_dir="$1"
+  shift
+  cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >"$build_dir.configure.log" 2>&1 ||
+    { cat "$build_dir.configure.log" >&2; return 1; }
+  sed -n '/ringtrain [0-9.]* configuration/,/^-- $/p' "$build_dir.configure.log" >&2
+  cmake --build "$build_dir" -j "$(nproc)"
+}
