@@ -1,0 +1,82 @@
+#include "collectives/communicator.h"
+
+#include "collectives/mpi_check.h"
+#include "collectives/mpi_communicator.h"
+#include "collectives/ring_communicator.h"
+
+namespace ringtrain::collectives {
+
+void Communicator::CommDeleter::operator()(MPI_Comm* comm) const {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Comm_free(comm);
+  delete comm;
+}
+
+Communicator::Communicator(MPI_Comm comm) : ownedComm_(new MPI_Comm(MPI_COMM_NULL)) {
+  RINGTRAIN_MPI_CHECK(MPI_Comm_dup(comm, ownedComm_.get()));
+  comm_ = *ownedComm_;
+  RINGTRAIN_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  RINGTRAIN_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  RINGTRAIN_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+}
+
+void Communicator::checkSameLength(std::size_t sendLength, std::size_t recvLength) {
+  if (sendLength != recvLength) {
+    throw std::invalid_argument("all-reduce: send has " + std::to_string(sendLength) +
+                                " elements but recv has " + std::to_string(recvLength));
+  }
+}
+
+void Communicator::checkBuffer(const void* buffer, std::size_t count, const char* what) const {
+  if (buffer == nullptr && count > 0) {
+    throw std::invalid_argument(std::string(what) + ": null buffer for " + std::to_string(count) +
+                                " elements");
+  }
+}
+
+void Communicator::allreduce(const void* send, void* recv, std::size_t count, DataType type,
+                             ReduceOp op) {
+  checkBuffer(send, count, "all-reduce");
+  checkBuffer(recv, count, "all-reduce");
+  ++sequence_;
+  allreduceImpl(send, recv, count, type, op);
+}
+
+void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int root) {
+  checkBuffer(buffer, count, "broadcast");
+  if (root < 0 || root >= size_) {
+    throw std::invalid_argument("broadcast: root " + std::to_string(root) +
+                                " is not a rank of this communicator (size " +
+                                std::to_string(size_) + ")");
+  }
+  ++sequence_;
+  broadcastImpl(buffer, count, type, root);
+}
+
+void Communicator::allgather(const void* send, void* recv, std::size_t countPerRank,
+                             DataType type) {
+  checkBuffer(send, countPerRank, "all-gather");
+  checkBuffer(recv, countPerRank, "all-gather");
+  ++sequence_;
+  allgatherImpl(send, recv, countPerRank, type);
+}
+
+void Communicator::barrier() {
+  ++sequence_;
+  barrierImpl();
+}
+
+std::vector<std::string> communicatorBackends() { return {"mpi", "ring"}; }
+
+std::unique_ptr<Communicator> makeCommunicator(std::string_view backend, MPI_Comm comm,
+                                               const CommunicatorOptions& options) {
+  if (backend == "mpi") return std::make_unique<MpiCommunicator>(comm);
+  if (backend == "ring") return std::make_unique<RingCommunicator>(comm, options);
+  std::string known;
+  for (const auto& name : communicatorBackends()) known += (known.empty() ? "" : ", ") + name;
+  throw std::invalid_argument("unknown backend '" + std::string(backend) + "' (known: " + known +
+                              ")");
+}
+
+}  // namespace ringtrain::collectives

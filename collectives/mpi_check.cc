@@ -1,0 +1,71 @@
+#include "collectives/mpi_check.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include <mpi.h>
+
+namespace ringtrain::collectives {
+namespace {
+
+std::string& label() {
+  static std::string value = [] {
+    char host[256] = {};
+    ::gethostname(host, sizeof(host) - 1);
+    return "[rank ?/? " + std::string(host) + "]";
+  }();
+  return value;
+}
+
+}  // namespace
+
+const std::string& processLabel() { return label(); }
+
+void setProcessLabel(int rank, int size, std::string_view host) {
+  label() = "[rank " + std::to_string(rank) + "/" + std::to_string(size) + " " + std::string(host) +
+            "]";
+}
+
+void printLine(std::string_view message) {
+  std::string line = label();
+  line += ' ';
+  line += message;
+  line += '\n';
+  // One write(2) per line: stderr is unbuffered and shared by all ranks on a terminal or pipe.
+  const char* data = line.data();
+  std::size_t left = line.size();
+  while (left > 0) {
+    ssize_t written = ::write(STDERR_FILENO, data, left);
+    if (written <= 0) break;
+    data += written;
+    left -= static_cast<std::size_t>(written);
+  }
+}
+
+void abortJob(std::string_view message, int exitCode) {
+  printLine(message);
+  int initialized = 0;
+  int finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, exitCode);
+  std::_Exit(exitCode);
+}
+
+void checkMpi(int rc, const char* call, const char* file, int line) {
+  if (rc == MPI_SUCCESS) [[likely]]
+    return;
+  std::string_view text(call);
+  std::string_view name = text.substr(0, text.find('('));
+  char error[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  if (MPI_Error_string(rc, error, &length) != MPI_SUCCESS) {
+    std::snprintf(error, sizeof(error), "MPI error code %d", rc);
+  }
+  abortJob(std::string(name) + " failed: " + error + " (" + file + ":" + std::to_string(line) + ")");
+}
+
+}  // namespace ringtrain::collectives

@@ -1,0 +1,38 @@
+// The `mpi` backend: MPI's own collectives, the reference every other backend is measured against.
+#pragma once
+
+#include <array>
+
+#include "collectives/communicator.h"
+
+namespace ringtrain::collectives {
+
+// MPI has no float16 or bfloat16 reductions, so those travel as 2-byte MPI datatypes with
+// user-defined ops (created once per communicator) that compute in float32. Average is MPI_SUM
+// followed by a local division: every rank divides the same bits by the same number.
+// Counts above INT_MAX are sent in several calls.
+class MpiCommunicator final : public Communicator {
+ public:
+  explicit MpiCommunicator(MPI_Comm comm);
+  ~MpiCommunicator() override;
+  std::string_view backendName() const override { return "mpi"; }
+
+ protected:
+  void allreduceImpl(const void* send, void* recv, std::size_t count, DataType type,
+                     ReduceOp op) override;
+  void broadcastImpl(void* buffer, std::size_t count, DataType type, int root) override;
+  void allgatherImpl(const void* send, void* recv, std::size_t countPerRank,
+                     DataType type) override;
+  void barrierImpl() override;
+
+ private:
+  MPI_Datatype mpiType(DataType type) const;
+  MPI_Op mpiOp(DataType type, ReduceOp op) const;
+
+  MPI_Datatype float16Type_ = MPI_DATATYPE_NULL;
+  MPI_Datatype bfloat16Type_ = MPI_DATATYPE_NULL;
+  // [float16, bfloat16] x [sum, min, max]
+  std::array<std::array<MPI_Op, 3>, 2> halfOps_{};
+};
+
+}  // namespace ringtrain::collectives
