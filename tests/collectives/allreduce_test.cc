@@ -1,0 +1,163 @@
+// All-reduce on every backend, type and reduction, for the counts where ring algorithms go wrong
+// (0, 1, fewer than the ranks, not divisible by them, a prime, several chunks) and for 16 Mi
+// elements; in place and out of place. Every rank checks its result against a float64 reference
+// computed from the same seeded inputs of all ranks, and the results must be bitwise identical
+// across ranks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+#include <tuple>
+
+#include "collectives/communicator.h"
+#include "collectives/fingerprint.h"
+#include "tests/collectives/collective_test_support.h"
+#include "tests/support/mpi_test_environment.h"
+
+namespace ringtrain::testing {
+namespace {
+
+using collectives::DataType;
+using collectives::ReduceOp;
+
+constexpr std::size_t k16Mi = std::size_t{16} << 20;
+
+// Unit roundoff of the type's arithmetic: the ring rounds once per hop.
+double unitRoundoff(DataType type) {
+  switch (type) {
+    case DataType::kFloat32: return 0x1p-24;
+    case DataType::kFloat64: return 0x1p-53;
+    case DataType::kFloat16: return 0x1p-11;
+    case DataType::kBFloat16: return 0x1p-8;
+    default: return 0;
+  }
+}
+
+std::vector<std::size_t> testCounts(int ranks, bool includeLarge) {
+  std::vector<std::size_t> counts = {0, 1, 1009 /* prime */, 12345 * static_cast<std::size_t>(ranks) + 1,
+                                     100003 /* prime, several ring chunks */};
+  if (ranks > 1) counts.push_back(static_cast<std::size_t>(ranks) - 1);  // fewer than the ranks
+  if (ranks > 2) counts.push_back(static_cast<std::size_t>(ranks) + 1);  // not divisible
+  if (includeLarge) counts.push_back(k16Mi);
+  return counts;
+}
+
+// Checks `result` against the float64 reference of all ranks' inputs; returns the number of
+// wrong elements and describes the first few.
+std::size_t countWrong(DataType type, ReduceOp op, std::uint64_t seed, int ranks, std::size_t count,
+                       const void* result, std::string& report) {
+  std::vector<std::uint64_t> keys;
+  for (int r = 0; r < ranks; ++r) keys.push_back(inputKey(seed, r));
+  const double u = unitRoundoff(type);
+  std::size_t wrong = 0;
+  std::ostringstream out;
+  for (std::size_t i = 0; i < count; ++i) {
+    double expected = 0;
+    double tolerance = 0;
+    if (!isFloatingPoint(type)) {
+      std::int64_t sum = 0, lo = INT64_MAX, hi = INT64_MIN;
+      for (int r = 0; r < ranks; ++r) {
+        const auto v = static_cast<std::int64_t>(inputValue(type, keys[r], i));
+        sum += v;
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+      expected = static_cast<double>(op == ReduceOp::kSum       ? sum
+                                     : op == ReduceOp::kAverage ? sum / ranks
+                                     : op == ReduceOp::kMin     ? lo
+                                                                : hi);
+    } else {
+      double sum = 0, absSum = 0, lo = INFINITY, hi = -INFINITY;
+      for (int r = 0; r < ranks; ++r) {
+        const double v = inputValue(type, keys[r], i);
+        sum += v;
+        absSum += std::fabs(v);
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+      switch (op) {
+        case ReduceOp::kSum:
+          expected = sum;
+          tolerance = (ranks + 1) * u * absSum;
+          break;
+        case ReduceOp::kAverage:
+          expected = sum / ranks;
+          tolerance = (ranks + 1) * u * absSum / ranks;
+          break;
+        case ReduceOp::kMin: expected = lo; break;  // min and max are exact
+        case ReduceOp::kMax: expected = hi; break;
+      }
+    }
+    const double got = elementAt(type, result, i);
+    if (!(std::fabs(got - expected) <= tolerance)) {
+      if (++wrong <= 5) {
+        out << "  element " << i << ": got " << got << ", expected " << expected << " +- "
+            << tolerance << "\n";
+      }
+    }
+  }
+  report = out.str();
+  return wrong;
+}
+
+using Param = std::tuple<BackendConfig, DataType, ReduceOp>;
+
+class AllreduceTest : public ::testing::TestWithParam<Param> {};
+
+TEST_P(AllreduceTest, MatchesFloat64ReferenceAndIsBitwiseIdenticalOnEveryRank) {
+  const auto& [config, type, op] = GetParam();
+  auto comm = makeCommunicator(config);
+  const int ranks = comm->size();
+  const std::size_t elementSize = sizeOf(type);
+  // The 4 KiB-chunk configuration would need ~10^5 messages per rank at 16 Mi; the default ring
+  // configuration covers that size.
+  const bool includeLarge = config.label != "ring_pipelined";
+  std::uint64_t seed = 1000 * static_cast<std::uint64_t>(type) + static_cast<std::uint64_t>(op);
+
+  for (const std::size_t count : testCounts(ranks, includeLarge)) {
+    for (const bool inPlace : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "count " << count << (inPlace ? ", in place" : ", out of place"));
+      ++seed;
+      auto& send = scratchBuffer(0);
+      auto& recv = scratchBuffer(1);
+      send.resize(std::max<std::size_t>(count * elementSize, 1));
+      recv.resize(std::max<std::size_t>(count * elementSize, 1));
+      fillInput(type, seed, comm->rank(), count, send.data());
+      // Poison the output so that elements the backend never writes cannot pass by accident.
+      std::memset(recv.data(), 0x7f, count * elementSize);
+
+      void* result = inPlace ? send.data() : recv.data();
+      comm->allreduce(send.data(), result, count, type, op);
+
+      std::string report;
+      const std::size_t wrong = countWrong(type, op, seed, ranks, count, result, report);
+      EXPECT_EQ(wrong, 0u) << "wrong elements on rank " << comm->rank() << ":\n" << report;
+      const auto differing = ranksDifferingFromRankZero(collectives::fingerprint(result, count * elementSize));
+      EXPECT_TRUE(differing.empty()) << "result differs from rank 0's on rank " << differing.front();
+      if (!inPlace) {
+        // The input must be left alone.
+        auto& expectedInput = scratchBuffer(2);
+        expectedInput.resize(std::max<std::size_t>(count * elementSize, 1));
+        fillInput(type, seed, comm->rank(), count, expectedInput.data());
+        EXPECT_EQ(std::memcmp(expectedInput.data(), send.data(), count * elementSize), 0)
+            << "out-of-place all-reduce modified its input";
+      }
+    }
+  }
+}
+
+std::string paramName(const ::testing::TestParamInfo<Param>& info) {
+  const auto& [config, type, op] = info.param;
+  return config.label + "_" + std::string(name(type)) + "_" + std::string(name(op));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, AllreduceTest,
+                         ::testing::Combine(::testing::ValuesIn(backendConfigs()),
+                                            ::testing::ValuesIn(collectives::kAllDataTypes),
+                                            ::testing::ValuesIn(collectives::kAllReduceOps)),
+                         paramName);
+
+}  // namespace
+}  // namespace ringtrain::testing
