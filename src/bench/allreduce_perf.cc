@@ -1,0 +1,504 @@
+// allreduce_perf: all-reduce bus bandwidth of every backend, side by side, in the manner of
+// nccl-tests' all_reduce_perf (same flags, columns and formulas):
+//   algbw = bytes / time,   busbw = algbw * 2(n-1)/n
+// busbw is what each rank's link must carry, so it can be compared with the hardware's bandwidth
+// whatever the number of ranks. For every size each backend runs out of place and in place; the
+// result of a separate, checked run is compared with the exact expected values on every rank
+// (#wrong, summed over ranks, which also counts ranks whose bytes differ from rank 0's).
+//
+//   mpirun -np 2 build/bin/allreduce_perf -b 8 -e 256M -f 2 --json out.json
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+#include <mpi.h>
+#include <nlohmann/json.hpp>
+
+#include "collectives/aligned_buffer.h"
+#include "collectives/communicator.h"
+#include "collectives/environment.h"
+#include "collectives/fingerprint.h"
+#include "collectives/float16.h"
+#include "collectives/mpi_check.h"
+#include "src/common/startup_errors.h"
+
+namespace ringtrain {
+namespace {
+
+namespace po = boost::program_options;
+using collectives::AlignedBuffer;
+using collectives::Communicator;
+using collectives::DataType;
+using collectives::ReduceOp;
+
+struct Options {
+  std::size_t minBytes = 8;
+  std::size_t maxBytes = std::size_t{256} << 20;
+  std::size_t stepFactor = 2;
+  int warmupIters = 5;
+  int iters = 20;
+  DataType type = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  bool check = true;
+  int average = 1;  // 0: rank 0's time, 1: average over ranks, 2: minimum, 3: maximum
+  std::vector<std::string> backends = collectives::communicatorBackends();
+  collectives::CommunicatorOptions communicator;
+  std::string jsonPath;
+  bool memoryBandwidth = false;
+};
+
+// "8", "64K", "256M", "1G" (binary multiples, as nccl-tests reads them).
+std::optional<std::size_t> parseBytes(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  std::size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  if (digits == 0) return std::nullopt;
+  std::size_t value = std::stoull(text.substr(0, digits));
+  const std::string suffix = text.substr(digits);
+  if (suffix.empty() || suffix == "B") return value;
+  const char unit = static_cast<char>(std::toupper(static_cast<unsigned char>(suffix[0])));
+  if (suffix.size() > 2 || (suffix.size() == 2 && std::toupper(suffix[1]) != 'B')) return std::nullopt;
+  if (unit == 'K') return value << 10;
+  if (unit == 'M') return value << 20;
+  if (unit == 'G') return value << 30;
+  return std::nullopt;
+}
+
+std::vector<std::string> splitList(const std::string& text) {
+  std::vector<std::string> items;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    if (comma > start) items.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return items;
+}
+
+// Returns an error message for the first bad option, or nullopt; sets `help` for --help.
+std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool& help) {
+  std::string minBytes = "8", maxBytes = "256M", type = "float", op = "sum", backends;
+  std::string smallBytes, chunkBytes;
+  for (const auto& name : o.backends) backends += (backends.empty() ? "" : ",") + name;
+  po::options_description description("allreduce_perf options");
+  description.add_options()
+      ("help,h", "print this help")
+      ("minbytes,b", po::value(&minBytes)->default_value(minBytes), "smallest size (8, 64K, 1M, 1G)")
+      ("maxbytes,e", po::value(&maxBytes)->default_value(maxBytes), "largest size")
+      ("stepfactor,f", po::value(&o.stepFactor)->default_value(o.stepFactor), "size multiplier between rows")
+      ("warmup_iters,w", po::value(&o.warmupIters)->default_value(o.warmupIters), "untimed iterations per size")
+      ("iters,n", po::value(&o.iters)->default_value(o.iters), "timed iterations per size")
+      ("datatype,d", po::value(&type)->default_value(type), "float32|float64|float16|bfloat16|int32|int64 (nccl-tests names work too)")
+      ("op,o", po::value(&op)->default_value(op), "sum|avg|min|max")
+      ("check,c", po::value(&o.check)->default_value(o.check), "check every result (1) or not (0)")
+      ("average,a", po::value(&o.average)->default_value(o.average), "time reported: 0 rank 0, 1 average, 2 min, 3 max over ranks")
+      ("backends", po::value(&backends)->default_value(backends), "comma-separated backends to compare")
+      ("ring-small-bytes", po::value(&smallBytes), "ring: largest all-reduce done by recursive doubling (bytes)")
+      ("ring-chunk-bytes", po::value(&chunkBytes), "ring: bytes per pipelined message")
+      ("ring-depth", po::value(&o.communicator.ringPipelineDepth)->default_value(o.communicator.ringPipelineDepth), "ring: chunk receives in flight")
+      ("json", po::value(&o.jsonPath), "also write the results to this JSON file")
+      ("membw", po::bool_switch(&o.memoryBandwidth), "measure memory bandwidth first and report the ring's memory-traffic floor");
+  try {
+    po::variables_map vm;
+    po::store(po::command_line_parser(argc, argv).options(description).run(), vm);
+    po::notify(vm);
+    if (vm.count("help")) {
+      help = true;
+      std::cout << description << "\n";
+      return std::nullopt;
+    }
+  } catch (const po::error& e) {
+    return std::string(e.what());
+  }
+  auto bytesOption = [](const std::string& value, const char* name, std::size_t& out)
+      -> std::optional<std::string> {
+    const auto parsed = parseBytes(value);
+    if (!parsed) return std::string("--") + name + ": '" + value + "' is not a size (e.g. 8, 64K, 256M, 1G)";
+    out = *parsed;
+    return std::nullopt;
+  };
+  if (auto e = bytesOption(minBytes, "minbytes", o.minBytes)) return e;
+  if (auto e = bytesOption(maxBytes, "maxbytes", o.maxBytes)) return e;
+  if (!smallBytes.empty()) {
+    if (auto e = bytesOption(smallBytes, "ring-small-bytes", o.communicator.ringSmallMessageBytes)) return e;
+  }
+  if (!chunkBytes.empty()) {
+    if (auto e = bytesOption(chunkBytes, "ring-chunk-bytes", o.communicator.ringChunkBytes)) return e;
+  }
+  if (o.minBytes > o.maxBytes) return "--minbytes is larger than --maxbytes";
+  if (o.stepFactor < 2) return "--stepfactor must be at least 2";
+  if (o.iters < 1 || o.warmupIters < 0) return "--iters must be at least 1 and --warmup_iters at least 0";
+  if (o.average < 0 || o.average > 3) return "--average must be 0, 1, 2 or 3";
+  if (o.communicator.ringPipelineDepth < 1) return "--ring-depth must be at least 1";
+  const auto parsedType = collectives::parseDataType(type);
+  if (!parsedType) return "--datatype: unknown type '" + type + "'";
+  o.type = *parsedType;
+  const auto parsedOp = collectives::parseReduceOp(op);
+  if (!parsedOp) return "--op: unknown reduction '" + op + "' (sum, avg, min, max)";
+  o.op = *parsedOp;
+  o.backends = splitList(backends);
+  if (o.backends.empty()) return "--backends: no backend given";
+  for (const auto& b : o.backends) {
+    const auto known = collectives::communicatorBackends();
+    if (std::find(known.begin(), known.end(), b) == known.end()) {
+      return "--backends: unknown backend '" + b + "' (known: mpi, ring)";
+    }
+  }
+  return std::nullopt;
+}
+
+// ---- Inputs and their exact results ----------------------------------------------------------
+// Rank r's element i is a small integer that depends on (7i + 13r) mod 1021 only, so every sum,
+// min and max is exact in every type and the expected result has period 1021: one table of 1021
+// values checks a buffer of any size, quickly.
+constexpr std::size_t kPeriod = 1021;
+
+int inputInteger(int rank, std::size_t i, int range) {
+  const std::size_t phase = (i * 7 + static_cast<std::size_t>(rank) * 13) % kPeriod;
+  return static_cast<int>(phase % static_cast<std::size_t>(2 * range + 1)) - range;
+}
+
+void store(DataType type, double value, std::byte* out) {
+  switch (type) {
+    case DataType::kFloat32: { const float v = static_cast<float>(value); std::memcpy(out, &v, 4); break; }
+    case DataType::kFloat64: std::memcpy(out, &value, 8); break;
+    case DataType::kFloat16: { const auto v = collectives::toFloat16(static_cast<float>(value)); std::memcpy(out, &v, 2); break; }
+    case DataType::kBFloat16: { const auto v = collectives::toBFloat16(static_cast<float>(value)); std::memcpy(out, &v, 2); break; }
+    case DataType::kInt32: { const auto v = static_cast<std::int32_t>(value); std::memcpy(out, &v, 4); break; }
+    case DataType::kInt64: { const auto v = static_cast<std::int64_t>(value); std::memcpy(out, &v, 8); break; }
+  }
+}
+
+// The average as the backends compute it: the exact sum divided once in the type's working
+// precision (float for the 16-bit types), truncating for integers.
+double averageAsComputed(DataType type, std::int64_t sum, int ranks) {
+  switch (type) {
+    case DataType::kFloat64: return static_cast<double>(sum) / ranks;
+    case DataType::kInt32:
+    case DataType::kInt64: return static_cast<double>(sum / ranks);
+    default: return static_cast<float>(sum) / static_cast<float>(ranks);
+  }
+}
+
+struct Patterns {
+  std::vector<std::byte> input;     // this rank's input, one period
+  std::vector<std::byte> expected;  // the reduction's result, one period
+};
+
+Patterns makePatterns(DataType type, ReduceOp op, int rank, int ranks) {
+  // Keep |sum| <= 256 so that sums are exact even in bfloat16.
+  const int range = std::max(1, std::min(8, 256 / ranks));
+  const std::size_t e = sizeOf(type);
+  Patterns p{std::vector<std::byte>(kPeriod * e), std::vector<std::byte>(kPeriod * e)};
+  for (std::size_t i = 0; i < kPeriod; ++i) {
+    store(type, inputInteger(rank, i, range), p.input.data() + i * e);
+    std::int64_t sum = 0;
+    int lo = range, hi = -range;
+    for (int r = 0; r < ranks; ++r) {
+      const int v = inputInteger(r, i, range);
+      sum += v;
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    const double expected = op == ReduceOp::kSum       ? static_cast<double>(sum)
+                            : op == ReduceOp::kAverage ? averageAsComputed(type, sum, ranks)
+                            : op == ReduceOp::kMin     ? lo
+                                                       : hi;
+    store(type, expected, p.expected.data() + i * e);
+  }
+  return p;
+}
+
+void fillPeriodic(std::byte* out, std::size_t count, const std::vector<std::byte>& pattern,
+                  std::size_t elementSize) {
+  const std::size_t bytes = count * elementSize;
+  for (std::size_t offset = 0; offset < bytes; offset += pattern.size()) {
+    std::memcpy(out + offset, pattern.data(), std::min(pattern.size(), bytes - offset));
+  }
+}
+
+std::uint64_t countWrongElements(const std::byte* result, std::size_t count,
+                                 const std::vector<std::byte>& expected, std::size_t elementSize) {
+  std::uint64_t wrong = 0;
+  for (std::size_t begin = 0; begin < count; begin += kPeriod) {
+    const std::size_t n = std::min(kPeriod, count - begin);
+    if (std::memcmp(result + begin * elementSize, expected.data(), n * elementSize) == 0) continue;
+    for (std::size_t i = 0; i < n; ++i) {
+      wrong += std::memcmp(result + (begin + i) * elementSize, expected.data() + i * elementSize,
+                           elementSize) != 0;
+    }
+  }
+  return wrong;
+}
+
+// ---- Measurement -----------------------------------------------------------------------------
+struct Measurement {
+  double timeUs = 0;
+  double algbw = 0;  // GB/s
+  double busbw = 0;  // GB/s
+  std::uint64_t wrong = 0;
+};
+
+double combineTime(double seconds, int mode) {
+  double result = seconds;
+  if (mode == 0) {
+    RINGTRAIN_MPI_CHECK(MPI_Bcast(&result, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    return result;
+  }
+  const MPI_Op op = mode == 1 ? MPI_SUM : mode == 2 ? MPI_MIN : MPI_MAX;
+  RINGTRAIN_MPI_CHECK(MPI_Allreduce(&seconds, &result, 1, MPI_DOUBLE, op, MPI_COMM_WORLD));
+  if (mode == 1) {
+    int size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    result /= size;
+  }
+  return result;
+}
+
+struct Buffers {
+  AlignedBuffer send;
+  AlignedBuffer recv;
+};
+
+Measurement measure(Communicator& comm, Buffers& buffers, const Patterns& patterns,
+                    std::size_t count, const Options& o, bool inPlace) {
+  const std::size_t e = sizeOf(o.type);
+  std::byte* send = buffers.send.data();
+  std::byte* recv = inPlace ? send : buffers.recv.data();
+  fillPeriodic(send, count, patterns.input, e);
+  for (int i = 0; i < o.warmupIters; ++i) comm.allreduce(send, recv, count, o.type, o.op);
+  comm.barrier();
+  const double start = MPI_Wtime();
+  for (int i = 0; i < o.iters; ++i) comm.allreduce(send, recv, count, o.type, o.op);
+  const double perIteration = combineTime((MPI_Wtime() - start) / o.iters, o.average);
+
+  Measurement m;
+  const int n = comm.size();
+  const double bytes = static_cast<double>(count * e);
+  m.timeUs = perIteration * 1e6;
+  m.algbw = bytes / perIteration / 1e9;
+  m.busbw = m.algbw * 2.0 * (n - 1) / n;
+  if (o.check) {
+    fillPeriodic(send, count, patterns.input, e);
+    comm.allreduce(send, recv, count, o.type, o.op);
+    std::uint64_t wrong = countWrongElements(recv, count, patterns.expected, e);
+    // A rank whose bytes differ from rank 0's counts as one more wrong value.
+    std::uint64_t hash = collectives::fingerprint(recv, count * e);
+    std::uint64_t rootHash = hash;
+    RINGTRAIN_MPI_CHECK(MPI_Bcast(&rootHash, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD));
+    wrong += hash != rootHash;
+    RINGTRAIN_MPI_CHECK(
+        MPI_Allreduce(&wrong, &m.wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD));
+  }
+  return m;
+}
+
+// Streams c = a + b over arrays far larger than the caches on every rank at once (the ranks
+// share the memory bus) and returns the best bytes-per-second of one rank, counting 3 streams.
+double measureMemoryBandwidth() {
+  constexpr std::size_t kCount = std::size_t{16} << 20;  // 64 MiB per array
+  AlignedBuffer a(kCount * 4), b(kCount * 4), c(kCount * 4);
+  auto* x = reinterpret_cast<float*>(a.data());
+  auto* y = reinterpret_cast<float*>(b.data());
+  auto* z = reinterpret_cast<float*>(c.data());
+  for (std::size_t i = 0; i < kCount; ++i) {
+    x[i] = 1.0f;
+    y[i] = 2.0f;
+  }
+  double best = 0;
+  for (int repeat = 0; repeat < 5; ++repeat) {
+    RINGTRAIN_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    const double start = MPI_Wtime();
+#pragma omp simd
+    for (std::size_t i = 0; i < kCount; ++i) z[i] = x[i] + y[i];
+    const double seconds = MPI_Wtime() - start;
+    best = std::max(best, 3.0 * kCount * 4 / seconds);
+  }
+  if (z[kCount / 2] != 3.0f) collectives::abortJob("memory bandwidth probe computed garbage");
+  return best;
+}
+
+std::string mpiLibrary() {
+  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  MPI_Get_library_version(version, &length);
+  std::string text(version, static_cast<std::size_t>(length));
+  return text.substr(0, text.find_first_of(",\n"));
+}
+
+int run(int argc, char** argv) {
+  collectives::MpiEnvironment env(&argc, &argv);
+  Options o;
+  bool help = false;
+  std::optional<std::string> error;
+  try {
+    error = parseOptions(argc, argv, o, help);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  exitEverywhereOnError(error);
+  if (help) return 0;
+
+  const bool root = env.worldRank() == 0;
+  const int n = env.worldSize();
+  const std::size_t e = sizeOf(o.type);
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (const auto& b : o.backends) {
+    comms.push_back(collectives::makeCommunicator(b, MPI_COMM_WORLD, o.communicator));
+  }
+
+  nlohmann::json json;
+  json["program"] = "allreduce_perf";
+  json["ranks"] = n;
+  json["nodes"] = env.nodeCount();
+  json["host"] = env.hostName();
+  json["mpi"] = mpiLibrary();
+  json["datatype"] = std::string(name(o.type));
+  json["op"] = std::string(name(o.op));
+  json["warmup_iters"] = o.warmupIters;
+  json["iters"] = o.iters;
+  json["time"] = std::vector<std::string>{"rank0", "average", "min", "max"}[o.average];
+  json["ring"] = {{"small_message_bytes", o.communicator.ringSmallMessageBytes},
+                  {"chunk_bytes", o.communicator.ringChunkBytes},
+                  {"pipeline_depth", o.communicator.ringPipelineDepth}};
+
+  if (root) {
+    std::cout << fmt::format("# ringtrain allreduce_perf: {} ranks on {} node(s), {}\n", n,
+                             env.nodeCount(), json["mpi"].get<std::string>());
+    std::cout << fmt::format("#  datatype {}, op {}, warm-up {}, iterations {}, time: {} over ranks\n",
+                             name(o.type), name(o.op), o.warmupIters, o.iters,
+                             json["time"].get<std::string>());
+    std::cout << fmt::format("#  ring: recursive doubling up to {} B, chunks of {} B, {} in flight\n",
+                             o.communicator.ringSmallMessageBytes, o.communicator.ringChunkBytes,
+                             o.communicator.ringPipelineDepth);
+  }
+  double membwPerRank = 0;
+  if (o.memoryBandwidth) {
+    membwPerRank = combineTime(measureMemoryBandwidth(), 1);
+    json["memory_bandwidth_gbps_per_rank"] = membwPerRank / 1e9;
+    // Bytes each rank must move through memory for a ring all-reduce of S bytes whose chunks are
+    // reduced while in cache: read its own input, read the incoming partial sums and the
+    // incoming reduced segments, write the partial sums and the result: 5(n-1)/n * S. At B
+    // bytes/s that takes 5(n-1)S/(nB), which is a busbw of 2B/5.
+    json["ring_floor_busbw_gbps"] = 0.4 * membwPerRank / 1e9;
+    if (root) {
+      std::cout << fmt::format("#  memory bandwidth (c = a + b, all ranks at once): {:.2f} GB/s per rank;"
+                               " ring all-reduce floor busbw = 2/5 of it = {:.2f} GB/s\n",
+                               membwPerRank / 1e9, 0.4 * membwPerRank / 1e9);
+    }
+  }
+  if (root) {
+    std::cout << "#\n"
+              << fmt::format("# {:>12} {:>12} {:>9} {:>6} {:>8}  {:>9} {:>7} {:>7} {:>6}  {:>9} {:>7} {:>7} {:>6}\n",
+                             "", "", "", "", "", "out-of-place", "", "", "", "in-place", "", "", "")
+              << fmt::format("# {:>12} {:>12} {:>9} {:>6} {:>8}  {:>9} {:>7} {:>7} {:>6}  {:>9} {:>7} {:>7} {:>6}\n",
+                             "size", "count", "type", "redop", "backend", "time", "algbw", "busbw",
+                             "#wrong", "time", "algbw", "busbw", "#wrong")
+              << fmt::format("# {:>12} {:>12} {:>9} {:>6} {:>8}  {:>9} {:>7} {:>7} {:>6}  {:>9} {:>7} {:>7} {:>6}\n",
+                             "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
+                             "(GB/s)", "(GB/s)", "");
+  }
+
+  // One allocation of the largest size, written once, for every size and backend.
+  Buffers buffers;
+  const std::size_t maxCount = o.maxBytes / e;
+  buffers.send.resize(std::max<std::size_t>(maxCount * e, 64));
+  buffers.recv.resize(std::max<std::size_t>(maxCount * e, 64));
+  const Patterns patterns = makePatterns(o.type, o.op, env.worldRank(), n);
+
+  std::map<std::string, std::pair<double, int>> busbwSums;
+  std::uint64_t totalWrong = 0;
+  nlohmann::json rows = nlohmann::json::array();
+  std::vector<std::pair<std::size_t, std::vector<double>>> ratioRows;
+  for (std::size_t bytes = std::max(o.minBytes, e); bytes <= o.maxBytes; bytes *= o.stepFactor) {
+    const std::size_t count = bytes / e;
+    std::vector<double> outOfPlaceBusbw;
+    for (std::size_t b = 0; b < comms.size(); ++b) {
+      const Measurement out = measure(*comms[b], buffers, patterns, count, o, false);
+      const Measurement in = measure(*comms[b], buffers, patterns, count, o, true);
+      totalWrong += out.wrong + in.wrong;
+      auto& sum = busbwSums[o.backends[b]];
+      sum.first += out.busbw + in.busbw;
+      sum.second += 2;
+      outOfPlaceBusbw.push_back(out.busbw);
+      if (root) {
+        std::cout << fmt::format("  {:>12} {:>12} {:>9} {:>6} {:>8}  {:>9.2f} {:>7.2f} {:>7.2f} {:>6}  {:>9.2f} {:>7.2f} {:>7.2f} {:>6}\n",
+                                 count * e, count, name(o.type), name(o.op), o.backends[b],
+                                 out.timeUs, out.algbw, out.busbw, out.wrong, in.timeUs, in.algbw,
+                                 in.busbw, in.wrong)
+                  << std::flush;
+      }
+      auto toJson = [](const Measurement& m) {
+        return nlohmann::json{{"time_us", m.timeUs}, {"algbw_gbps", m.algbw},
+                              {"busbw_gbps", m.busbw}, {"wrong", m.wrong}};
+      };
+      rows.push_back({{"backend", o.backends[b]}, {"bytes", count * e}, {"count", count},
+                      {"out_of_place", toJson(out)}, {"in_place", toJson(in)}});
+    }
+    ratioRows.emplace_back(count * e, outOfPlaceBusbw);
+  }
+  json["results"] = rows;
+
+  if (root) {
+    std::cout << fmt::format("# Out of bounds values : {} {}\n", totalWrong, totalWrong ? "FAILED" : "OK");
+    std::cout << "# Avg bus bandwidth    :";
+    for (const auto& b : o.backends) {
+      const double average = busbwSums[b].first / std::max(1, busbwSums[b].second);
+      std::cout << fmt::format(" {} {:.3f} GB/s ", b, average);
+      json["avg_busbw_gbps"][b] = average;
+    }
+    std::cout << "\n";
+    if (comms.size() > 1 && n > 1) {
+      std::cout << "#\n# out-of-place busbw relative to " << o.backends[0] << ":\n"
+                << fmt::format("# {:>12}", "size");
+      for (std::size_t b = 1; b < comms.size(); ++b) std::cout << fmt::format(" {:>12}", o.backends[b] + "/" + o.backends[0]);
+      std::cout << "\n";
+      for (const auto& [bytes, busbw] : ratioRows) {
+        std::cout << fmt::format("  {:>12}", bytes);
+        for (std::size_t b = 1; b < busbw.size(); ++b) {
+          std::cout << fmt::format(" {:>12.2f}", busbw[0] > 0 ? busbw[b] / busbw[0] : 0.0);
+        }
+        std::cout << "\n";
+      }
+    }
+    if (o.memoryBandwidth && n > 1) {
+      std::cout << "#\n# ring busbw as a share of the memory-traffic floor (" << fmt::format("{:.2f}", 0.4 * membwPerRank / 1e9) << " GB/s), sizes >= 16 MiB:\n";
+      for (const auto& row : rows) {
+        if (row["backend"] == "ring" && row["bytes"].get<std::size_t>() >= (std::size_t{16} << 20)) {
+          std::cout << fmt::format("  {:>12} {:>6.0f}%\n", row["bytes"].get<std::size_t>(),
+                                   100.0 * row["out_of_place"]["busbw_gbps"].get<double>() / (0.4 * membwPerRank / 1e9));
+        }
+      }
+    }
+    json["wrong"] = totalWrong;
+    if (!o.jsonPath.empty()) {
+      std::ofstream file(o.jsonPath);
+      file << json.dump(2) << "\n";
+      if (!file) {
+        collectives::printLine("error: cannot write " + o.jsonPath);
+        return 1;
+      }
+    }
+  }
+  return totalWrong == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace ringtrain
+
+int main(int argc, char** argv) {
+  try {
+    return ringtrain::run(argc, argv);
+  } catch (const std::exception& e) {
+    ringtrain::collectives::abortJob(std::string("allreduce_perf: ") + e.what());
+  }
+}
