@@ -17,10 +17,18 @@ CallSignature makeSignature(std::uint64_t sequence, CollectiveKind kind, std::si
 std::string describe(const CallSignature& s) {
   std::string text;
   switch (static_cast<CollectiveKind>(s.kind)) {
-    case CollectiveKind::kAllreduce: text = "all-reduce"; break;
-    case CollectiveKind::kBroadcast: text = "broadcast"; break;
-    case CollectiveKind::kAllgather: text = "all-gather"; break;
-    default: text = "collective kind " + std::to_string(s.kind); break;
+    case CollectiveKind::kAllreduce:
+      text = "all-reduce";
+      break;
+    case CollectiveKind::kBroadcast:
+      text = "broadcast";
+      break;
+    case CollectiveKind::kAllgather:
+      text = "all-gather";
+      break;
+    default:
+      text = "collective kind " + std::to_string(s.kind);
+      break;
   }
   text += " #" + std::to_string(s.sequence) + " of " + std::to_string(s.count) + " ";
   if (s.dataType >= 0 && s.dataType < static_cast<std::int64_t>(std::size(kAllDataTypes))) {
@@ -52,7 +60,8 @@ std::uint64_t agreementToken(const CallSignature& s) {
 
 std::string disagreementMessage(const std::vector<CallSignature>& signatures) {
   std::size_t other = 1;
-  while (other + 1 < signatures.size() && signatures[other] == signatures[0]) ++other;
+  while (other + 1 < signatures.size() && signatures[other] == signatures[0])
+    ++other;
   return "ranks disagree on the collective: rank 0 calls " + describe(signatures[0]) + ", rank " +
          std::to_string(other) + " calls " + describe(signatures[other]);
 }

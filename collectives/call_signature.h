@@ -14,12 +14,12 @@ enum class CollectiveKind : std::int64_t { kAllreduce, kBroadcast, kAllgather };
 
 // All fields are int64 so that the struct travels as plain bytes inside a message header.
 struct CallSignature {
-  std::int64_t sequence = 0;  // the communicator's collective number
-  std::int64_t kind = 0;      // CollectiveKind
-  std::int64_t count = 0;     // elements (per rank, for an all-gather)
-  std::int64_t dataType = 0;  // DataType
-  std::int64_t reduceOp = -1; // ReduceOp, -1 when the collective does not reduce
-  std::int64_t root = -1;     // broadcast root, -1 otherwise
+  std::int64_t sequence = 0;   // the communicator's collective number
+  std::int64_t kind = 0;       // CollectiveKind
+  std::int64_t count = 0;      // elements (per rank, for an all-gather)
+  std::int64_t dataType = 0;   // DataType
+  std::int64_t reduceOp = -1;  // ReduceOp, -1 when the collective does not reduce
+  std::int64_t root = -1;      // broadcast root, -1 otherwise
 
   auto operator<=>(const CallSignature&) const = default;
 };

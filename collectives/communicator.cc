@@ -67,14 +67,17 @@ void Communicator::barrier() {
   barrierImpl();
 }
 
-std::vector<std::string> communicatorBackends() { return {"mpi", "ring"}; }
+std::vector<std::string> communicatorBackends() {
+  return {"mpi", "ring"};
+}
 
 std::unique_ptr<Communicator> makeCommunicator(std::string_view backend, MPI_Comm comm,
                                                const CommunicatorOptions& options) {
   if (backend == "mpi") return std::make_unique<MpiCommunicator>(comm);
   if (backend == "ring") return std::make_unique<RingCommunicator>(comm, options);
   std::string known;
-  for (const auto& name : communicatorBackends()) known += (known.empty() ? "" : ", ") + name;
+  for (const auto& name : communicatorBackends())
+    known += (known.empty() ? "" : ", ") + name;
   throw std::invalid_argument("unknown backend '" + std::string(backend) + "' (known: " + known +
                               ")");
 }

@@ -29,7 +29,8 @@ class CollectiveMismatchError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The defaults were chosen with build/bin/allreduce_perf on the 2-core CI machine (docs/collectives.md).
+// The defaults were chosen with build/bin/allreduce_perf on the 2-core CI machine
+// (docs/collectives.md).
 struct CommunicatorOptions {
   // Ring backend: all-reduces of at most this many bytes take the latency-optimal
   // recursive-doubling path; larger ones the bandwidth-optimal ring. 0 sends everything round

@@ -11,9 +11,9 @@
 namespace ringtrain::collectives {
 
 enum class DataType : std::uint8_t { kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64 };
-inline constexpr DataType kAllDataTypes[] = {DataType::kFloat32,  DataType::kFloat64,
-                                             DataType::kFloat16,  DataType::kBFloat16,
-                                             DataType::kInt32,    DataType::kInt64};
+inline constexpr DataType kAllDataTypes[] = {DataType::kFloat32, DataType::kFloat64,
+                                             DataType::kFloat16, DataType::kBFloat16,
+                                             DataType::kInt32,   DataType::kInt64};
 
 // kAverage is a sum divided by the number of ranks; for integers the division truncates toward
 // zero, as C++ integer division does.
@@ -34,16 +34,28 @@ std::optional<ReduceOp> parseReduceOp(std::string_view text);
 template <class T>
 constexpr DataType dataTypeOf();
 template <>
-constexpr DataType dataTypeOf<float>() { return DataType::kFloat32; }
+constexpr DataType dataTypeOf<float>() {
+  return DataType::kFloat32;
+}
 template <>
-constexpr DataType dataTypeOf<double>() { return DataType::kFloat64; }
+constexpr DataType dataTypeOf<double>() {
+  return DataType::kFloat64;
+}
 template <>
-constexpr DataType dataTypeOf<Float16>() { return DataType::kFloat16; }
+constexpr DataType dataTypeOf<Float16>() {
+  return DataType::kFloat16;
+}
 template <>
-constexpr DataType dataTypeOf<BFloat16>() { return DataType::kBFloat16; }
+constexpr DataType dataTypeOf<BFloat16>() {
+  return DataType::kBFloat16;
+}
 template <>
-constexpr DataType dataTypeOf<std::int32_t>() { return DataType::kInt32; }
+constexpr DataType dataTypeOf<std::int32_t>() {
+  return DataType::kInt32;
+}
 template <>
-constexpr DataType dataTypeOf<std::int64_t>() { return DataType::kInt64; }
+constexpr DataType dataTypeOf<std::int64_t>() {
+  return DataType::kInt64;
+}
 
 }  // namespace ringtrain::collectives

@@ -6,10 +6,14 @@ namespace ringtrain::collectives {
 
 std::string_view threadLevelName(ThreadLevel level) {
   switch (level) {
-    case ThreadLevel::kSingle: return "MPI_THREAD_SINGLE";
-    case ThreadLevel::kFunneled: return "MPI_THREAD_FUNNELED";
-    case ThreadLevel::kSerialized: return "MPI_THREAD_SERIALIZED";
-    case ThreadLevel::kMultiple: return "MPI_THREAD_MULTIPLE";
+    case ThreadLevel::kSingle:
+      return "MPI_THREAD_SINGLE";
+    case ThreadLevel::kFunneled:
+      return "MPI_THREAD_FUNNELED";
+    case ThreadLevel::kSerialized:
+      return "MPI_THREAD_SERIALIZED";
+    case ThreadLevel::kMultiple:
+      return "MPI_THREAD_MULTIPLE";
   }
   return "unknown thread level";
 }

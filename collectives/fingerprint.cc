@@ -15,7 +15,8 @@ std::uint64_t fingerprint(const void* data, std::size_t bytes) {
     h = (h ^ word) * kPrime;
     h ^= h >> 29;
   }
-  for (; i < bytes; ++i) h = (h ^ p[i]) * kPrime;
+  for (; i < bytes; ++i)
+    h = (h ^ p[i]) * kPrime;
   return h;
 }
 

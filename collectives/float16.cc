@@ -48,7 +48,9 @@ std::uint16_t floatToFloat16(float value) {
 
 }  // namespace portable
 
-float toFloat(BFloat16 value) { return std::bit_cast<float>(std::uint32_t{value.bits} << 16); }
+float toFloat(BFloat16 value) {
+  return std::bit_cast<float>(std::uint32_t{value.bits} << 16);
+}
 
 BFloat16 toBFloat16(float value) {
   std::uint32_t x = std::bit_cast<std::uint32_t>(value);
@@ -58,7 +60,9 @@ BFloat16 toBFloat16(float value) {
 }
 
 #if defined(__F16C__)
-float toFloat(Float16 value) { return _cvtsh_ss(value.bits); }
+float toFloat(Float16 value) {
+  return _cvtsh_ss(value.bits);
+}
 Float16 toFloat16(float value) {
   return {static_cast<std::uint16_t>(_cvtss_sh(value, _MM_FROUND_TO_NEAREST_INT))};
 }
@@ -70,7 +74,8 @@ void convertToFloat(const Float16* in, float* out, std::size_t count) {
     std::memcpy(&h, in + i, sizeof(h));
     _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
   }
-  for (; i < count; ++i) out[i] = toFloat(in[i]);
+  for (; i < count; ++i)
+    out[i] = toFloat(in[i]);
 }
 
 void convertFromFloat(const float* in, Float16* out, std::size_t count) {
@@ -79,28 +84,37 @@ void convertFromFloat(const float* in, Float16* out, std::size_t count) {
     const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);
     std::memcpy(static_cast<void*>(out + i), &h, sizeof(h));
   }
-  for (; i < count; ++i) out[i] = toFloat16(in[i]);
+  for (; i < count; ++i)
+    out[i] = toFloat16(in[i]);
 }
 #else
-float toFloat(Float16 value) { return portable::float16ToFloat(value.bits); }
-Float16 toFloat16(float value) { return {portable::floatToFloat16(value)}; }
+float toFloat(Float16 value) {
+  return portable::float16ToFloat(value.bits);
+}
+Float16 toFloat16(float value) {
+  return {portable::floatToFloat16(value)};
+}
 
 void convertToFloat(const Float16* in, float* out, std::size_t count) {
-  for (std::size_t i = 0; i < count; ++i) out[i] = toFloat(in[i]);
+  for (std::size_t i = 0; i < count; ++i)
+    out[i] = toFloat(in[i]);
 }
 void convertFromFloat(const float* in, Float16* out, std::size_t count) {
-  for (std::size_t i = 0; i < count; ++i) out[i] = toFloat16(in[i]);
+  for (std::size_t i = 0; i < count; ++i)
+    out[i] = toFloat16(in[i]);
 }
 #endif
 
 void convertToFloat(const BFloat16* in, float* out, std::size_t count) {
 #pragma omp simd
-  for (std::size_t i = 0; i < count; ++i) out[i] = toFloat(in[i]);
+  for (std::size_t i = 0; i < count; ++i)
+    out[i] = toFloat(in[i]);
 }
 
 void convertFromFloat(const float* in, BFloat16* out, std::size_t count) {
 #pragma omp simd
-  for (std::size_t i = 0; i < count; ++i) out[i] = toBFloat16(in[i]);
+  for (std::size_t i = 0; i < count; ++i)
+    out[i] = toBFloat16(in[i]);
 }
 
 }  // namespace ringtrain::collectives

@@ -22,11 +22,13 @@ std::string& label() {
 
 }  // namespace
 
-const std::string& processLabel() { return label(); }
+const std::string& processLabel() {
+  return label();
+}
 
 void setProcessLabel(int rank, int size, std::string_view host) {
-  label() = "[rank " + std::to_string(rank) + "/" + std::to_string(size) + " " + std::string(host) +
-            "]";
+  label() =
+      "[rank " + std::to_string(rank) + "/" + std::to_string(size) + " " + std::string(host) + "]";
 }
 
 void printLine(std::string_view message) {
@@ -65,7 +67,8 @@ void checkMpi(int rc, const char* call, const char* file, int line) {
   if (MPI_Error_string(rc, error, &length) != MPI_SUCCESS) {
     std::snprintf(error, sizeof(error), "MPI error code %d", rc);
   }
-  abortJob(std::string(name) + " failed: " + error + " (" + file + ":" + std::to_string(line) + ")");
+  abortJob(std::string(name) + " failed: " + error + " (" + file + ":" + std::to_string(line) +
+           ")");
 }
 
 }  // namespace ringtrain::collectives

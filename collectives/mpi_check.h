@@ -31,4 +31,5 @@ void checkMpi(int rc, const char* call, const char* file, int line);
 
 }  // namespace ringtrain::collectives
 
-#define RINGTRAIN_MPI_CHECK(call) ::ringtrain::collectives::checkMpi((call), #call, __FILE__, __LINE__)
+#define RINGTRAIN_MPI_CHECK(call) \
+  ::ringtrain::collectives::checkMpi((call), #call, __FILE__, __LINE__)

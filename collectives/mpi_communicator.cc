@@ -34,7 +34,9 @@ MPI_Datatype createTwoByteType() {
   return type;
 }
 
-int asInt(std::size_t count) { return static_cast<int>(count); }
+int asInt(std::size_t count) {
+  return static_cast<int>(count);
+}
 
 }  // namespace
 
@@ -50,7 +52,8 @@ MpiCommunicator::~MpiCommunicator() {
   MPI_Finalized(&finalized);
   if (finalized) return;
   for (auto& ops : halfOps_) {
-    for (auto& op : ops) MPI_Op_free(&op);
+    for (auto& op : ops)
+      MPI_Op_free(&op);
   }
   MPI_Type_free(&float16Type_);
   MPI_Type_free(&bfloat16Type_);
@@ -58,12 +61,18 @@ MpiCommunicator::~MpiCommunicator() {
 
 MPI_Datatype MpiCommunicator::mpiType(DataType type) const {
   switch (type) {
-    case DataType::kFloat32: return MPI_FLOAT;
-    case DataType::kFloat64: return MPI_DOUBLE;
-    case DataType::kInt32: return MPI_INT32_T;
-    case DataType::kInt64: return MPI_INT64_T;
-    case DataType::kFloat16: return float16Type_;
-    case DataType::kBFloat16: return bfloat16Type_;
+    case DataType::kFloat32:
+      return MPI_FLOAT;
+    case DataType::kFloat64:
+      return MPI_DOUBLE;
+    case DataType::kInt32:
+      return MPI_INT32_T;
+    case DataType::kInt64:
+      return MPI_INT64_T;
+    case DataType::kFloat16:
+      return float16Type_;
+    case DataType::kBFloat16:
+      return bfloat16Type_;
   }
   return MPI_DATATYPE_NULL;
 }
@@ -75,8 +84,8 @@ MPI_Op MpiCommunicator::mpiOp(DataType type, ReduceOp op) const {
   return opIndex == 1 ? MPI_MIN : opIndex == 2 ? MPI_MAX : MPI_SUM;
 }
 
-void MpiCommunicator::allreduceImpl(const void* send, void* recv, std::size_t count,
-                                    DataType type, ReduceOp op) {
+void MpiCommunicator::allreduceImpl(const void* send, void* recv, std::size_t count, DataType type,
+                                    ReduceOp op) {
   const std::size_t elementSize = sizeOf(type);
   const MPI_Datatype datatype = mpiType(type);
   const MPI_Op mpiReduction = mpiOp(type, op);
@@ -85,8 +94,8 @@ void MpiCommunicator::allreduceImpl(const void* send, void* recv, std::size_t co
   do {
     const std::size_t n = std::min(kMaxElementsPerCall, count - begin);
     auto* out = static_cast<std::byte*>(recv) + begin * elementSize;
-    const void* in = send == recv ? MPI_IN_PLACE
-                                  : static_cast<const std::byte*>(send) + begin * elementSize;
+    const void* in =
+        send == recv ? MPI_IN_PLACE : static_cast<const std::byte*>(send) + begin * elementSize;
     RINGTRAIN_MPI_CHECK(MPI_Allreduce(in, out, asInt(n), datatype, mpiReduction, comm()));
     begin += n;
   } while (begin < count);
@@ -107,13 +116,14 @@ void MpiCommunicator::allgatherImpl(const void* send, void* recv, std::size_t co
   if (countPerRank > static_cast<std::size_t>(INT_MAX)) {
     throw std::length_error("all-gather: the mpi backend takes at most 2^31-1 elements per rank");
   }
-  const auto* ownBlock =
-      static_cast<const std::byte*>(recv) + rank() * countPerRank * sizeOf(type);
+  const auto* ownBlock = static_cast<const std::byte*>(recv) + rank() * countPerRank * sizeOf(type);
   const void* in = send == ownBlock ? MPI_IN_PLACE : send;
   RINGTRAIN_MPI_CHECK(MPI_Allgather(in, asInt(countPerRank), mpiType(type), recv,
                                     asInt(countPerRank), mpiType(type), comm()));
 }
 
-void MpiCommunicator::barrierImpl() { RINGTRAIN_MPI_CHECK(MPI_Barrier(comm())); }
+void MpiCommunicator::barrierImpl() {
+  RINGTRAIN_MPI_CHECK(MPI_Barrier(comm()));
+}
 
 }  // namespace ringtrain::collectives

@@ -21,14 +21,21 @@ std::size_t pieceCount(std::size_t payloadBytes) {
 
 int largestPowerOfTwoAtMost(int n) {
   int p = 1;
-  while (p * 2 <= n) p *= 2;
+  while (p * 2 <= n)
+    p *= 2;
   return p;
 }
 
 // Tag layout: (token << 1) | morePiecesFollow.
-int makeTag(std::uint64_t token, bool more) { return static_cast<int>((token << 1) | (more ? 1 : 0)); }
-std::uint64_t tokenOf(int tag) { return static_cast<std::uint64_t>(tag) >> 1; }
-bool moreFollow(int tag) { return (tag & 1) != 0; }
+int makeTag(std::uint64_t token, bool more) {
+  return static_cast<int>((token << 1) | (more ? 1 : 0));
+}
+std::uint64_t tokenOf(int tag) {
+  return static_cast<std::uint64_t>(tag) >> 1;
+}
+bool moreFollow(int tag) {
+  return (tag & 1) != 0;
+}
 
 }  // namespace
 
@@ -42,7 +49,8 @@ RecursiveDoubling::RecursiveDoubling(MPI_Comm comm, std::size_t maxPayloadBytes)
   RINGTRAIN_MPI_CHECK(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &value, &found));
   const long tagUpperBound = found ? *static_cast<int*>(value) : 32767;
   int bits = 0;
-  while (bits < 62 && (2L << bits) - 1 <= tagUpperBound) ++bits;  // tags 0 .. 2^bits - 1 fit
+  while (bits < 62 && (2L << bits) - 1 <= tagUpperBound)
+    ++bits;  // tags 0 .. 2^bits - 1 fit
   tokenBits_ = bits - 1;
   const std::size_t room = pieceCount(maxPayloadBytes_) * kPieceBytes;
   mine_.resize(room);
@@ -102,8 +110,8 @@ void RecursiveDoubling::exchange(const CallSignature& signature, DataType type, 
     }
     if (rank_ < 2 * folded) {
       postSends(rank_ - 1);
-      RINGTRAIN_MPI_CHECK(MPI_Waitall(static_cast<int>(sends_.size()), sends_.data(),
-                                      MPI_STATUSES_IGNORE));
+      RINGTRAIN_MPI_CHECK(
+          MPI_Waitall(static_cast<int>(sends_.size()), sends_.data(), MPI_STATUSES_IGNORE));
     }
   }
 
@@ -115,8 +123,8 @@ void RecursiveDoubling::postReceives(int peer) {
   for (std::size_t piece = 0; piece < pieceCount(payloadBytes_); ++piece) {
     receives_.emplace_back();
     RINGTRAIN_MPI_CHECK(MPI_Irecv(incoming_.data() + piece * kPieceBytes,
-                                  static_cast<int>(kPieceBytes), MPI_BYTE, peer, MPI_ANY_TAG,
-                                  comm_, &receives_.back()));
+                                  static_cast<int>(kPieceBytes), MPI_BYTE, peer, MPI_ANY_TAG, comm_,
+                                  &receives_.back()));
   }
 }
 
@@ -125,7 +133,8 @@ void RecursiveDoubling::postSends(int peer) {
   const std::size_t pieces = pieceCount(payloadBytes_);
   for (std::size_t piece = 0; piece < pieces; ++piece) {
     const std::size_t offset = piece * kPieceBytes;
-    const std::size_t length = std::min(kPieceBytes, payloadBytes_ - std::min(payloadBytes_, offset));
+    const std::size_t length =
+        std::min(kPieceBytes, payloadBytes_ - std::min(payloadBytes_, offset));
     sends_.emplace_back();
     RINGTRAIN_MPI_CHECK(MPI_Isend(mine_.data() + offset, static_cast<int>(length), MPI_BYTE, peer,
                                   makeTag(token_, piece + 1 < pieces), comm_, &sends_.back()));
@@ -168,8 +177,8 @@ std::uint64_t RecursiveDoubling::completeReceives(int peer) {
     }
     break;
   }
-  RINGTRAIN_MPI_CHECK(MPI_Waitall(static_cast<int>(sends_.size()), sends_.data(),
-                                  MPI_STATUSES_IGNORE));
+  RINGTRAIN_MPI_CHECK(
+      MPI_Waitall(static_cast<int>(sends_.size()), sends_.data(), MPI_STATUSES_IGNORE));
   sends_.clear();
   return theirToken;
 }

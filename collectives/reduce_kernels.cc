@@ -61,19 +61,22 @@ struct MaxOp {
 template <class Op, class T>
 void combine(const T* a, const T* b, T* out, std::size_t count) {
 #pragma omp simd
-  for (std::size_t i = 0; i < count; ++i) out[i] = Op::apply(a[i], b[i]);
+  for (std::size_t i = 0; i < count; ++i)
+    out[i] = Op::apply(a[i], b[i]);
 }
 
 template <class T>
 void divide(T* data, std::size_t count, int divisor) {
   if constexpr (std::is_integral_v<T>) {
     const T d = static_cast<T>(divisor);
-    for (std::size_t i = 0; i < count; ++i) data[i] = data[i] / d;
+    for (std::size_t i = 0; i < count; ++i)
+      data[i] = data[i] / d;
   } else {
     // A true division, not a multiplication by 1/divisor: one rounding, the same as the reference.
     const T d = static_cast<T>(divisor);
 #pragma omp simd
-    for (std::size_t i = 0; i < count; ++i) data[i] = data[i] / d;
+    for (std::size_t i = 0; i < count; ++i)
+      data[i] = data[i] / d;
   }
 }
 
@@ -81,9 +84,15 @@ template <class T>
 void reduceNative(ReduceOp op, const T* a, const T* b, T* out, std::size_t count, int divisor) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAverage: combine<SumOp>(a, b, out, count); break;
-    case ReduceOp::kMin: combine<MinOp>(a, b, out, count); break;
-    case ReduceOp::kMax: combine<MaxOp>(a, b, out, count); break;
+    case ReduceOp::kAverage:
+      combine<SumOp>(a, b, out, count);
+      break;
+    case ReduceOp::kMin:
+      combine<MinOp>(a, b, out, count);
+      break;
+    case ReduceOp::kMax:
+      combine<MaxOp>(a, b, out, count);
+      break;
   }
   if (divisor > 1) divide(out, count, divisor);
 }
@@ -119,10 +128,10 @@ void divideHalf(Half* data, std::size_t count, int divisor) {
 void reduceCached(DataType type, ReduceOp op, const void* a, const void* b, void* out,
                   std::size_t count, int divisor) {
   switch (type) {
-#define RINGTRAIN_REDUCE_CASE(kType, T, fn)                                                   \
-  case DataType::kType:                                                                       \
+#define RINGTRAIN_REDUCE_CASE(kType, T, fn)                                                 \
+  case DataType::kType:                                                                     \
     fn(op, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(out), count, \
-       divisor);                                                                              \
+       divisor);                                                                            \
     return;
     RINGTRAIN_REDUCE_CASE(kFloat32, float, reduceNative)
     RINGTRAIN_REDUCE_CASE(kFloat64, double, reduceNative)
@@ -140,8 +149,7 @@ void streamLines(void* out, const void* in, std::size_t bytes) {
   auto* dst = static_cast<std::byte*>(out);
   const auto* src = static_cast<const std::byte*>(in);
   // Ordinary copies for the unaligned head and the tail; whole aligned lines in between.
-  const std::size_t head =
-      std::min(bytes, (64 - reinterpret_cast<std::uintptr_t>(dst) % 64) % 64);
+  const std::size_t head = std::min(bytes, (64 - reinterpret_cast<std::uintptr_t>(dst) % 64) % 64);
   std::memcpy(dst, src, head);
   std::size_t i = head;
   for (; i + 64 <= bytes; i += 64) {
@@ -155,7 +163,8 @@ void streamLines(void* out, const void* in, std::size_t bytes) {
 #else
     const auto* s = reinterpret_cast<const __m128i*>(src + i);
     auto* d = reinterpret_cast<__m128i*>(dst + i);
-    for (int k = 0; k < 4; ++k) _mm_stream_si128(d + k, _mm_loadu_si128(s + k));
+    for (int k = 0; k < 4; ++k)
+      _mm_stream_si128(d + k, _mm_loadu_si128(s + k));
 #endif
   }
   std::memcpy(dst + i, src + i, bytes - i);
@@ -208,12 +217,24 @@ void reduceArrays(DataType type, ReduceOp op, const void* a, const void* b, void
 void divideArray(DataType type, void* data, std::size_t count, int divisor) {
   if (divisor <= 1) return;
   switch (type) {
-    case DataType::kFloat32: divide(static_cast<float*>(data), count, divisor); return;
-    case DataType::kFloat64: divide(static_cast<double*>(data), count, divisor); return;
-    case DataType::kInt32: divide(static_cast<std::int32_t*>(data), count, divisor); return;
-    case DataType::kInt64: divide(static_cast<std::int64_t*>(data), count, divisor); return;
-    case DataType::kFloat16: divideHalf(static_cast<Float16*>(data), count, divisor); return;
-    case DataType::kBFloat16: divideHalf(static_cast<BFloat16*>(data), count, divisor); return;
+    case DataType::kFloat32:
+      divide(static_cast<float*>(data), count, divisor);
+      return;
+    case DataType::kFloat64:
+      divide(static_cast<double*>(data), count, divisor);
+      return;
+    case DataType::kInt32:
+      divide(static_cast<std::int32_t*>(data), count, divisor);
+      return;
+    case DataType::kInt64:
+      divide(static_cast<std::int64_t*>(data), count, divisor);
+      return;
+    case DataType::kFloat16:
+      divideHalf(static_cast<Float16*>(data), count, divisor);
+      return;
+    case DataType::kBFloat16:
+      divideHalf(static_cast<BFloat16*>(data), count, divisor);
+      return;
   }
 }
 

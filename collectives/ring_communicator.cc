@@ -11,11 +11,11 @@ RingCommunicator::RingCommunicator(MPI_Comm comm, const CommunicatorOptions& opt
       allgather_(pipeline_),
       mpi_(comm) {}
 
-void RingCommunicator::allreduceImpl(const void* send, void* recv, std::size_t count,
-                                     DataType type, ReduceOp op) {
+void RingCommunicator::allreduceImpl(const void* send, void* recv, std::size_t count, DataType type,
+                                     ReduceOp op) {
   // The sequence number was already advanced by Communicator::allreduce.
-  const CallSignature signature = makeSignature(collectiveCount(), CollectiveKind::kAllreduce, count,
-                                                type, static_cast<int>(op));
+  const CallSignature signature = makeSignature(collectiveCount(), CollectiveKind::kAllreduce,
+                                                count, type, static_cast<int>(op));
   if (count * sizeOf(type) <= options_.ringSmallMessageBytes) {
     agreement_.allreduce(signature, send, recv, count, type, op);
     return;
@@ -32,10 +32,13 @@ void RingCommunicator::broadcastImpl(void* buffer, std::size_t count, DataType t
 
 void RingCommunicator::allgatherImpl(const void* send, void* recv, std::size_t countPerRank,
                                      DataType type) {
-  agreement_.agree(makeSignature(collectiveCount(), CollectiveKind::kAllgather, countPerRank, type));
+  agreement_.agree(
+      makeSignature(collectiveCount(), CollectiveKind::kAllgather, countPerRank, type));
   allgather_.run(send, recv, countPerRank, type);
 }
 
-void RingCommunicator::barrierImpl() { mpi_.barrier(); }
+void RingCommunicator::barrierImpl() {
+  mpi_.barrier();
+}
 
 }  // namespace ringtrain::collectives

@@ -26,7 +26,8 @@ RingPipeline::RingPipeline(MPI_Comm comm, std::size_t chunkBytes, int depth)
   RINGTRAIN_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   RINGTRAIN_MPI_CHECK(MPI_Comm_size(comm_, &size_));
   // At least one huge page, so that the landing slots are backed by one (see AlignedBuffer).
-  scratch_.resize(std::max(static_cast<std::size_t>(depth_) * chunkBytes_, AlignedBuffer::kHugePage));
+  scratch_.resize(
+      std::max(static_cast<std::size_t>(depth_) * chunkBytes_, AlignedBuffer::kHugePage));
 }
 
 std::size_t RingPipeline::chunkElements(std::size_t elementSize) const {
@@ -119,13 +120,13 @@ void RingPipeline::run(const RingPass& pass) {
     while (post.step < pass.steps && post.index < take.index + depth_) {
       const int segment = segmentAt(post.step, 1);
       if (post.step >= pass.reduceSteps && sendSlot(segment, post.chunk) >= 0) {
-        RINGTRAIN_MPI_CHECK(MPI_Wait(&sends_[static_cast<std::size_t>(sendSlot(segment, post.chunk))],
-                                     MPI_STATUS_IGNORE));
+        RINGTRAIN_MPI_CHECK(MPI_Wait(
+            &sends_[static_cast<std::size_t>(sendSlot(segment, post.chunk))], MPI_STATUS_IGNORE));
       }
       MPI_Request& request = receives_[post.index % depth_];
-      RINGTRAIN_MPI_CHECK(MPI_Irecv(landing(post),
-                                    static_cast<int>(chunkLength(segment, post.chunk) * elementSize),
-                                    MPI_BYTE, left, 1 + post.step, comm_, &request));
+      RINGTRAIN_MPI_CHECK(
+          MPI_Irecv(landing(post), static_cast<int>(chunkLength(segment, post.chunk) * elementSize),
+                    MPI_BYTE, left, 1 + post.step, comm_, &request));
       advance(post);
     }
   };
@@ -134,7 +135,8 @@ void RingPipeline::run(const RingPass& pass) {
   while (take.step < pass.steps) {
     const int segment = segmentAt(take.step, 1);
     const std::size_t elements = chunkLength(segment, take.chunk);
-    const std::size_t offset = (pass.layout.segmentBegin(segment) + take.chunk * chunk) * elementSize;
+    const std::size_t offset =
+        (pass.layout.segmentBegin(segment) + take.chunk * chunk) * elementSize;
     std::byte* arrived = landing(take);
     RINGTRAIN_MPI_CHECK(MPI_Wait(&receives_[take.index % depth_], MPI_STATUS_IGNORE));
     if (take.step < pass.reduceSteps) {
@@ -149,8 +151,8 @@ void RingPipeline::run(const RingPass& pass) {
     advance(take);
     postReceives();
   }
-  RINGTRAIN_MPI_CHECK(MPI_Waitall(static_cast<int>(sends_.size()), sends_.data(),
-                                  MPI_STATUSES_IGNORE));
+  RINGTRAIN_MPI_CHECK(
+      MPI_Waitall(static_cast<int>(sends_.size()), sends_.data(), MPI_STATUSES_IGNORE));
 }
 
 }  // namespace ringtrain::collectives

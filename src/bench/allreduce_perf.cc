@@ -7,21 +7,22 @@
 // (#wrong, summed over ranks, which also counts ranks whose bytes differ from rank 0's).
 //
 //   mpirun -np 2 build/bin/allreduce_perf -b 8 -e 256M -f 2 --json out.json
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <boost/program_options.hpp>
-#include <fmt/format.h>
 #include <mpi.h>
-#include <nlohmann/json.hpp>
 
 #include "collectives/aligned_buffer.h"
 #include "collectives/communicator.h"
@@ -60,13 +61,15 @@ struct Options {
 std::optional<std::size_t> parseBytes(const std::string& text) {
   if (text.empty()) return std::nullopt;
   std::size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits])))
+    ++digits;
   if (digits == 0) return std::nullopt;
   std::size_t value = std::stoull(text.substr(0, digits));
   const std::string suffix = text.substr(digits);
   if (suffix.empty() || suffix == "B") return value;
   const char unit = static_cast<char>(std::toupper(static_cast<unsigned char>(suffix[0])));
-  if (suffix.size() > 2 || (suffix.size() == 2 && std::toupper(suffix[1]) != 'B')) return std::nullopt;
+  if (suffix.size() > 2 || (suffix.size() == 2 && std::toupper(suffix[1]) != 'B'))
+    return std::nullopt;
   if (unit == 'K') return value << 10;
   if (unit == 'M') return value << 20;
   if (unit == 'G') return value << 30;
@@ -88,25 +91,35 @@ std::vector<std::string> splitList(const std::string& text) {
 std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool& help) {
   std::string minBytes = "8", maxBytes = "256M", type = "float", op = "sum", backends;
   std::string smallBytes, chunkBytes;
-  for (const auto& name : o.backends) backends += (backends.empty() ? "" : ",") + name;
+  for (const auto& name : o.backends)
+    backends += (backends.empty() ? "" : ",") + name;
   po::options_description description("allreduce_perf options");
-  description.add_options()
-      ("help,h", "print this help")
-      ("minbytes,b", po::value(&minBytes)->default_value(minBytes), "smallest size (8, 64K, 1M, 1G)")
-      ("maxbytes,e", po::value(&maxBytes)->default_value(maxBytes), "largest size")
-      ("stepfactor,f", po::value(&o.stepFactor)->default_value(o.stepFactor), "size multiplier between rows")
-      ("warmup_iters,w", po::value(&o.warmupIters)->default_value(o.warmupIters), "untimed iterations per size")
-      ("iters,n", po::value(&o.iters)->default_value(o.iters), "timed iterations per size")
-      ("datatype,d", po::value(&type)->default_value(type), "float32|float64|float16|bfloat16|int32|int64 (nccl-tests names work too)")
-      ("op,o", po::value(&op)->default_value(op), "sum|avg|min|max")
-      ("check,c", po::value(&o.check)->default_value(o.check), "check every result (1) or not (0)")
-      ("average,a", po::value(&o.average)->default_value(o.average), "time reported: 0 rank 0, 1 average, 2 min, 3 max over ranks")
-      ("backends", po::value(&backends)->default_value(backends), "comma-separated backends to compare")
-      ("ring-small-bytes", po::value(&smallBytes), "ring: largest all-reduce done by recursive doubling (bytes)")
-      ("ring-chunk-bytes", po::value(&chunkBytes), "ring: bytes per pipelined message")
-      ("ring-depth", po::value(&o.communicator.ringPipelineDepth)->default_value(o.communicator.ringPipelineDepth), "ring: chunk receives in flight")
-      ("json", po::value(&o.jsonPath), "also write the results to this JSON file")
-      ("membw", po::bool_switch(&o.memoryBandwidth), "measure memory bandwidth first and report the ring's memory-traffic floor");
+  description.add_options()("help,h", "print this help")(
+      "minbytes,b", po::value(&minBytes)->default_value(minBytes),
+      "smallest size (8, 64K, 1M, 1G)")("maxbytes,e", po::value(&maxBytes)->default_value(maxBytes),
+                                        "largest size")(
+      "stepfactor,f", po::value(&o.stepFactor)->default_value(o.stepFactor),
+      "size multiplier between rows")("warmup_iters,w",
+                                      po::value(&o.warmupIters)->default_value(o.warmupIters),
+                                      "untimed iterations per size")(
+      "iters,n", po::value(&o.iters)->default_value(o.iters), "timed iterations per size")(
+      "datatype,d", po::value(&type)->default_value(type),
+      "float32|float64|float16|bfloat16|int32|int64 (nccl-tests names work too)")(
+      "op,o", po::value(&op)->default_value(op), "sum|avg|min|max")(
+      "check,c", po::value(&o.check)->default_value(o.check), "check every result (1) or not (0)")(
+      "average,a", po::value(&o.average)->default_value(o.average),
+      "time reported: 0 rank 0, 1 average, 2 min, 3 max over ranks")(
+      "backends", po::value(&backends)->default_value(backends),
+      "comma-separated backends to compare")(
+      "ring-small-bytes", po::value(&smallBytes),
+      "ring: largest all-reduce done by recursive doubling (bytes)")(
+      "ring-chunk-bytes", po::value(&chunkBytes), "ring: bytes per pipelined message")(
+      "ring-depth",
+      po::value(&o.communicator.ringPipelineDepth)->default_value(o.communicator.ringPipelineDepth),
+      "ring: chunk receives in flight")("json", po::value(&o.jsonPath),
+                                        "also write the results to this JSON file")(
+      "membw", po::bool_switch(&o.memoryBandwidth),
+      "measure memory bandwidth first and report the ring's memory-traffic floor");
   try {
     po::variables_map vm;
     po::store(po::command_line_parser(argc, argv).options(description).run(), vm);
@@ -119,24 +132,28 @@ std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool&
   } catch (const po::error& e) {
     return std::string(e.what());
   }
-  auto bytesOption = [](const std::string& value, const char* name, std::size_t& out)
-      -> std::optional<std::string> {
+  auto bytesOption = [](const std::string& value, const char* name,
+                        std::size_t& out) -> std::optional<std::string> {
     const auto parsed = parseBytes(value);
-    if (!parsed) return std::string("--") + name + ": '" + value + "' is not a size (e.g. 8, 64K, 256M, 1G)";
+    if (!parsed)
+      return std::string("--") + name + ": '" + value + "' is not a size (e.g. 8, 64K, 256M, 1G)";
     out = *parsed;
     return std::nullopt;
   };
   if (auto e = bytesOption(minBytes, "minbytes", o.minBytes)) return e;
   if (auto e = bytesOption(maxBytes, "maxbytes", o.maxBytes)) return e;
   if (!smallBytes.empty()) {
-    if (auto e = bytesOption(smallBytes, "ring-small-bytes", o.communicator.ringSmallMessageBytes)) return e;
+    if (auto e = bytesOption(smallBytes, "ring-small-bytes", o.communicator.ringSmallMessageBytes))
+      return e;
   }
   if (!chunkBytes.empty()) {
-    if (auto e = bytesOption(chunkBytes, "ring-chunk-bytes", o.communicator.ringChunkBytes)) return e;
+    if (auto e = bytesOption(chunkBytes, "ring-chunk-bytes", o.communicator.ringChunkBytes))
+      return e;
   }
   if (o.minBytes > o.maxBytes) return "--minbytes is larger than --maxbytes";
   if (o.stepFactor < 2) return "--stepfactor must be at least 2";
-  if (o.iters < 1 || o.warmupIters < 0) return "--iters must be at least 1 and --warmup_iters at least 0";
+  if (o.iters < 1 || o.warmupIters < 0)
+    return "--iters must be at least 1 and --warmup_iters at least 0";
   if (o.average < 0 || o.average > 3) return "--average must be 0, 1, 2 or 3";
   if (o.communicator.ringPipelineDepth < 1) return "--ring-depth must be at least 1";
   const auto parsedType = collectives::parseDataType(type);
@@ -169,12 +186,34 @@ int inputInteger(int rank, std::size_t i, int range) {
 
 void store(DataType type, double value, std::byte* out) {
   switch (type) {
-    case DataType::kFloat32: { const float v = static_cast<float>(value); std::memcpy(out, &v, 4); break; }
-    case DataType::kFloat64: std::memcpy(out, &value, 8); break;
-    case DataType::kFloat16: { const auto v = collectives::toFloat16(static_cast<float>(value)); std::memcpy(out, &v, 2); break; }
-    case DataType::kBFloat16: { const auto v = collectives::toBFloat16(static_cast<float>(value)); std::memcpy(out, &v, 2); break; }
-    case DataType::kInt32: { const auto v = static_cast<std::int32_t>(value); std::memcpy(out, &v, 4); break; }
-    case DataType::kInt64: { const auto v = static_cast<std::int64_t>(value); std::memcpy(out, &v, 8); break; }
+    case DataType::kFloat32: {
+      const float v = static_cast<float>(value);
+      std::memcpy(out, &v, 4);
+      break;
+    }
+    case DataType::kFloat64:
+      std::memcpy(out, &value, 8);
+      break;
+    case DataType::kFloat16: {
+      const auto v = collectives::toFloat16(static_cast<float>(value));
+      std::memcpy(out, &v, 2);
+      break;
+    }
+    case DataType::kBFloat16: {
+      const auto v = collectives::toBFloat16(static_cast<float>(value));
+      std::memcpy(out, &v, 2);
+      break;
+    }
+    case DataType::kInt32: {
+      const auto v = static_cast<std::int32_t>(value);
+      std::memcpy(out, &v, 4);
+      break;
+    }
+    case DataType::kInt64: {
+      const auto v = static_cast<std::int64_t>(value);
+      std::memcpy(out, &v, 8);
+      break;
+    }
   }
 }
 
@@ -182,10 +221,13 @@ void store(DataType type, double value, std::byte* out) {
 // precision (float for the 16-bit types), truncating for integers.
 double averageAsComputed(DataType type, std::int64_t sum, int ranks) {
   switch (type) {
-    case DataType::kFloat64: return static_cast<double>(sum) / ranks;
+    case DataType::kFloat64:
+      return static_cast<double>(sum) / ranks;
     case DataType::kInt32:
-    case DataType::kInt64: return static_cast<double>(sum / ranks);
-    default: return static_cast<float>(sum) / static_cast<float>(ranks);
+    case DataType::kInt64:
+      return static_cast<double>(sum / ranks);
+    default:
+      return static_cast<float>(sum) / static_cast<float>(ranks);
   }
 }
 
@@ -275,10 +317,12 @@ Measurement measure(Communicator& comm, Buffers& buffers, const Patterns& patter
   std::byte* send = buffers.send.data();
   std::byte* recv = inPlace ? send : buffers.recv.data();
   fillPeriodic(send, count, patterns.input, e);
-  for (int i = 0; i < o.warmupIters; ++i) comm.allreduce(send, recv, count, o.type, o.op);
+  for (int i = 0; i < o.warmupIters; ++i)
+    comm.allreduce(send, recv, count, o.type, o.op);
   comm.barrier();
   const double start = MPI_Wtime();
-  for (int i = 0; i < o.iters; ++i) comm.allreduce(send, recv, count, o.type, o.op);
+  for (int i = 0; i < o.iters; ++i)
+    comm.allreduce(send, recv, count, o.type, o.op);
   const double perIteration = combineTime((MPI_Wtime() - start) / o.iters, o.average);
 
   Measurement m;
@@ -296,8 +340,7 @@ Measurement measure(Communicator& comm, Buffers& buffers, const Patterns& patter
     std::uint64_t rootHash = hash;
     RINGTRAIN_MPI_CHECK(MPI_Bcast(&rootHash, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD));
     wrong += hash != rootHash;
-    RINGTRAIN_MPI_CHECK(
-        MPI_Allreduce(&wrong, &m.wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD));
+    RINGTRAIN_MPI_CHECK(MPI_Allreduce(&wrong, &m.wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD));
   }
   return m;
 }
@@ -319,7 +362,8 @@ double measureMemoryBandwidth() {
     RINGTRAIN_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     const double start = MPI_Wtime();
 #pragma omp simd
-    for (std::size_t i = 0; i < kCount; ++i) z[i] = x[i] + y[i];
+    for (std::size_t i = 0; i < kCount; ++i)
+      z[i] = x[i] + y[i];
     const double seconds = MPI_Wtime() - start;
     best = std::max(best, 3.0 * kCount * 4 / seconds);
   }
@@ -374,12 +418,13 @@ int run(int argc, char** argv) {
   if (root) {
     std::cout << fmt::format("# ringtrain allreduce_perf: {} ranks on {} node(s), {}\n", n,
                              env.nodeCount(), json["mpi"].get<std::string>());
-    std::cout << fmt::format("#  datatype {}, op {}, warm-up {}, iterations {}, time: {} over ranks\n",
-                             name(o.type), name(o.op), o.warmupIters, o.iters,
-                             json["time"].get<std::string>());
-    std::cout << fmt::format("#  ring: recursive doubling up to {} B, chunks of {} B, {} in flight\n",
-                             o.communicator.ringSmallMessageBytes, o.communicator.ringChunkBytes,
-                             o.communicator.ringPipelineDepth);
+    std::cout << fmt::format(
+        "#  datatype {}, op {}, warm-up {}, iterations {}, time: {} over ranks\n", name(o.type),
+        name(o.op), o.warmupIters, o.iters, json["time"].get<std::string>());
+    std::cout << fmt::format(
+        "#  ring: recursive doubling up to {} B, chunks of {} B, {} in flight\n",
+        o.communicator.ringSmallMessageBytes, o.communicator.ringChunkBytes,
+        o.communicator.ringPipelineDepth);
   }
   double membwPerRank = 0;
   if (o.memoryBandwidth) {
@@ -391,21 +436,28 @@ int run(int argc, char** argv) {
     // bytes/s that takes 5(n-1)S/(nB), which is a busbw of 2B/5.
     json["ring_floor_busbw_gbps"] = 0.4 * membwPerRank / 1e9;
     if (root) {
-      std::cout << fmt::format("#  memory bandwidth (c = a + b, all ranks at once): {:.2f} GB/s per rank;"
-                               " ring all-reduce floor busbw = 2/5 of it = {:.2f} GB/s\n",
-                               membwPerRank / 1e9, 0.4 * membwPerRank / 1e9);
+      std::cout << fmt::format(
+          "#  memory bandwidth (c = a + b, all ranks at once): {:.2f} GB/s per rank;"
+          " ring all-reduce floor busbw = 2/5 of it = {:.2f} GB/s\n",
+          membwPerRank / 1e9, 0.4 * membwPerRank / 1e9);
     }
   }
   if (root) {
     std::cout << "#\n"
-              << fmt::format("# {:>12} {:>12} {:>9} {:>6} {:>8}  {:>9} {:>7} {:>7} {:>6}  {:>9} {:>7} {:>7} {:>6}\n",
-                             "", "", "", "", "", "out-of-place", "", "", "", "in-place", "", "", "")
-              << fmt::format("# {:>12} {:>12} {:>9} {:>6} {:>8}  {:>9} {:>7} {:>7} {:>6}  {:>9} {:>7} {:>7} {:>6}\n",
-                             "size", "count", "type", "redop", "backend", "time", "algbw", "busbw",
-                             "#wrong", "time", "algbw", "busbw", "#wrong")
-              << fmt::format("# {:>12} {:>12} {:>9} {:>6} {:>8}  {:>9} {:>7} {:>7} {:>6}  {:>9} {:>7} {:>7} {:>6}\n",
-                             "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
-                             "(GB/s)", "(GB/s)", "");
+              << fmt::format(
+                     "# {:>12} {:>12} {:>9} {:>6} {:>8}  {:>9} {:>7} {:>7} {:>6}  {:>9} {:>7} "
+                     "{:>7} {:>6}\n",
+                     "", "", "", "", "", "out-of-place", "", "", "", "in-place", "", "", "")
+              << fmt::format(
+                     "# {:>12} {:>12} {:>9} {:>6} {:>8}  {:>9} {:>7} {:>7} {:>6}  {:>9} {:>7} "
+                     "{:>7} {:>6}\n",
+                     "size", "count", "type", "redop", "backend", "time", "algbw", "busbw",
+                     "#wrong", "time", "algbw", "busbw", "#wrong")
+              << fmt::format(
+                     "# {:>12} {:>12} {:>9} {:>6} {:>8}  {:>9} {:>7} {:>7} {:>6}  {:>9} {:>7} "
+                     "{:>7} {:>6}\n",
+                     "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
+                     "(GB/s)", "(GB/s)", "");
   }
 
   // One allocation of the largest size, written once, for every size and backend.
@@ -431,25 +483,32 @@ int run(int argc, char** argv) {
       sum.second += 2;
       outOfPlaceBusbw.push_back(out.busbw);
       if (root) {
-        std::cout << fmt::format("  {:>12} {:>12} {:>9} {:>6} {:>8}  {:>9.2f} {:>7.2f} {:>7.2f} {:>6}  {:>9.2f} {:>7.2f} {:>7.2f} {:>6}\n",
-                                 count * e, count, name(o.type), name(o.op), o.backends[b],
-                                 out.timeUs, out.algbw, out.busbw, out.wrong, in.timeUs, in.algbw,
-                                 in.busbw, in.wrong)
+        std::cout << fmt::format(
+                         "  {:>12} {:>12} {:>9} {:>6} {:>8}  {:>9.2f} {:>7.2f} {:>7.2f} {:>6}  "
+                         "{:>9.2f} {:>7.2f} {:>7.2f} {:>6}\n",
+                         count * e, count, name(o.type), name(o.op), o.backends[b], out.timeUs,
+                         out.algbw, out.busbw, out.wrong, in.timeUs, in.algbw, in.busbw, in.wrong)
                   << std::flush;
       }
       auto toJson = [](const Measurement& m) {
-        return nlohmann::json{{"time_us", m.timeUs}, {"algbw_gbps", m.algbw},
-                              {"busbw_gbps", m.busbw}, {"wrong", m.wrong}};
+        return nlohmann::json{{"time_us", m.timeUs},
+                              {"algbw_gbps", m.algbw},
+                              {"busbw_gbps", m.busbw},
+                              {"wrong", m.wrong}};
       };
-      rows.push_back({{"backend", o.backends[b]}, {"bytes", count * e}, {"count", count},
-                      {"out_of_place", toJson(out)}, {"in_place", toJson(in)}});
+      rows.push_back({{"backend", o.backends[b]},
+                      {"bytes", count * e},
+                      {"count", count},
+                      {"out_of_place", toJson(out)},
+                      {"in_place", toJson(in)}});
     }
     ratioRows.emplace_back(count * e, outOfPlaceBusbw);
   }
   json["results"] = rows;
 
   if (root) {
-    std::cout << fmt::format("# Out of bounds values : {} {}\n", totalWrong, totalWrong ? "FAILED" : "OK");
+    std::cout << fmt::format("# Out of bounds values : {} {}\n", totalWrong,
+                             totalWrong ? "FAILED" : "OK");
     std::cout << "# Avg bus bandwidth    :";
     for (const auto& b : o.backends) {
       const double average = busbwSums[b].first / std::max(1, busbwSums[b].second);
@@ -460,7 +519,8 @@ int run(int argc, char** argv) {
     if (comms.size() > 1 && n > 1) {
       std::cout << "#\n# out-of-place busbw relative to " << o.backends[0] << ":\n"
                 << fmt::format("# {:>12}", "size");
-      for (std::size_t b = 1; b < comms.size(); ++b) std::cout << fmt::format(" {:>12}", o.backends[b] + "/" + o.backends[0]);
+      for (std::size_t b = 1; b < comms.size(); ++b)
+        std::cout << fmt::format(" {:>12}", o.backends[b] + "/" + o.backends[0]);
       std::cout << "\n";
       for (const auto& [bytes, busbw] : ratioRows) {
         std::cout << fmt::format("  {:>12}", bytes);
@@ -471,11 +531,14 @@ int run(int argc, char** argv) {
       }
     }
     if (o.memoryBandwidth && n > 1) {
-      std::cout << "#\n# ring busbw as a share of the memory-traffic floor (" << fmt::format("{:.2f}", 0.4 * membwPerRank / 1e9) << " GB/s), sizes >= 16 MiB:\n";
+      std::cout << "#\n# ring busbw as a share of the memory-traffic floor ("
+                << fmt::format("{:.2f}", 0.4 * membwPerRank / 1e9) << " GB/s), sizes >= 16 MiB:\n";
       for (const auto& row : rows) {
-        if (row["backend"] == "ring" && row["bytes"].get<std::size_t>() >= (std::size_t{16} << 20)) {
-          std::cout << fmt::format("  {:>12} {:>6.0f}%\n", row["bytes"].get<std::size_t>(),
-                                   100.0 * row["out_of_place"]["busbw_gbps"].get<double>() / (0.4 * membwPerRank / 1e9));
+        if (row["backend"] == "ring" &&
+            row["bytes"].get<std::size_t>() >= (std::size_t{16} << 20)) {
+          std::cout << fmt::format(
+              "  {:>12} {:>6.0f}%\n", row["bytes"].get<std::size_t>(),
+              100.0 * row["out_of_place"]["busbw_gbps"].get<double>() / (0.4 * membwPerRank / 1e9));
         }
       }
     }

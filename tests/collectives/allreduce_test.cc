@@ -27,16 +27,22 @@ constexpr std::size_t k16Mi = std::size_t{16} << 20;
 // Unit roundoff of the type's arithmetic: the ring rounds once per hop.
 double unitRoundoff(DataType type) {
   switch (type) {
-    case DataType::kFloat32: return 0x1p-24;
-    case DataType::kFloat64: return 0x1p-53;
-    case DataType::kFloat16: return 0x1p-11;
-    case DataType::kBFloat16: return 0x1p-8;
-    default: return 0;
+    case DataType::kFloat32:
+      return 0x1p-24;
+    case DataType::kFloat64:
+      return 0x1p-53;
+    case DataType::kFloat16:
+      return 0x1p-11;
+    case DataType::kBFloat16:
+      return 0x1p-8;
+    default:
+      return 0;
   }
 }
 
 std::vector<std::size_t> testCounts(int ranks, bool includeLarge) {
-  std::vector<std::size_t> counts = {0, 1, 1009 /* prime */, 12345 * static_cast<std::size_t>(ranks) + 1,
+  std::vector<std::size_t> counts = {0, 1, 1009 /* prime */,
+                                     12345 * static_cast<std::size_t>(ranks) + 1,
                                      100003 /* prime, several ring chunks */};
   if (ranks > 1) counts.push_back(static_cast<std::size_t>(ranks) - 1);  // fewer than the ranks
   if (ranks > 2) counts.push_back(static_cast<std::size_t>(ranks) + 1);  // not divisible
@@ -49,7 +55,8 @@ std::vector<std::size_t> testCounts(int ranks, bool includeLarge) {
 std::size_t countWrong(DataType type, ReduceOp op, std::uint64_t seed, int ranks, std::size_t count,
                        const void* result, std::string& report) {
   std::vector<std::uint64_t> keys;
-  for (int r = 0; r < ranks; ++r) keys.push_back(inputKey(seed, r));
+  for (int r = 0; r < ranks; ++r)
+    keys.push_back(inputKey(seed, r));
   const double u = unitRoundoff(type);
   std::size_t wrong = 0;
   std::ostringstream out;
@@ -86,8 +93,12 @@ std::size_t countWrong(DataType type, ReduceOp op, std::uint64_t seed, int ranks
           expected = sum / ranks;
           tolerance = (ranks + 1) * u * absSum / ranks;
           break;
-        case ReduceOp::kMin: expected = lo; break;  // min and max are exact
-        case ReduceOp::kMax: expected = hi; break;
+        case ReduceOp::kMin:
+          expected = lo;
+          break;  // min and max are exact
+        case ReduceOp::kMax:
+          expected = hi;
+          break;
       }
     }
     const double got = elementAt(type, result, i);
@@ -118,7 +129,8 @@ TEST_P(AllreduceTest, MatchesFloat64ReferenceAndIsBitwiseIdenticalOnEveryRank) {
 
   for (const std::size_t count : testCounts(ranks, includeLarge)) {
     for (const bool inPlace : {false, true}) {
-      SCOPED_TRACE(::testing::Message() << "count " << count << (inPlace ? ", in place" : ", out of place"));
+      SCOPED_TRACE(::testing::Message()
+                   << "count " << count << (inPlace ? ", in place" : ", out of place"));
       ++seed;
       auto& send = scratchBuffer(0);
       auto& recv = scratchBuffer(1);
@@ -134,8 +146,10 @@ TEST_P(AllreduceTest, MatchesFloat64ReferenceAndIsBitwiseIdenticalOnEveryRank) {
       std::string report;
       const std::size_t wrong = countWrong(type, op, seed, ranks, count, result, report);
       EXPECT_EQ(wrong, 0u) << "wrong elements on rank " << comm->rank() << ":\n" << report;
-      const auto differing = ranksDifferingFromRankZero(collectives::fingerprint(result, count * elementSize));
-      EXPECT_TRUE(differing.empty()) << "result differs from rank 0's on rank " << differing.front();
+      const auto differing =
+          ranksDifferingFromRankZero(collectives::fingerprint(result, count * elementSize));
+      EXPECT_TRUE(differing.empty())
+          << "result differs from rank 0's on rank " << differing.front();
       if (!inPlace) {
         // The input must be left alone.
         auto& expectedInput = scratchBuffer(2);

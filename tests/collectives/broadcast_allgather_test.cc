@@ -19,10 +19,11 @@ class BroadcastAllgatherTest : public ::testing::TestWithParam<BackendConfig> {}
 TEST_P(BroadcastAllgatherTest, BroadcastFromEveryRootDeliversTheRootsBytes) {
   auto comm = makeCommunicator(GetParam());
   for (const DataType type : collectives::kAllDataTypes) {
-    for (const std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{1009},
-                                    std::size_t{1} << 20}) {
+    for (const std::size_t count :
+         {std::size_t{0}, std::size_t{1}, std::size_t{1009}, std::size_t{1} << 20}) {
       for (int root = 0; root < comm->size(); ++root) {
-        SCOPED_TRACE(::testing::Message() << name(type) << ", count " << count << ", root " << root);
+        SCOPED_TRACE(::testing::Message()
+                     << name(type) << ", count " << count << ", root " << root);
         const std::size_t bytes = count * sizeOf(type);
         auto& data = scratchBuffer(0);
         auto& expected = scratchBuffer(1);
@@ -43,8 +44,8 @@ TEST_P(BroadcastAllgatherTest, AllgatherPutsEveryRanksBlockInRankOrder) {
   auto comm = makeCommunicator(GetParam());
   const auto ranks = static_cast<std::size_t>(comm->size());
   for (const DataType type : {DataType::kFloat32, DataType::kFloat16, DataType::kInt64}) {
-    for (const std::size_t perRank : {std::size_t{0}, std::size_t{1}, std::size_t{7},
-                                      std::size_t{100003}}) {
+    for (const std::size_t perRank :
+         {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{100003}}) {
       for (const bool inPlace : {false, true}) {
         SCOPED_TRACE(::testing::Message() << name(type) << ", " << perRank << " per rank"
                                           << (inPlace ? ", in place" : ""));

@@ -45,12 +45,16 @@ double inputValue(DataType type, std::uint64_t key, std::size_t i) {
   const double unit = static_cast<double>(h >> 11) * 0x1p-53;  // [0, 1)
   const double x = 2.0 * unit - 1.0;
   switch (type) {
-    case DataType::kFloat32: return static_cast<float>(x);
-    case DataType::kFloat64: return x;
-    case DataType::kFloat16: return collectives::toFloat(collectives::toFloat16(static_cast<float>(x)));
+    case DataType::kFloat32:
+      return static_cast<float>(x);
+    case DataType::kFloat64:
+      return x;
+    case DataType::kFloat16:
+      return collectives::toFloat(collectives::toFloat16(static_cast<float>(x)));
     case DataType::kBFloat16:
       return collectives::toFloat(collectives::toBFloat16(static_cast<float>(x)));
-    case DataType::kInt32: return static_cast<double>(static_cast<std::int64_t>(h % 2001) - 1000);
+    case DataType::kInt32:
+      return static_cast<double>(static_cast<std::int64_t>(h % 2001) - 1000);
     case DataType::kInt64:
       return static_cast<double>(static_cast<std::int64_t>(h % 2000001) - 1000000);
   }
@@ -62,8 +66,12 @@ void fillInput(DataType type, std::uint64_t seed, int rank, std::size_t count, v
   for (std::size_t i = 0; i < count; ++i) {
     const double v = inputValue(type, key, i);
     switch (type) {
-      case DataType::kFloat32: static_cast<float*>(out)[i] = static_cast<float>(v); break;
-      case DataType::kFloat64: static_cast<double*>(out)[i] = v; break;
+      case DataType::kFloat32:
+        static_cast<float*>(out)[i] = static_cast<float>(v);
+        break;
+      case DataType::kFloat64:
+        static_cast<double*>(out)[i] = v;
+        break;
       case DataType::kFloat16:
         static_cast<collectives::Float16*>(out)[i] = collectives::toFloat16(static_cast<float>(v));
         break;
@@ -71,21 +79,30 @@ void fillInput(DataType type, std::uint64_t seed, int rank, std::size_t count, v
         static_cast<collectives::BFloat16*>(out)[i] =
             collectives::toBFloat16(static_cast<float>(v));
         break;
-      case DataType::kInt32: static_cast<std::int32_t*>(out)[i] = static_cast<std::int32_t>(v); break;
-      case DataType::kInt64: static_cast<std::int64_t*>(out)[i] = static_cast<std::int64_t>(v); break;
+      case DataType::kInt32:
+        static_cast<std::int32_t*>(out)[i] = static_cast<std::int32_t>(v);
+        break;
+      case DataType::kInt64:
+        static_cast<std::int64_t*>(out)[i] = static_cast<std::int64_t>(v);
+        break;
     }
   }
 }
 
 double elementAt(DataType type, const void* data, std::size_t i) {
   switch (type) {
-    case DataType::kFloat32: return static_cast<const float*>(data)[i];
-    case DataType::kFloat64: return static_cast<const double*>(data)[i];
-    case DataType::kFloat16: return collectives::toFloat(static_cast<const collectives::Float16*>(data)[i]);
+    case DataType::kFloat32:
+      return static_cast<const float*>(data)[i];
+    case DataType::kFloat64:
+      return static_cast<const double*>(data)[i];
+    case DataType::kFloat16:
+      return collectives::toFloat(static_cast<const collectives::Float16*>(data)[i]);
     case DataType::kBFloat16:
       return collectives::toFloat(static_cast<const collectives::BFloat16*>(data)[i]);
-    case DataType::kInt32: return static_cast<const std::int32_t*>(data)[i];
-    case DataType::kInt64: return static_cast<double>(static_cast<const std::int64_t*>(data)[i]);
+    case DataType::kInt32:
+      return static_cast<const std::int32_t*>(data)[i];
+    case DataType::kInt64:
+      return static_cast<double>(static_cast<const std::int64_t*>(data)[i]);
   }
   return 0;
 }
@@ -99,8 +116,8 @@ std::vector<int> ranksDifferingFromRankZero(std::uint64_t hash) {
   int size = 0;
   RINGTRAIN_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
   std::vector<std::uint64_t> all(static_cast<std::size_t>(size));
-  RINGTRAIN_MPI_CHECK(MPI_Allgather(&hash, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T,
-                                    MPI_COMM_WORLD));
+  RINGTRAIN_MPI_CHECK(
+      MPI_Allgather(&hash, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD));
   std::vector<int> differing;
   for (int r = 1; r < size; ++r) {
     if (all[r] != all[0]) differing.push_back(r);

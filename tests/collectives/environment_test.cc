@@ -36,7 +36,8 @@ TEST(MpiEnvironmentTest, LocalRanksNumberTheRanksOfEachNodeFromZero) {
     EXPECT_EQ(all[3 * r + 2], env.localSize()) << "on a single host all nodes are this one";
   }
   for (const auto& ranks : localRanksByNode) {
-    for (std::size_t i = 0; i < ranks.size(); ++i) EXPECT_EQ(ranks[i], static_cast<int>(i));
+    for (std::size_t i = 0; i < ranks.size(); ++i)
+      EXPECT_EQ(ranks[i], static_cast<int>(i));
   }
 }
 

@@ -1,5 +1,7 @@
 // float16 and bfloat16 conversions: exact round trips, round-to-nearest-even, overflow,
 // subnormals and NaN, and the F16C path agreeing with the portable one bit for bit.
+#include "collectives/float16.h"
+
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -7,8 +9,6 @@
 #include <cstdint>
 #include <random>
 #include <vector>
-
-#include "collectives/float16.h"
 
 namespace ringtrain::collectives {
 namespace {
@@ -23,7 +23,8 @@ TEST(Float16Test, EveryFloat16SurvivesARoundTripThroughFloat32) {
       EXPECT_TRUE(std::isnan(toFloat(toFloat16(f))));
     } else {
       EXPECT_EQ(toFloat16(f).bits, bits) << std::hex << bits;
-      EXPECT_EQ(portable::floatToFloat16(portable::float16ToFloat(h.bits)), bits) << std::hex << bits;
+      EXPECT_EQ(portable::floatToFloat16(portable::float16ToFloat(h.bits)), bits)
+          << std::hex << bits;
     }
   }
 }
@@ -31,14 +32,14 @@ TEST(Float16Test, EveryFloat16SurvivesARoundTripThroughFloat32) {
 TEST(Float16Test, KnownValues) {
   EXPECT_EQ(toFloat16(1.0f).bits, 0x3c00);
   EXPECT_EQ(toFloat16(-2.0f).bits, 0xc000);
-  EXPECT_EQ(toFloat16(65504.0f).bits, 0x7bff);                 // largest finite
-  EXPECT_EQ(toFloat16(65519.0f).bits, 0x7bff);                 // below the halfway point
-  EXPECT_EQ(toFloat16(65520.0f).bits, 0x7c00);                 // halfway rounds to infinity
-  EXPECT_EQ(toFloat16(0x1p-24f).bits, 0x0001);                 // smallest subnormal
-  EXPECT_EQ(toFloat16(0x1p-25f).bits, 0x0000);                 // halfway to it: ties to even (0)
-  EXPECT_EQ(toFloat16(0x1.8p-25f).bits, 0x0001);               // above halfway
-  EXPECT_EQ(toFloat16(1.0f + 0x1p-11f).bits, 0x3c00);          // tie, even is 1.0
-  EXPECT_EQ(toFloat16(1.0f + 3 * 0x1p-11f).bits, 0x3c02);      // tie, even is up
+  EXPECT_EQ(toFloat16(65504.0f).bits, 0x7bff);             // largest finite
+  EXPECT_EQ(toFloat16(65519.0f).bits, 0x7bff);             // below the halfway point
+  EXPECT_EQ(toFloat16(65520.0f).bits, 0x7c00);             // halfway rounds to infinity
+  EXPECT_EQ(toFloat16(0x1p-24f).bits, 0x0001);             // smallest subnormal
+  EXPECT_EQ(toFloat16(0x1p-25f).bits, 0x0000);             // halfway to it: ties to even (0)
+  EXPECT_EQ(toFloat16(0x1.8p-25f).bits, 0x0001);           // above halfway
+  EXPECT_EQ(toFloat16(1.0f + 0x1p-11f).bits, 0x3c00);      // tie, even is 1.0
+  EXPECT_EQ(toFloat16(1.0f + 3 * 0x1p-11f).bits, 0x3c02);  // tie, even is up
   EXPECT_EQ(toFloat16(-0.0f).bits, 0x8000);
   EXPECT_EQ(toFloat16(INFINITY).bits, 0x7c00);
   EXPECT_FLOAT_EQ(toFloat(Float16{0x3555}), 0.333251953125f);
@@ -49,11 +50,12 @@ TEST(Float16Test, KnownValues) {
 TEST(Float16Test, PortableConversionMatchesTheDefaultOneOnRandomAndEdgeFloats) {
   std::mt19937 rng(42);
   std::vector<std::uint32_t> patterns;
-  for (int i = 0; i < 2'000'000; ++i) patterns.push_back(rng());
+  for (int i = 0; i < 2'000'000; ++i)
+    patterns.push_back(rng());
   // Every float16 value and its neighbours in float32, where rounding decisions flip.
   for (std::uint32_t h = 0; h < 0x7c00; ++h) {
-    const std::uint32_t f = std::bit_cast<std::uint32_t>(portable::float16ToFloat(
-        static_cast<std::uint16_t>(h)));
+    const std::uint32_t f =
+        std::bit_cast<std::uint32_t>(portable::float16ToFloat(static_cast<std::uint16_t>(h)));
     for (std::uint32_t delta : {0u, 1u, 0xfffu, 0x1000u, 0x1001u}) {
       patterns.push_back(f + delta);
       patterns.push_back((f - delta) | 0x80000000u);
@@ -68,7 +70,8 @@ TEST(Float16Test, PortableConversionMatchesTheDefaultOneOnRandomAndEdgeFloats) {
 
 TEST(Float16Test, ArrayConversionsMatchTheScalarOnes) {
   std::vector<float> in;
-  for (int i = -1000; i < 1000; ++i) in.push_back(static_cast<float>(i) * 0.37f);
+  for (int i = -1000; i < 1000; ++i)
+    in.push_back(static_cast<float>(i) * 0.37f);
   std::vector<Float16> half(in.size());
   std::vector<BFloat16> brain(in.size());
   convertFromFloat(in.data(), half.data(), in.size());

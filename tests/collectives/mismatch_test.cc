@@ -53,11 +53,13 @@ TEST_P(MismatchTest, DifferentCountsStopEveryRankNamingBothRanksAndCounts) {
     SCOPED_TRACE(::testing::Message() << "base count " << base);
     const std::size_t count = comm_->rank() == last ? base + 1 : base;
     std::vector<float> data(count, 1.0f);
-    expectMismatch([&] { comm_->allreduce(data.data(), data.data(), count, DataType::kFloat32,
-                                          ReduceOp::kSum); },
-                   "ranks disagree on the collective: rank 0 calls all-reduce #[0-9]+ of " +
-                       std::to_string(base) + " float32 \\(sum\\), rank " + std::to_string(last) +
-                       " calls all-reduce #[0-9]+ of " + std::to_string(base + 1) + " float32");
+    expectMismatch(
+        [&] {
+          comm_->allreduce(data.data(), data.data(), count, DataType::kFloat32, ReduceOp::kSum);
+        },
+        "ranks disagree on the collective: rank 0 calls all-reduce #[0-9]+ of " +
+            std::to_string(base) + " float32 \\(sum\\), rank " + std::to_string(last) +
+            " calls all-reduce #[0-9]+ of " + std::to_string(base + 1) + " float32");
   }
 }
 
@@ -66,10 +68,12 @@ TEST_P(MismatchTest, DifferentCountsStopEveryRankNamingBothRanksAndCounts) {
 TEST_P(MismatchTest, CountsStraddlingTheSmallMessageThresholdAreCaught) {
   const std::size_t count = comm_->rank() == 0 ? 4 : std::size_t{1} << 22;
   std::vector<float> data(count, 1.0f);
-  expectMismatch([&] { comm_->allreduce(data.data(), data.data(), count, DataType::kFloat32,
-                                        ReduceOp::kSum); },
-                 "rank 0 calls all-reduce #[0-9]+ of 4 float32 \\(sum\\), rank 1 calls all-reduce "
-                 "#[0-9]+ of 4194304 float32");
+  expectMismatch(
+      [&] {
+        comm_->allreduce(data.data(), data.data(), count, DataType::kFloat32, ReduceOp::kSum);
+      },
+      "rank 0 calls all-reduce #[0-9]+ of 4 float32 \\(sum\\), rank 1 calls all-reduce "
+      "#[0-9]+ of 4194304 float32");
 }
 
 TEST_P(MismatchTest, DifferentTypesAreCaught) {

@@ -1,6 +1,8 @@
 // The element-wise reductions: every type and op against a scalar reference, in place on either
 // operand, the final division of an average, wrap-around integer sums, and min/max that give the
 // same bits whichever operand comes first.
+#include "collectives/reduce_kernels.h"
+
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -8,8 +10,6 @@
 #include <cstdint>
 #include <limits>
 #include <vector>
-
-#include "collectives/reduce_kernels.h"
 
 namespace ringtrain::collectives {
 namespace {
@@ -42,7 +42,8 @@ double asDouble(T v) {
 // The result of one element, computed the slow, obvious way in the type's working precision.
 template <class T>
 double expectedElement(ReduceOp op, T a, T b, int divisor) {
-  using Work = std::conditional_t<std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>, float, T>;
+  using Work =
+      std::conditional_t<std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>, float, T>;
   const Work x = static_cast<Work>(asDouble(a));
   const Work y = static_cast<Work>(asDouble(b));
   Work r = op == ReduceOp::kMin ? std::min(x, y) : op == ReduceOp::kMax ? std::max(x, y) : x + y;
@@ -75,12 +76,24 @@ void checkAllOps() {
   }
 }
 
-TEST(ReduceKernelsTest, Float32) { checkAllOps<float>(); }
-TEST(ReduceKernelsTest, Float64) { checkAllOps<double>(); }
-TEST(ReduceKernelsTest, Float16) { checkAllOps<Float16>(); }
-TEST(ReduceKernelsTest, BFloat16) { checkAllOps<BFloat16>(); }
-TEST(ReduceKernelsTest, Int32) { checkAllOps<std::int32_t>(); }
-TEST(ReduceKernelsTest, Int64) { checkAllOps<std::int64_t>(); }
+TEST(ReduceKernelsTest, Float32) {
+  checkAllOps<float>();
+}
+TEST(ReduceKernelsTest, Float64) {
+  checkAllOps<double>();
+}
+TEST(ReduceKernelsTest, Float16) {
+  checkAllOps<Float16>();
+}
+TEST(ReduceKernelsTest, BFloat16) {
+  checkAllOps<BFloat16>();
+}
+TEST(ReduceKernelsTest, Int32) {
+  checkAllOps<std::int32_t>();
+}
+TEST(ReduceKernelsTest, Int64) {
+  checkAllOps<std::int64_t>();
+}
 
 TEST(ReduceKernelsTest, IntegerSumsWrapAroundInsteadOfOverflowing) {
   const std::int32_t a[] = {std::numeric_limits<std::int32_t>::max()};

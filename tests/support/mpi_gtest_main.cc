@@ -32,12 +32,14 @@ std::vector<std::string> allgatherStrings(const std::string& mine) {
   RINGTRAIN_MPI_CHECK(
       MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, MPI_COMM_WORLD));
   std::vector<int> offsets(static_cast<std::size_t>(size), 0);
-  for (int r = 1; r < size; ++r) offsets[r] = offsets[r - 1] + lengths[r - 1];
+  for (int r = 1; r < size; ++r)
+    offsets[r] = offsets[r - 1] + lengths[r - 1];
   std::string all(static_cast<std::size_t>(offsets.back() + lengths.back()), '\0');
   RINGTRAIN_MPI_CHECK(MPI_Allgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(),
                                      offsets.data(), MPI_CHAR, MPI_COMM_WORLD));
   std::vector<std::string> result;
-  for (int r = 0; r < size; ++r) result.push_back(all.substr(offsets[r], lengths[r]));
+  for (int r = 0; r < size; ++r)
+    result.push_back(all.substr(offsets[r], lengths[r]));
   return result;
 }
 
@@ -69,7 +71,9 @@ class CrossRankVerdict : public ::testing::EmptyTestEventListener {
 
 }  // namespace
 
-const collectives::MpiEnvironment& mpiEnvironment() { return *gEnvironment; }
+const collectives::MpiEnvironment& mpiEnvironment() {
+  return *gEnvironment;
+}
 
 }  // namespace ringtrain::testing
 
