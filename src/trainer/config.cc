@@ -1,0 +1,228 @@
+#include "src/trainer/config.h"
+
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace ringtrain {
+namespace po = boost::program_options;
+
+std::optional<std::vector<int>> parseIntList(const std::string& text) {
+  std::vector<int> values;
+  std::string item;
+  std::stringstream stream(text);
+  while (std::getline(stream, item, ',')) {
+    if (item.empty() || item.size() > 9 ||
+        !std::all_of(item.begin(), item.end(), [](unsigned char c) { return std::isdigit(c); })) {
+      return std::nullopt;
+    }
+    const int value = std::stoi(item);
+    if (value <= 0) return std::nullopt;
+    values.push_back(value);
+  }
+  if (values.empty()) return std::nullopt;
+  return values;
+}
+
+namespace {
+
+struct RawOptions {
+  std::string hidden = "512,512";
+  std::string syntheticShape = "1,28,28";
+};
+
+po::options_description trainOptions(TrainConfig& c, RawOptions& raw) {
+  po::options_description model("Model");
+  model.add_options()("model", po::value(&c.model)->default_value(c.model), "linreg | mlp | cnn")(
+      "hidden", po::value(&raw.hidden)->default_value(raw.hidden),
+      "mlp hidden layer sizes, comma-separated");
+  po::options_description data("Data");
+  data.add_options()("data", po::value(&c.dataDir)->default_value(c.dataDir),
+                     "folder with the MNIST IDX files (plain or .gz); see data/fetch_mnist.sh")(
+      "synthetic", po::value(&c.synthetic)->implicit_value(true)->default_value(false),
+      "train on synthetic data (a throughput benchmark)")(
+      "synthetic-shape", po::value(&raw.syntheticShape)->default_value(raw.syntheticShape),
+      "synthetic image shape C,H,W")(
+      "synthetic-classes", po::value(&c.syntheticClasses)->default_value(c.syntheticClasses),
+      "synthetic number of classes")("synthetic-size",
+                                     po::value(&c.syntheticSize)->default_value(c.syntheticSize),
+                                     "synthetic training samples")(
+      "drop-last", po::value(&c.dropLast)->implicit_value(true)->default_value(false),
+      "drop each epoch's last, smaller batch");
+  po::options_description run("Run");
+  run.add_options()("epochs", po::value(&c.epochs)->default_value(c.epochs),
+                    "passes over the training data")(
+      "steps", po::value(&c.steps)->default_value(c.steps),
+      "stop after this many steps (0: run all epochs)")(
+      "batch-size", po::value(&c.batchSize)->default_value(c.batchSize),
+      "samples per rank per step")("seed", po::value(&c.seed)->default_value(c.seed),
+                                   "seed of the initial weights and the data order")(
+      "eval-every", po::value(&c.evalEvery)->default_value(c.evalEvery),
+      "also evaluate every N steps (0: at each epoch's end only)")(
+      "log-every", po::value(&c.logEvery)->default_value(c.logEvery),
+      "log the training loss every N steps")("backend",
+                                             po::value(&c.backend)->default_value(c.backend),
+                                             "gradient all-reduce: mpi | ring");
+  po::options_description optimiser("Optimiser");
+  optimiser.add_options()("optimizer", po::value(&c.optimizer)->default_value(c.optimizer),
+                          "sgd | adam | adamw")(
+      "lr", po::value(&c.learningRate)->default_value(c.learningRate), "learning rate")(
+      "momentum", po::value(&c.momentum)->default_value(c.momentum), "sgd momentum")(
+      "nesterov", po::value(&c.nesterov)->implicit_value(true)->default_value(false),
+      "sgd: Nesterov momentum")("weight-decay",
+                                po::value(&c.weightDecay)->default_value(c.weightDecay),
+                                "L2 penalty (sgd, adam) or decoupled decay (adamw)")(
+      "beta1", po::value(&c.beta1)->default_value(c.beta1), "adam: first-moment decay")(
+      "beta2", po::value(&c.beta2)->default_value(c.beta2), "adam: second-moment decay")(
+      "epsilon", po::value(&c.epsilon)->default_value(c.epsilon), "adam: denominator term")(
+      "lr-schedule", po::value(&c.lrSchedule)->default_value(c.lrSchedule),
+      "constant | step | cosine")(
+      "warmup-steps", po::value(&c.warmupSteps)->default_value(c.warmupSteps),
+      "linear warm-up steps")("lr-step-size", po::value(&c.lrStepSize)->default_value(c.lrStepSize),
+                              "step schedule: steps between decays")(
+      "lr-gamma", po::value(&c.lrGamma)->default_value(c.lrGamma), "step schedule: decay factor")(
+      "scale-lr", po::value(&c.scaleLr)->implicit_value(true)->default_value(false),
+      "multiply the learning rate by the number of ranks");
+  po::options_description all("ringtrain train options");
+  all.add(model).add(data).add(run).add(optimiser);
+  return all;
+}
+
+std::string optionsWithoutDefaultsText(const po::options_description& description) {
+  std::ostringstream out;
+  out << description;
+  return out.str();
+}
+
+}  // namespace
+
+std::optional<std::string> parseTrainConfig(int argc, const char* const* argv, TrainConfig& c,
+                                            bool& help, std::string& helpText) {
+  RawOptions raw;
+  po::options_description options = trainOptions(c, raw);
+  po::options_description generic;
+  generic.add_options()("help,h", "print this help")(
+      "config", po::value(&c.configFile), "read options from this file (`name = value` lines)");
+  po::options_description commandLine;
+  commandLine.add(generic).add(options);
+
+  std::set<std::string> names;
+  for (const auto& option : options.options())
+    names.insert(option->long_name());
+  try {
+    po::variables_map values;
+    po::store(po::command_line_parser(argc, argv).options(commandLine).run(), values);
+    // RINGTRAIN_BATCH_SIZE -> batch-size; variables that are no option (RINGTRAIN_BUILD_DIR, used
+    // by the scripts) are not ours to judge and are ignored.
+    po::store(po::parse_environment(options,
+                                    [&](const std::string& variable) -> std::string {
+                                      const std::string prefix = "RINGTRAIN_";
+                                      if (variable.rfind(prefix, 0) != 0) return "";
+                                      std::string name = variable.substr(prefix.size());
+                                      for (char& ch : name) {
+                                        ch = ch == '_' ? '-'
+                                                       : static_cast<char>(std::tolower(
+                                                             static_cast<unsigned char>(ch)));
+                                      }
+                                      return names.count(name) ? name : "";
+                                    }),
+              values);
+    if (values.count("help")) {
+      help = true;
+      helpText = "usage: ringtrain train [options]\n\n" + optionsWithoutDefaultsText(commandLine);
+      return std::nullopt;
+    }
+    if (values.count("config")) {
+      const std::string path = values["config"].as<std::string>();
+      std::ifstream file(path);
+      if (!file) return "--config " + path + ": cannot open the file";
+      po::store(po::parse_config_file(file, options), values);
+    }
+    po::notify(values);
+  } catch (const po::error& e) {
+    return std::string(e.what());
+  }
+  const auto hidden = parseIntList(raw.hidden);
+  if (!hidden) return "--hidden '" + raw.hidden + "': expected positive sizes like 512,512";
+  c.hidden = *hidden;
+  std::string shape = raw.syntheticShape;
+  std::replace(shape.begin(), shape.end(), 'x', ',');
+  const auto parsedShape = parseIntList(shape);
+  if (!parsedShape || parsedShape->size() != 3) {
+    return "--synthetic-shape '" + raw.syntheticShape + "': expected C,H,W like 1,28,28";
+  }
+  c.syntheticShape = *parsedShape;
+  return validateTrainConfig(c);
+}
+
+std::optional<std::string> validateTrainConfig(const TrainConfig& c) {
+  auto oneOf = [](const std::string& value, std::initializer_list<const char*> allowed) {
+    return std::any_of(allowed.begin(), allowed.end(), [&](const char* a) { return value == a; });
+  };
+  if (!oneOf(c.model, {"linreg", "mlp", "cnn"})) {
+    return "--model '" + c.model + "': unknown model (linreg, mlp, cnn)";
+  }
+  if (!oneOf(c.optimizer, {"sgd", "adam", "adamw"})) {
+    return "--optimizer '" + c.optimizer + "': unknown optimiser (sgd, adam, adamw)";
+  }
+  if (!oneOf(c.lrSchedule, {"constant", "step", "cosine"})) {
+    return "--lr-schedule '" + c.lrSchedule + "': unknown schedule (constant, step, cosine)";
+  }
+  if (!oneOf(c.backend, {"mpi", "ring"})) {
+    return "--backend '" + c.backend + "': unknown backend (mpi, ring)";
+  }
+  if (c.batchSize < 1)
+    return "--batch-size must be at least 1 (got " + std::to_string(c.batchSize) + ")";
+  if (c.epochs < 1) return "--epochs must be at least 1 (got " + std::to_string(c.epochs) + ")";
+  if (c.steps < 0) return "--steps must not be negative";
+  if (!(c.learningRate > 0))
+    return "--lr must be greater than 0 (got " + std::to_string(c.learningRate) + ")";
+  if (c.momentum < 0 || c.momentum >= 1) return "--momentum must be in [0, 1)";
+  if (c.weightDecay < 0) return "--weight-decay must not be negative";
+  if (c.beta1 < 0 || c.beta1 >= 1 || c.beta2 < 0 || c.beta2 >= 1)
+    return "--beta1 and --beta2 must be in [0, 1)";
+  if (!(c.epsilon > 0)) return "--epsilon must be greater than 0";
+  if (c.warmupSteps < 0) return "--warmup-steps must not be negative";
+  if (c.lrStepSize < 1) return "--lr-step-size must be at least 1";
+  if (!(c.lrGamma > 0) || c.lrGamma > 1) return "--lr-gamma must be in (0, 1]";
+  if (c.evalEvery < 0 || c.logEvery < 0) return "--eval-every and --log-every must not be negative";
+  if (c.syntheticClasses < 2) return "--synthetic-classes must be at least 2";
+  if (c.syntheticSize < 1) return "--synthetic-size must be at least 1";
+  if (!c.synthetic && c.model != "linreg") {
+    std::error_code error;
+    if (!std::filesystem::is_directory(c.dataDir, error)) {
+      return "--data " + c.dataDir + ": no such folder (fetch MNIST with data/fetch_mnist.sh " +
+             c.dataDir + ", or train on --synthetic data)";
+    }
+  }
+  return std::nullopt;
+}
+
+std::string describe(const TrainConfig& c) {
+  std::ostringstream out;
+  auto list = [](const std::vector<int>& values) {
+    std::string text;
+    for (int v : values)
+      text += (text.empty() ? "" : ",") + std::to_string(v);
+    return text;
+  };
+  out << "model " << c.model;
+  if (c.model == "mlp") out << " hidden " << list(c.hidden);
+  out << ", data " << (c.synthetic ? "synthetic " + list(c.syntheticShape) : c.dataDir);
+  out << ", batch " << c.batchSize << "/rank, epochs " << c.epochs;
+  if (c.steps > 0) out << ", steps " << c.steps;
+  out << ", " << c.optimizer << " lr " << c.learningRate;
+  if (c.optimizer == "sgd") out << " momentum " << c.momentum << (c.nesterov ? " nesterov" : "");
+  if (c.weightDecay > 0) out << " weight-decay " << c.weightDecay;
+  out << ", schedule " << c.lrSchedule;
+  if (c.warmupSteps > 0) out << " warm-up " << c.warmupSteps;
+  if (c.scaleLr) out << " (scaled by ranks)";
+  out << ", backend " << c.backend << ", seed " << c.seed;
+  return out.str();
+}
+
+}  // namespace ringtrain

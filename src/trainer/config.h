@@ -1,0 +1,73 @@
+// TrainConfig: everything `ringtrain train` is told, in one typed struct.
+//
+// Filled by Boost.Program_options from, in order of precedence, the command line, RINGTRAIN_*
+// environment variables (RINGTRAIN_BATCH_SIZE=64 is --batch-size 64) and a --config file
+// (`batch-size = 64` lines); nothing else in ringtrain reads the environment for settings.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ringtrain {
+
+struct TrainConfig {
+  // Model
+  std::string model = "mlp";             // linreg | mlp | cnn
+  std::vector<int> hidden = {512, 512};  // mlp hidden sizes
+
+  // Data
+  std::string dataDir = "data/mnist";             // MNIST IDX files (plain or .gz)
+  bool synthetic = false;                         // synthetic data instead of dataDir
+  std::vector<int> syntheticShape = {1, 28, 28};  // C,H,W
+  int syntheticClasses = 10;
+  std::int64_t syntheticSize = 60000;
+  bool dropLast = false;  // drop each epoch's last, smaller batch
+
+  // Schedule of the run
+  int epochs = 10;
+  std::int64_t steps = 0;  // stop after this many steps in total (0: run all epochs)
+  int batchSize = 64;      // per rank
+  std::uint64_t seed = 42;
+  std::int64_t evalEvery = 0;  // also evaluate every N steps (0: only at each epoch's end)
+  std::int64_t logEvery = 100;
+
+  // Optimiser and learning rate
+  std::string optimizer = "sgd";  // sgd | adam | adamw
+  double learningRate = 0.05;
+  double momentum = 0.9;
+  bool nesterov = false;
+  double weightDecay = 0.0;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double epsilon = 1e-8;
+  std::string lrSchedule = "constant";  // constant | step | cosine
+  std::int64_t warmupSteps = 0;
+  std::int64_t lrStepSize = 1000;  // step schedule: multiply by lrGamma every lrStepSize steps
+  double lrGamma = 0.1;
+  bool scaleLr = false;  // linear scaling rule: learning rate x number of ranks
+
+  // Communication
+  std::string backend = "ring";  // mpi | ring
+
+  // Where the options came from, for the log.
+  std::string configFile;
+};
+
+// Parses argv (without the "train" word), the environment and --config. Returns the error of the
+// first bad value as one line naming the option, or nullopt. `help` is set (and the help text
+// written to helpText) when --help was given.
+std::optional<std::string> parseTrainConfig(int argc, const char* const* argv, TrainConfig& config,
+                                            bool& help, std::string& helpText);
+
+// Checks the values that do not depend on the machine (ranges, names); returns the first problem.
+std::optional<std::string> validateTrainConfig(const TrainConfig& config);
+
+// "--hidden 512,256" and friends: comma-separated positive integers.
+std::optional<std::vector<int>> parseIntList(const std::string& text);
+
+// One line per option with its value, for the start of the log.
+std::string describe(const TrainConfig& config);
+
+}  // namespace ringtrain

@@ -1,0 +1,114 @@
+#include "src/trainer/optimizer.h"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace ringtrain {
+namespace {
+
+class Sgd final : public Optimizer {
+ public:
+  Sgd(const OptimizerOptions& o, std::size_t n)
+      : momentum_(o.momentum),
+        nesterov_(o.nesterov),
+        weightDecay_(o.weightDecay),
+        velocity_(o.momentum > 0 ? n : 0, 0.0f) {}
+
+  void update(std::span<float> p, std::span<const float> g, std::size_t begin, std::size_t end,
+              float lr) override {
+    float* __restrict param = p.data();
+    const float* __restrict grad = g.data();
+    const float wd = weightDecay_;
+    if (momentum_ == 0.0f) {
+#pragma omp simd
+      for (std::size_t i = begin; i < end; ++i)
+        param[i] -= lr * (grad[i] + wd * param[i]);
+      return;
+    }
+    float* __restrict v = velocity_.data();
+    const float mu = momentum_;
+    // PyTorch: the first step's velocity is the gradient itself; with v starting at 0 and no
+    // dampening, mu*0 + g gives the same.
+    if (nesterov_) {
+#pragma omp simd
+      for (std::size_t i = begin; i < end; ++i) {
+        const float d = grad[i] + wd * param[i];
+        v[i] = mu * v[i] + d;
+        param[i] -= lr * (d + mu * v[i]);
+      }
+    } else {
+#pragma omp simd
+      for (std::size_t i = begin; i < end; ++i) {
+        v[i] = mu * v[i] + grad[i] + wd * param[i];
+        param[i] -= lr * v[i];
+      }
+    }
+  }
+
+  std::vector<std::span<float>> state() override {
+    return {std::span<float>(velocity_)};
+  }
+
+ private:
+  float momentum_;
+  bool nesterov_;
+  float weightDecay_;
+  std::vector<float> velocity_;
+};
+
+class Adam final : public Optimizer {
+ public:
+  Adam(const OptimizerOptions& o, std::size_t n, bool decoupled)
+      : beta1_(o.beta1),
+        beta2_(o.beta2),
+        epsilon_(o.epsilon),
+        weightDecay_(o.weightDecay),
+        decoupled_(decoupled),
+        m_(n, 0.0f),
+        v_(n, 0.0f) {}
+
+  void update(std::span<float> p, std::span<const float> g, std::size_t begin, std::size_t end,
+              float lr) override {
+    const double t = static_cast<double>(steps_ + 1);
+    const float correction1 = static_cast<float>(1.0 - std::pow(beta1_, t));
+    const float correction2 = static_cast<float>(1.0 - std::pow(beta2_, t));
+    // p -= lr * (m / c1) / (sqrt(v / c2) + eps), folded as PyTorch does it.
+    const float stepSize = lr / correction1;
+    const float rootCorrection2 = std::sqrt(correction2);
+    float* __restrict param = p.data();
+    const float* __restrict grad = g.data();
+    float* __restrict m = m_.data();
+    float* __restrict v = v_.data();
+    const float b1 = beta1_, b2 = beta2_, eps = epsilon_, wd = weightDecay_;
+    const float l2 = decoupled_ ? 0.0f : wd;
+    const float decay = decoupled_ ? 1.0f - lr * wd : 1.0f;
+#pragma omp simd
+    for (std::size_t i = begin; i < end; ++i) {
+      const float d = grad[i] + l2 * param[i];
+      m[i] = b1 * m[i] + (1.0f - b1) * d;
+      v[i] = b2 * v[i] + (1.0f - b2) * d * d;
+      const float denominator = std::sqrt(v[i]) / rootCorrection2 + eps;
+      param[i] = param[i] * decay - stepSize * m[i] / denominator;
+    }
+  }
+
+  std::vector<std::span<float>> state() override {
+    return {std::span<float>(m_), std::span<float>(v_)};
+  }
+
+ private:
+  float beta1_, beta2_, epsilon_, weightDecay_;
+  bool decoupled_;
+  std::vector<float> m_, v_;
+};
+
+}  // namespace
+
+std::unique_ptr<Optimizer> makeOptimizer(const OptimizerOptions& options, std::size_t parameters) {
+  if (options.kind == "sgd") return std::make_unique<Sgd>(options, parameters);
+  if (options.kind == "adam") return std::make_unique<Adam>(options, parameters, false);
+  if (options.kind == "adamw") return std::make_unique<Adam>(options, parameters, true);
+  throw std::invalid_argument("unknown optimizer '" + options.kind + "' (sgd, adam, adamw)");
+}
+
+}  // namespace ringtrain

@@ -1,0 +1,51 @@
+// Optimisers: one vectorised loop over the flat parameter and gradient buffers.
+//
+// The update rules are PyTorch's, so results can be compared with it: SGD with momentum
+// (v = mu*v + g, dampening 0), optional Nesterov (step along g + mu*v), weight decay added to
+// the gradient; Adam with bias correction and L2 weight decay added to the gradient; AdamW with
+// decoupled decay (p -= lr*wd*p before the Adam step).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace ringtrain {
+
+struct OptimizerOptions {
+  std::string kind = "sgd";  // sgd | adam | adamw
+  float momentum = 0.9f;
+  bool nesterov = false;
+  float weightDecay = 0.0f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float epsilon = 1e-8f;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // Updates parameters[begin, end) from gradients[begin, end): the engine may update a bucket
+  // as soon as its gradients are averaged. A step is complete when every element has been
+  // updated once; finishStep() then advances the step count (Adam's bias correction).
+  virtual void update(std::span<float> parameters, std::span<const float> gradients,
+                      std::size_t begin, std::size_t end, float learningRate) = 0;
+  void step(std::span<float> parameters, std::span<const float> gradients, float learningRate) {
+    update(parameters, gradients, 0, parameters.size(), learningRate);
+    finishStep();
+  }
+  virtual void finishStep() { ++steps_; }
+  std::int64_t steps() const { return steps_; }
+  // The optimiser's state (momentum, moments), for checkpoints.
+  virtual std::vector<std::span<float>> state() = 0;
+
+ protected:
+  std::int64_t steps_ = 0;
+};
+
+// Throws std::invalid_argument for an unknown kind.
+std::unique_ptr<Optimizer> makeOptimizer(const OptimizerOptions& options, std::size_t parameters);
+
+}  // namespace ringtrain
