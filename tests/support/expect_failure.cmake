@@ -1,7 +1,10 @@
 # Runs a command that must fail: a non-zero exit status, within TIMEOUT seconds, with output
 # (stdout and stderr together) matching every regular expression in EXPECT (a ;-list), and
 # optionally a minimum number of matches of COUNT_REGEX (e.g. one line per rank).
-#   cmake -DCOMMAND="a;b;c" -DEXPECT="re1;re2" [-DCOUNT_REGEX=re -DMIN_COUNT=n] -DTIMEOUT=60 -P ...
+#   cmake -DCOMMAND="a@@b@@c" -DEXPECT="re1@@re2" [-DCOUNT_REGEX=re -DMIN_COUNT=n] -DTIMEOUT=60 -P ...
+# (lists are joined with "@@" to survive the trip through add_test).
+string(REPLACE "@@" ";" COMMAND "${COMMAND}")
+string(REPLACE "@@" ";" EXPECT "${EXPECT}")
 if(NOT TIMEOUT)
   set(TIMEOUT 60)
 endif()
