@@ -1,0 +1,280 @@
+#include "models/model.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <utility>
+
+namespace ringtrain::models {
+namespace {
+
+// Regions start on 64-byte boundaries, so every layer's batch starts where a vector load can.
+Index roundUpToCacheLine(Index elements, std::size_t scalarBytes) {
+  const Index perLine = static_cast<Index>(64 / scalarBytes);
+  return (elements + perLine - 1) / perLine * perLine;
+}
+
+std::string shapeText(const std::vector<Index>& shape) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    text += (i > 0 ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+}  // namespace
+
+template <class Scalar>
+Model<Scalar>::Model(std::string name, SampleShape input,
+                     std::vector<std::unique_ptr<Layer<Scalar>>> layers,
+                     std::unique_ptr<Loss<Scalar>> loss)
+    : name_(std::move(name)), input_(input), layers_(std::move(layers)), loss_(std::move(loss)) {
+  if (layers_.empty() || !loss_)
+    throw std::invalid_argument("model '" + name_ + "': needs at least one layer and a loss");
+  std::set<std::string> names;
+  Index size = input_.size();
+  for (const auto& layer : layers_) {
+    if (layer->inputShape().size() != size)
+      throw std::invalid_argument("model '" + name_ + "': layer '" + layer->name() + "' takes " +
+                                  toString(layer->inputShape()) + " but receives " +
+                                  std::to_string(size) + " values per sample");
+    if (!names.insert(layer->name()).second)
+      throw std::invalid_argument("model '" + name_ + "': two layers are named '" + layer->name() +
+                                  "'");
+    size = layer->outputShape().size();
+  }
+  buildParameterTable();
+}
+
+template <class Scalar>
+void Model<Scalar>::buildParameterTable() {
+  std::size_t offset = 0;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const Layer<Scalar>& layer = *layers_[i];
+    const std::size_t layerStart = offset;
+    for (const ParameterShape& p : layer.parameterShapes()) {
+      const auto count = static_cast<std::size_t>(p.count());
+      table_.push_back({static_cast<int>(i), layer.name() + "." + p.name, p.shape, offset, count});
+      offset += count;
+    }
+    parameterLayerOf_.push_back(-1);
+    if (offset > layerStart) {
+      parameterLayerOf_.back() = static_cast<int>(parameterLayers_.size());
+      parameterLayers_.push_back(
+          {static_cast<int>(i), layer.name(), layerStart, offset - layerStart});
+    }
+  }
+  parameters_ = Vector<Scalar>::Zero(static_cast<Index>(offset));
+  gradients_ = Vector<Scalar>::Zero(static_cast<Index>(offset));
+  for (const LayerParameters& slice : parameterLayers_) {
+    layers_[static_cast<std::size_t>(slice.layerIndex)]->bind(parameters_.data() + slice.offset,
+                                                              gradients_.data() + slice.offset);
+  }
+  bool parametersBelow = false;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    needsInputGradient_.push_back(parametersBelow);
+    parametersBelow = parametersBelow || parameterLayerOf_[i] >= 0;
+  }
+}
+
+template <class Scalar>
+const ParameterEntry& Model<Scalar>::parameter(std::string_view name) const {
+  for (const ParameterEntry& entry : table_)
+    if (entry.name == name) return entry;
+  throw std::out_of_range("model '" + name_ + "' has no parameter '" + std::string(name) + "'");
+}
+
+template <class Scalar>
+std::string Model<Scalar>::describe() const {
+  std::ostringstream out;
+  out << name_ << ": input " << toString(input_) << ", " << size() << " parameters, loss "
+      << loss_->kind() << "\n";
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const Layer<Scalar>& layer = *layers_[i];
+    out << "  " << i << " " << layer.name() << " " << layer.kind() << " "
+        << toString(layer.inputShape()) << " -> " << toString(layer.outputShape()) << "\n";
+    for (const ParameterEntry& entry : table_) {
+      if (entry.layerIndex != static_cast<int>(i)) continue;
+      out << "      " << entry.name << " " << shapeText(entry.shape) << " offset " << entry.offset
+          << " count " << entry.count << "\n";
+    }
+  }
+  return out.str();
+}
+
+template <class Scalar>
+void Model<Scalar>::initialize(std::uint64_t seed) {
+  for (const LayerParameters& slice : parameterLayers_) {
+    SplitMix64 generator = layerGenerator(seed, slice.layerIndex);
+    layers_[static_cast<std::size_t>(slice.layerIndex)]->initialize(generator);
+  }
+}
+
+template <class Scalar>
+void Model<Scalar>::reserve(Index batch) {
+  if (batch <= capacity_) return;
+  const std::size_t n = layers_.size();
+  outputOffsets_.assign(n, -1);
+  gradientOffsets_.assign(n, -1);
+  Index activationsSize = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (layers_[i]->outputIsInput()) continue;
+    outputOffsets_[i] = activationsSize;
+    activationsSize += roundUpToCacheLine(layers_[i]->outputShape().size() * batch, sizeof(Scalar));
+  }
+  // Gradients are laid out from the top: the gradient of a flatten's output is that of its input.
+  Index gradientsSize = 0;
+  for (std::size_t i = n; i-- > 0;) {
+    if (i + 1 < n && layers_[i + 1]->outputIsInput()) {
+      gradientOffsets_[i] = gradientOffsets_[i + 1];
+      continue;
+    }
+    gradientOffsets_[i] = gradientsSize;
+    gradientsSize += roundUpToCacheLine(layers_[i]->outputShape().size() * batch, sizeof(Scalar));
+  }
+  activations_.reserve(activationsSize);
+  activationGrads_.reserve(gradientsSize);
+  for (const auto& layer : layers_)
+    layer->reserve(batch);
+  loss_->reserve(outputSize(), batch);
+  outputs_.assign(n, nullptr);
+  capacity_ = batch;
+  backwardPending_ = false;  // the regions moved
+}
+
+template <class Scalar>
+BatchView<Scalar> Model<Scalar>::outputGradient(std::size_t layer, Index batch) {
+  return {activationGrads_.data() + gradientOffsets_[layer], layers_[layer]->outputShape().size(),
+          batch};
+}
+
+template <class Scalar>
+Index Model<Scalar>::checkBatch(const Batch<Scalar>& batch) const {
+  const auto sampleSize = static_cast<std::size_t>(input_.size());
+  if (batch.inputs.empty() || batch.inputs.size() % sampleSize != 0)
+    throw std::invalid_argument(
+        "model '" + name_ + "': a batch of " + std::to_string(batch.inputs.size()) +
+        " input values is not a whole, non-zero number of " + toString(input_) + " samples");
+  const auto samples = batch.inputs.size() / sampleSize;
+  // Checked here as well as in the loss: evaluate() cuts the targets into chunks first.
+  if (loss_->needsLabels() && batch.labels.size() != samples)
+    throw std::invalid_argument("model '" + name_ + "': " + std::to_string(batch.labels.size()) +
+                                " labels for a batch of " + std::to_string(samples) + " samples");
+  const auto values = samples * static_cast<std::size_t>(outputSize());
+  if (!loss_->needsLabels() && batch.values.size() != values)
+    throw std::invalid_argument("model '" + name_ + "': " + std::to_string(batch.values.size()) +
+                                " target values for a batch of " + std::to_string(samples) +
+                                " samples of " + std::to_string(outputSize()) + " outputs");
+  return static_cast<Index>(samples);
+}
+
+template <class Scalar>
+BatchResult Model<Scalar>::run(const Scalar* inputs, Index batch, const Targets<Scalar>& targets,
+                               bool training) {
+  reserve(batch);
+  const Scalar* x = inputs;
+  Index xSize = input_.size();
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    Layer<Scalar>& layer = *layers_[i];
+    const Index ySize = layer.outputShape().size();
+    if (!layer.outputIsInput()) {
+      Scalar* y = activations_.data() + outputOffsets_[i];
+      layer.forward(ConstBatchView<Scalar>(x, xSize, batch), BatchView<Scalar>(y, ySize, batch));
+      x = y;
+    }
+    outputs_[i] = x;
+    xSize = ySize;
+  }
+  BatchView<Scalar> gradient = outputGradient(layers_.size() - 1, batch);
+  const LossTotals totals = loss_->compute(ConstBatchView<Scalar>(x, xSize, batch), targets,
+                                           training ? &gradient : nullptr);
+  inputData_ = inputs;
+  batch_ = batch;
+  return {totals.loss, totals.correct, batch};
+}
+
+template <class Scalar>
+BatchResult Model<Scalar>::forward(const Batch<Scalar>& batch) {
+  backwardPending_ = false;
+  const Index samples = checkBatch(batch);
+  const BatchResult result =
+      run(batch.inputs.data(), samples, {batch.labels, batch.values}, /*training=*/true);
+  backwardPending_ = true;
+  return result;
+}
+
+template <class Scalar>
+void Model<Scalar>::backward(const GradientReadyCallback& onGradientsReady) {
+  if (!backwardPending_)
+    throw std::logic_error("model '" + name_ +
+                           "': backward() needs a forward() on a batch first, once per forward");
+  backwardPending_ = false;
+  const Index batch = batch_;
+  for (std::size_t i = layers_.size(); i-- > 0;) {
+    Layer<Scalar>& layer = *layers_[i];
+    if (layer.outputIsInput()) continue;  // its input gradient is its output gradient
+    const Scalar* x = i == 0 ? inputData_ : outputs_[i - 1];
+    const ConstBatchView<Scalar> in(x, layer.inputShape().size(), batch);
+    const BatchView<Scalar> gradient = outputGradient(i, batch);
+    const ConstBatchView<Scalar> dy(gradient.data(), gradient.rows(), batch);
+    if (const int slice = parameterLayerOf_[i]; slice >= 0) {
+      layer.backwardParameters(in, dy);
+      if (onGradientsReady) onGradientsReady(parameterLayers_[static_cast<std::size_t>(slice)]);
+    }
+    if (needsInputGradient_[i]) {
+      layer.backwardInput(in, ConstBatchView<Scalar>(outputs_[i], dy.rows(), batch), dy,
+                          outputGradient(i - 1, batch));
+    }
+  }
+}
+
+template <class Scalar>
+BatchResult Model<Scalar>::evaluate(const Batch<Scalar>& batch) {
+  backwardPending_ = false;
+  const Index samples = checkBatch(batch);
+  if (capacity_ == 0) reserve(std::min<Index>(samples, 256));
+  const Index chunk = capacity_;
+  const auto sampleSize = static_cast<std::size_t>(input_.size());
+  const auto outputs = static_cast<std::size_t>(outputSize());
+  BatchResult total;
+  for (Index start = 0; start < samples; start += chunk) {
+    const Index n = std::min(chunk, samples - start);
+    const auto first = static_cast<std::size_t>(start);
+    const auto count = static_cast<std::size_t>(n);
+    Targets<Scalar> targets;
+    if (loss_->needsLabels()) {
+      targets.labels = batch.labels.subspan(first, count);
+    } else {
+      targets.values = batch.values.subspan(first * outputs, count * outputs);
+    }
+    const BatchResult part =
+        run(batch.inputs.data() + first * sampleSize, n, targets, /*training=*/false);
+    total.lossSum += part.lossSum;
+    total.correct += part.correct;
+    total.samples += part.samples;
+  }
+  return total;
+}
+
+template <class Scalar>
+ConstBatchView<Scalar> Model<Scalar>::outputs() const {
+  if (batch_ == 0) return {nullptr, outputSize(), 0};
+  return {outputs_.back(), outputSize(), batch_};
+}
+
+template <class Scalar>
+double Model<Scalar>::trainingFlopsPerSample() const {
+  double flops = 0;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const double forward = layers_[i]->forwardFlopsPerSample();
+    const double weightGradient = parameterLayerOf_[i] >= 0 ? forward : 0;
+    const double inputGradient = needsInputGradient_[i] ? forward : 0;
+    flops += forward + weightGradient + inputGradient;
+  }
+  return flops;
+}
+
+template class Model<float>;
+template class Model<double>;
+
+}  // namespace ringtrain::models
