@@ -1,0 +1,204 @@
+#include "data/file_bytes.h"
+
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <system_error>
+
+#include "data/data_error.h"
+
+namespace ringtrain::data {
+namespace {
+
+[[noreturn]] void fail(const std::filesystem::path& path, const std::string& what) {
+  throw DataError(path.string() + ": " + what);
+}
+
+struct FileCloser {
+  void operator()(std::FILE* file) const { std::fclose(file); }
+};
+using File = std::unique_ptr<std::FILE, FileCloser>;
+
+std::vector<std::uint8_t> readRaw(const std::filesystem::path& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(status)) fail(path, "no such file");
+  if (std::filesystem::is_directory(status)) fail(path, "is a folder, not a file");
+  File file(std::fopen(path.c_str(), "rb"));
+  if (!file) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  // Read in chunks rather than trusting a size taken beforehand: the file may change under us,
+  // and a pipe or /proc file has no size at all.
+  std::vector<std::uint8_t> bytes;
+  std::size_t used = 0;
+  constexpr std::size_t kChunk = std::size_t{1} << 20;
+  for (;;) {
+    if (bytes.size() - used < kChunk) bytes.resize(std::max(2 * bytes.size(), used + kChunk));
+    const std::size_t got = std::fread(bytes.data() + used, 1, bytes.size() - used, file.get());
+    used += got;
+    if (got == 0) break;
+  }
+  if (std::ferror(file.get())) fail(path, std::string("read error: ") + std::strerror(errno));
+  bytes.resize(used);
+  bytes.shrink_to_fit();
+  return bytes;
+}
+
+bool startsWithGzipMagic(std::span<const std::uint8_t> bytes) {
+  return bytes.size() >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b;
+}
+
+// The buffers on both sides of a zlib stream: the whole input, fed in slices, and an output that
+// doubles whenever zlib has filled it. zlib counts in uInt (32 bits), hence slices below 4 GiB.
+class ZlibBuffers {
+ public:
+  ZlibBuffers(std::span<const std::uint8_t> in, std::size_t initialOut)
+      : in_(in), out_(std::max<std::size_t>(initialOut, 1 << 16)) {}
+
+  // Points the stream at the next input slice (once the last is used up) and at free output
+  // room, runs `call(zs, lastSlice)` (inflate or deflate), and counts what it took and gave.
+  template <class Call>
+  int step(z_stream& zs, Call call) {
+    if (zs.avail_in == 0 && consumed_ < in_.size()) {
+      zs.next_in = const_cast<Bytef*>(in_.data() + consumed_);  // zlib's API is not const
+      zs.avail_in = static_cast<uInt>(std::min(kSlice, in_.size() - consumed_));
+    }
+    if (out_.size() == produced_) out_.resize(2 * out_.size());
+    zs.next_out = out_.data() + produced_;
+    zs.avail_out = static_cast<uInt>(std::min(kSlice, out_.size() - produced_));
+    const uInt inBefore = zs.avail_in;
+    const uInt outBefore = zs.avail_out;
+    const int rc = call(zs, consumed_ + zs.avail_in == in_.size());
+    consumed_ += inBefore - zs.avail_in;
+    produced_ += outBefore - zs.avail_out;
+    return rc;
+  }
+
+  std::span<const std::uint8_t> unconsumed() const { return in_.subspan(consumed_); }
+  std::vector<std::uint8_t> take() {
+    out_.resize(produced_);
+    out_.shrink_to_fit();
+    return std::move(out_);
+  }
+
+ private:
+  static constexpr std::size_t kSlice = std::size_t{1} << 30;
+  std::span<const std::uint8_t> in_;
+  std::vector<std::uint8_t> out_;
+  std::size_t consumed_ = 0;
+  std::size_t produced_ = 0;
+};
+
+std::vector<std::uint8_t> inflateGzip(const std::filesystem::path& path,
+                                      std::span<const std::uint8_t> in) {
+  z_stream zs{};
+  // 15 + 16: the largest window, gzip wrapper only (a zlib or raw stream is an error).
+  if (inflateInit2(&zs, 15 + 16) != Z_OK) fail(path, "zlib inflateInit2 failed");
+  std::unique_ptr<z_stream, int (*)(z_stream*)> guard(&zs, inflateEnd);
+  ZlibBuffers buffers(in, in.size() * 4);
+  for (;;) {
+    const int rc = buffers.step(zs, [](z_stream& s, bool) { return inflate(&s, Z_NO_FLUSH); });
+    if (rc == Z_STREAM_END) {
+      const auto rest = buffers.unconsumed();
+      if (rest.empty()) break;
+      // gzip -d accepts concatenated members; anything else after the data is damage.
+      if (!startsWithGzipMagic(rest)) {
+        fail(path, std::to_string(rest.size()) + " trailing bytes after the gzip data");
+      }
+      inflateReset(&zs);
+      continue;
+    }
+    if (rc == Z_DATA_ERROR) {
+      fail(path, std::string("corrupt gzip data (") + (zs.msg ? zs.msg : "zlib data error") + ")");
+    }
+    if (rc == Z_MEM_ERROR) fail(path, "out of memory while inflating the gzip data");
+    // No progress with every input byte given: the stream stops before its end.
+    if (rc == Z_BUF_ERROR && zs.avail_in == 0 && buffers.unconsumed().empty()) {
+      fail(path, "truncated gzip data: the compressed stream ends early (" +
+                     std::to_string(in.size()) + " bytes)");
+    }
+    if (rc != Z_OK && rc != Z_BUF_ERROR) {
+      fail(path, "zlib inflate failed (" + std::to_string(rc) + ")");
+    }
+  }
+  return buffers.take();
+}
+
+std::vector<std::uint8_t> deflateGzip(std::span<const std::uint8_t> in) {
+  z_stream zs{};
+  // Level 6 is gzip's default: the files are written once and read many times, so compression
+  // speed hardly matters, but level 9 buys almost nothing on image data.
+  if (deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+    throw DataError("zlib deflateInit2 failed");
+  }
+  std::unique_ptr<z_stream, int (*)(z_stream*)> guard(&zs, deflateEnd);
+  ZlibBuffers buffers(in, in.size() / 2);
+  for (;;) {
+    const int rc = buffers.step(zs, [](z_stream& s, bool lastSlice) {
+      return deflate(&s, lastSlice ? Z_FINISH : Z_NO_FLUSH);
+    });
+    if (rc == Z_STREAM_END) break;
+    if (rc != Z_OK && rc != Z_BUF_ERROR) throw DataError("zlib deflate failed");
+  }
+  return buffers.take();
+}
+
+void writeAll(const std::filesystem::path& path, std::span<const std::uint8_t> bytes) {
+  File file(std::fopen(path.c_str(), "wb"));
+  if (!file) fail(path, std::string("cannot create: ") + std::strerror(errno));
+  if (std::fwrite(bytes.data(), 1, bytes.size(), file.get()) != bytes.size() ||
+      std::fflush(file.get()) != 0 || fsync(fileno(file.get())) != 0) {
+    fail(path, std::string("write error: ") + std::strerror(errno));
+  }
+  if (std::fclose(file.release()) != 0) {
+    fail(path, std::string("write error: ") + std::strerror(errno));
+  }
+}
+
+}  // namespace
+
+bool isGzipPath(const std::filesystem::path& path) {
+  return path.extension() == ".gz";
+}
+
+FileBytes readFileBytes(const std::filesystem::path& path) {
+  FileBytes result;
+  result.bytes = readRaw(path);
+  // A .gz file of 0 bytes is simply empty, not gzip data that inflates to nothing.
+  result.gzipped = isGzipPath(path) && !result.bytes.empty();
+  if (result.gzipped) {
+    if (!startsWithGzipMagic(result.bytes)) {
+      fail(path, "not gzip data, although the name ends in .gz");
+    }
+    result.bytes = inflateGzip(path, result.bytes);
+  }
+  return result;
+}
+
+void writeFileAtomically(const std::filesystem::path& path, std::span<const std::uint8_t> bytes) {
+  // The process id keeps two writers of the same file from sharing a temporary name.
+  const std::filesystem::path temporary =
+      path.string() + ".partial-" + std::to_string(static_cast<long>(getpid()));
+  try {
+    if (isGzipPath(path)) {
+      writeAll(temporary, deflateGzip(bytes));
+    } else {
+      writeAll(temporary, bytes);
+    }
+    std::error_code ec;
+    std::filesystem::rename(temporary, path, ec);
+    if (ec)
+      fail(path, "cannot rename " + temporary.filename().string() + " to it: " + ec.message());
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove(temporary, ignored);
+    throw;
+  }
+}
+
+}  // namespace ringtrain::data

@@ -1,0 +1,282 @@
+// The IDX reader: round trips through plain and .gz files, and one exact one-line message for
+// every way a file can be wrong.
+#include "data/idx_reader.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "data/file_bytes.h"
+#include "data/idx_writer.h"
+#include "tests/data/data_test_support.h"
+
+namespace ringtrain::data {
+namespace {
+
+using testing::dataErrorOf;
+using testing::TempFolder;
+using testing::writeRaw;
+
+std::vector<std::uint8_t> patternPixels(std::size_t n) {
+  std::vector<std::uint8_t> pixels(n);
+  for (std::size_t i = 0; i < n; ++i)
+    pixels[i] = static_cast<std::uint8_t>((i * 37 + 11) % 256);
+  return pixels;
+}
+
+class IdxRoundTripTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(IdxRoundTripTest, ImagesAndLabelsComeBackUnchanged) {
+  TempFolder folder;
+  const std::string suffix = GetParam();
+  const auto pixels = patternPixels(5 * 3 * 4);
+  const std::vector<std::uint8_t> labels = {0, 9, 3, 3, 7};
+  writeIdxImages(folder / ("images" + suffix), 5, 3, 4, pixels);
+  writeIdxLabels(folder / ("labels" + suffix), labels);
+
+  const IdxImages images = readIdxImages(folder / ("images" + suffix));
+  EXPECT_EQ(images.count, 5);
+  EXPECT_EQ(images.rows, 3);
+  EXPECT_EQ(images.columns, 4);
+  EXPECT_EQ(images.pixels, pixels);
+  EXPECT_EQ(readIdxLabels(folder / ("labels" + suffix), 10), labels);
+  // Only the .gz file is compressed: its first bytes are gzip's magic, not IDX's.
+  const auto raw = testing::readRaw(folder / ("images" + suffix));
+  EXPECT_EQ(raw[0] == 0x1f && raw[1] == 0x8b, suffix == ".gz");
+}
+
+INSTANTIATE_TEST_SUITE_P(PlainAndGzip, IdxRoundTripTest, ::testing::Values("", ".gz"),
+                         [](const auto& p) { return p.param.empty() ? "Plain" : "Gzip"; });
+
+TEST(IdxReaderTest, ReadsConcatenatedGzipMembersAsOneFile) {
+  TempFolder folder;
+  const auto bytes = encodeIdxLabels(std::vector<std::uint8_t>{1, 2, 3, 4});
+  const std::span<const std::uint8_t> all(bytes);
+  writeFileAtomically(folder / "a.gz", all.first(5));
+  writeFileAtomically(folder / "b.gz", all.subspan(5));
+  auto joined = testing::readRaw(folder / "a.gz");
+  const auto second = testing::readRaw(folder / "b.gz");
+  joined.insert(joined.end(), second.begin(), second.end());
+  writeRaw(folder / "labels.gz", joined);
+  EXPECT_EQ(readIdxLabels(folder / "labels.gz", 10), (std::vector<std::uint8_t>{1, 2, 3, 4}));
+}
+
+TEST(IdxReaderTest, LargeGzipFileInflatesCompletely) {
+  // Two million labels compress to a few kilobytes: the output buffer must grow many times.
+  TempFolder folder;
+  std::vector<std::uint8_t> labels(2'000'000, 3);
+  labels.back() = 9;
+  writeIdxLabels(folder / "labels.gz", labels);
+  EXPECT_LT(std::filesystem::file_size(folder / "labels.gz"), 100'000u);
+  EXPECT_EQ(readIdxLabels(folder / "labels.gz", 10), labels);
+}
+
+// Each case writes a file and expects readIdxImages or readIdxLabels to fail with this message
+// after "<path>: ".
+struct Corruption {
+  std::string name;
+  std::string file;  // a name ending in .gz is compressed
+  bool labels;       // read as labels (10 classes) rather than images
+  std::function<std::vector<std::uint8_t>()> bytes;
+  std::string message;
+};
+
+std::vector<std::uint8_t> images2x3x4() {
+  return encodeIdxImages(2, 3, 4, patternPixels(24));
+}
+
+std::vector<std::uint8_t> withHeader(std::vector<std::uint8_t> bytes, std::size_t offset,
+                                     std::uint32_t value) {
+  for (int k = 0; k < 4; ++k)
+    bytes[offset + k] = static_cast<std::uint8_t>(value >> (24 - 8 * k));
+  return bytes;
+}
+
+std::vector<std::uint8_t> resized(std::vector<std::uint8_t> bytes, std::size_t size) {
+  bytes.resize(size, 0xee);
+  return bytes;
+}
+
+std::vector<Corruption> corruptions() {
+  return {
+      {"EmptyFile", "f", false, [] { return std::vector<std::uint8_t>{}; },
+       "empty file (0 bytes); expected IDX images (magic number 0x00000803)"},
+      {"EmptyOnceUncompressed", "f.gz", true, [] { return std::vector<std::uint8_t>{}; },
+       "empty once uncompressed (0 bytes); expected IDX labels (magic number 0x00000801)"},
+      {"ShorterThanTheMagicNumber", "f", false,
+       [] {
+         return std::vector<std::uint8_t>{0, 0};
+       },
+       "truncated header: the file has 2 bytes but an IDX images header has 16 bytes"},
+      {"TruncatedHeader", "f", false, [] { return resized(images2x3x4(), 10); },
+       "truncated header: the file has 10 bytes but an IDX images header has 16 bytes"},
+      {"TruncatedHeaderGzip", "f.gz", true, [] { return resized(encodeIdxLabels({}), 6); },
+       "truncated header: the file has 6 bytes uncompressed but an IDX labels header has 8 bytes"},
+      {"TruncatedData", "f", false, [] { return resized(images2x3x4(), 30); },
+       "truncated: header says 2 images of 3x4 (40 bytes) but the file has 30 bytes"},
+      {"TruncatedMnistSizedData", "f", false,
+       [] {
+         return resized(withHeader(encodeIdxImages(1, 28, 28, patternPixels(784)), 4, 60000), 1000);
+       },
+       "truncated: header says 60000 images of 28x28 (47040016 bytes) but the file has 1000 "
+       "bytes"},
+      {"TruncatedDataGzip", "f.gz", false, [] { return resized(images2x3x4(), 30); },
+       "truncated: header says 2 images of 3x4 (40 bytes) but the file has 30 bytes "
+       "uncompressed"},
+      {"TrailingBytes", "f", false, [] { return resized(images2x3x4(), 43); },
+       "trailing bytes: header says 2 images of 3x4 (40 bytes) but the file has 43 bytes"},
+      {"TrailingLabel", "f", true,
+       [] {
+         return resized(encodeIdxLabels(std::vector<std::uint8_t>{1, 2}), 11);
+       },
+       "trailing bytes: header says 2 labels (10 bytes) but the file has 11 bytes"},
+      {"WrongMagic", "f", false, [] { return withHeader(images2x3x4(), 0, 0x12345678); },
+       "not an IDX file: magic number 0x12345678 (expected 0x00000803 for images)"},
+      {"Float32Type", "f", false, [] { return withHeader(images2x3x4(), 0, 0x00000d03); },
+       "unsupported IDX element type: magic number 0x00000d03 has type code 0x0d (float32); only "
+       "0x08 (unsigned byte) is read"},
+      {"LabelsReadAsImages", "f", false,
+       [] {
+         return encodeIdxLabels(std::vector<std::uint8_t>{1, 2});
+       },
+       "wrong number of dimensions: magic number 0x00000801 says 1 but IDX images have 3 (a "
+       "labels file?)"},
+      {"ImagesReadAsLabels", "f", true, [] { return images2x3x4(); },
+       "wrong number of dimensions: magic number 0x00000803 says 3 but IDX labels have 1 (an "
+       "images file?)"},
+      {"ZeroRows", "f", false, [] { return resized(withHeader(images2x3x4(), 8, 0), 16); },
+       "header says 2 images of 0x4; every size must be positive"},
+      {"SizesWhoseProductOverflows", "f", false,
+       [] {
+         auto b = resized(images2x3x4(), 16);
+         for (std::size_t offset : {4, 8, 12})
+           b = withHeader(b, offset, 0xffffffff);
+         return b;
+       },
+       "truncated: header says 4294967295 images of 4294967295x4294967295 (more than 2^64 bytes) "
+       "but the file has 16 bytes"},
+      {"LabelOutOfRange", "f", true,
+       [] {
+         return encodeIdxLabels(std::vector<std::uint8_t>{1, 10, 3});
+       },
+       "label 10 at index 1 is out of range: 10 classes take labels 0 to 9"},
+      {"GzipDataUnderAPlainName", "f", false,
+       [] { return std::vector<std::uint8_t>{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3}; },
+       "gzip-compressed data in a file whose name does not end in .gz"},
+  };
+}
+
+class IdxCorruptionTest : public ::testing::TestWithParam<Corruption> {};
+
+TEST_P(IdxCorruptionTest, FailsWithOneLineNamingTheFileAndTheProblem) {
+  const Corruption& c = GetParam();
+  TempFolder folder;
+  const auto path = folder / c.file;
+  if (isGzipPath(path)) {
+    writeFileAtomically(path, c.bytes());
+  } else {
+    writeRaw(path, c.bytes());
+  }
+  const std::string message = dataErrorOf([&] {
+    if (c.labels) {
+      readIdxLabels(path, 10);
+    } else {
+      readIdxImages(path);
+    }
+  });
+  EXPECT_EQ(message, path.string() + ": " + c.message);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllCases, IdxCorruptionTest, ::testing::ValuesIn(corruptions()),
+                         [](const auto& p) { return p.param.name; });
+
+// Damage to the compressed stream itself.
+class GzipDamageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    writeFileAtomically(path_, images2x3x4());
+    gz_ = testing::readRaw(path_);
+  }
+  std::string readError(const std::vector<std::uint8_t>& bytes) {
+    writeRaw(path_, bytes);
+    return dataErrorOf([&] { readIdxImages(path_); });
+  }
+  TempFolder folder_;
+  std::filesystem::path path_ = folder_ / "images.gz";
+  std::vector<std::uint8_t> gz_;
+};
+
+TEST_F(GzipDamageTest, TruncatedCompressedStream) {
+  const auto cut = std::vector<std::uint8_t>(gz_.begin(), gz_.end() - 12);
+  EXPECT_EQ(readError(cut), path_.string() +
+                                ": truncated gzip data: the compressed stream ends "
+                                "early (" +
+                                std::to_string(cut.size()) + " bytes)");
+}
+
+TEST_F(GzipDamageTest, GarbageAfterTheCompressedStream) {
+  auto bytes = gz_;
+  bytes.insert(bytes.end(), {'x', 'y', 'z'});
+  EXPECT_EQ(readError(bytes), path_.string() + ": 3 trailing bytes after the gzip data");
+}
+
+TEST_F(GzipDamageTest, CorruptCompressedData) {
+  auto bytes = gz_;
+  bytes[12] ^= 0xff;  // inside the deflate data, after the 10-byte gzip header
+  bytes[13] ^= 0xff;
+  const std::string message = readError(bytes);
+  EXPECT_EQ(message.rfind(path_.string() + ": corrupt gzip data (", 0), 0u) << message;
+}
+
+TEST_F(GzipDamageTest, PlainDataUnderAGzipName) {
+  EXPECT_EQ(readError(images2x3x4()),
+            path_.string() + ": not gzip data, although the name ends in .gz");
+}
+
+TEST(IdxReaderTest, EmptyGzipFile) {
+  TempFolder folder;
+  writeRaw(folder / "labels.gz", {});
+  EXPECT_EQ(dataErrorOf([&] { readIdxLabels(folder / "labels.gz", 10); }),
+            (folder / "labels.gz").string() +
+                ": empty file (0 bytes); expected IDX labels (magic number 0x00000801)");
+}
+
+TEST(IdxReaderTest, MissingFileAndFolderAreNamed) {
+  TempFolder folder;
+  EXPECT_EQ(dataErrorOf([&] { readIdxImages(folder / "nope"); }),
+            (folder / "nope").string() + ": no such file");
+  EXPECT_EQ(dataErrorOf([&] { readIdxImages(folder.path()); }),
+            folder.path().string() + ": is a folder, not a file");
+}
+
+TEST(FileBytesTest, AtomicWriteReplacesTheWholeFileAndLeavesNoTemporary) {
+  TempFolder folder;
+  const auto path = folder / "labels";
+  writeIdxLabels(path, std::vector<std::uint8_t>{1, 2, 3});
+  writeIdxLabels(path, std::vector<std::uint8_t>{4});
+  EXPECT_EQ(readIdxLabels(path, 10), std::vector<std::uint8_t>{4});
+  int files = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(folder.path())) {
+    ++files;
+  }
+  EXPECT_EQ(files, 1);
+}
+
+TEST(FileBytesTest, FailedWriteLeavesTheOldFileAlone) {
+  TempFolder folder;
+  EXPECT_THROW(writeIdxLabels(folder / "missing-folder" / "labels", std::vector<std::uint8_t>{1}),
+               DataError);
+  // A folder where the file should go: the rename fails and the folder stays as it was.
+  std::filesystem::create_directory(folder / "taken");
+  std::filesystem::create_directory(folder / "taken" / "inside");
+  EXPECT_THROW(writeIdxLabels(folder / "taken", std::vector<std::uint8_t>{1}), DataError);
+  EXPECT_TRUE(std::filesystem::is_directory(folder / "taken" / "inside"));
+  EXPECT_FALSE(std::filesystem::exists(folder.path().string() + "/taken.partial-" +
+                                       std::to_string(getpid())));
+}
+
+}  // namespace
+}  // namespace ringtrain::data
