@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <ostream>
 
 #include "models/conv2d.h"
 #include "models/flatten.h"
@@ -40,6 +41,10 @@ struct ConvCase {
   Conv2dOptions options;
   Index batch;
 };
+
+void PrintTo(const ConvCase& c, std::ostream* out) {
+  *out << c.what;
+}
 
 class ConvGradientTest : public ::testing::TestWithParam<ConvCase> {};
 
