@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Leaves MNIST's four IDX files in DIR, for `ringtrain train --data-dir DIR`.
+# Leaves MNIST's four IDX files in DIR, for `ringtrain train --data DIR`.
 #   data/fetch_mnist.sh DIR
 #
 # In order, stopping at the first that works:
