@@ -31,7 +31,7 @@ void setProcessLabel(int rank, int size, std::string_view host) {
       "[rank " + std::to_string(rank) + "/" + std::to_string(size) + " " + std::string(host) + "]";
 }
 
-void printLine(std::string_view message) {
+void printLine(std::string_view message, OutputStream stream) {
   std::string line = label();
   line += ' ';
   line += message;
@@ -40,7 +40,8 @@ void printLine(std::string_view message) {
   const char* data = line.data();
   std::size_t left = line.size();
   while (left > 0) {
-    ssize_t written = ::write(STDERR_FILENO, data, left);
+    const int fd = stream == OutputStream::kStandardOutput ? STDOUT_FILENO : STDERR_FILENO;
+    ssize_t written = ::write(fd, data, left);
     if (written <= 0) break;
     data += written;
     left -= static_cast<std::size_t>(written);

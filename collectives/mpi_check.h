@@ -17,9 +17,10 @@ namespace ringtrain::collectives {
 const std::string& processLabel();
 void setProcessLabel(int rank, int size, std::string_view host);
 
-// Writes "<label> <message>\n" to stderr in one write(2), so lines of different ranks never
-// interleave mid-line.
-void printLine(std::string_view message);
+enum class OutputStream { kStandardOutput, kStandardError };
+// Writes "<label> <message>\n" in one write(2), so lines of different ranks never interleave
+// mid-line; errors (the default) to standard error, progress to standard output.
+void printLine(std::string_view message, OutputStream stream = OutputStream::kStandardError);
 
 // Prints the message with the process label and aborts every rank of the job (MPI_Abort when MPI
 // is initialised, std::exit otherwise).
