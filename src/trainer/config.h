@@ -26,7 +26,7 @@ struct TrainConfig {
   bool dropLast = false;  // drop each epoch's last, smaller batch
 
   // Schedule of the run
-  int epochs = 10;
+  int epochs = 15;
   std::int64_t steps = 0;  // stop after this many steps in total (0: run all epochs)
   int batchSize = 64;      // per rank
   std::uint64_t seed = 42;
@@ -35,14 +35,14 @@ struct TrainConfig {
 
   // Optimiser and learning rate
   std::string optimizer = "sgd";  // sgd | adam | adamw
-  double learningRate = 0.05;
+  double learningRate = 0.1;
   double momentum = 0.9;
   bool nesterov = false;
   double weightDecay = 0.0;
   double beta1 = 0.9;
   double beta2 = 0.999;
   double epsilon = 1e-8;
-  std::string lrSchedule = "constant";  // constant | step | cosine
+  std::string lrSchedule = "cosine";  // constant | step | cosine
   std::int64_t warmupSteps = 0;
   std::int64_t lrStepSize = 1000;  // step schedule: multiply by lrGamma every lrStepSize steps
   double lrGamma = 0.1;

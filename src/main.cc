@@ -1,0 +1,153 @@
+// ringtrain: data-parallel training under mpirun.
+//   mpirun -np 2 ringtrain train --data data/mnist
+//   ringtrain train --help
+#include <fmt/format.h>
+
+#include <cstring>
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include "collectives/communicator.h"
+#include "collectives/environment.h"
+#include "collectives/mpi_check.h"
+#include "data/data_error.h"
+#include "data/idx_dataset.h"
+#include "data/synthetic_dataset.h"
+#include "models/flush_to_zero.h"
+#include "src/common/log.h"
+#include "src/common/startup_errors.h"
+#include "src/trainer/batch_source.h"
+#include "src/trainer/config.h"
+#include "src/trainer/trainer.h"
+
+namespace ringtrain {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: ringtrain <command> [options]\n"
+    "  train      train a model, data-parallel over the MPI ranks (ringtrain train --help)\n"
+    "  --version  print the version\n"
+    "Start it with mpirun: mpirun -np 2 ringtrain train --data data/mnist\n";
+
+struct Sources {
+  std::unique_ptr<BatchSource> train;
+  std::unique_ptr<BatchSource> test;
+};
+
+Sources loadData(const TrainConfig& config) {
+  Sources sources;
+  if (config.model == "linreg") {
+    // y = 2x + 10 plus noise: 8,000 samples to train on, the next 2,000 to test.
+    data::LinearRegressionOptions options;
+    options.seed = config.seed;
+    sources.train = regressionSource(options);
+    options.firstIndex = options.size;
+    options.size = 2000;
+    sources.test = regressionSource(options);
+  } else if (config.synthetic) {
+    data::SyntheticOptions options;
+    options.shape = {config.syntheticShape[0], config.syntheticShape[1], config.syntheticShape[2]};
+    options.numClasses = config.syntheticClasses;
+    options.size = config.syntheticSize;
+    options.seed = config.seed;
+    data::DatasetPair pair = data::makeSyntheticPair(
+        options,
+        std::max<std::int64_t>(1, std::min<std::int64_t>(10000, config.syntheticSize / 6)));
+    sources.train = classificationSource(std::move(pair.train));
+    sources.test = classificationSource(std::move(pair.test));
+  } else {
+    data::DatasetPair pair = data::loadMnist(config.dataDir);
+    sources.train = classificationSource(std::move(pair.train));
+    sources.test = classificationSource(std::move(pair.test));
+  }
+  return sources;
+}
+
+int train(int argc, char** argv, collectives::MpiEnvironment& env) {
+  TrainConfig config;
+  bool help = false;
+  std::string helpText;
+  std::optional<std::string> error;
+  try {
+    error = parseTrainConfig(argc, argv, config, help, helpText);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  exitEverywhereOnError(error);
+  if (help) {
+    if (env.worldRank() == 0) std::cout << helpText;
+    return 0;
+  }
+  models::enableFlushToZero();
+
+  // Every rank reads its data; a bad file stops all of them with the first rank's message.
+  Sources sources;
+  try {
+    sources = loadData(config);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  exitEverywhereOnError(error);
+
+  std::unique_ptr<collectives::Communicator> comm =
+      collectives::makeCommunicator(config.backend, env.world());
+  if (env.worldRank() == 0) {
+    logLine(fmt::format("ringtrain train: {} rank(s) on {} node(s); {}", env.worldSize(),
+                        env.nodeCount(), describe(config)));
+  }
+  Trainer trainer(config, *sources.train, *sources.test, *comm);
+  const TrainingSummary summary = trainer.run();
+  if (env.worldRank() == 0) {
+    std::string result =
+        sources.train->classes() > 0
+            ? fmt::format("final accuracy {:.4f}", summary.lastEvaluation.accuracy())
+            : fmt::format("final test loss {:.6f}", summary.lastEvaluation.meanLoss());
+    if (config.model == "linreg") {
+      const auto parameters = trainer.model().parameters();
+      logLine(fmt::format("learned y = {:.4f} x + {:.4f} (the data: y = 2 x + 10 + noise)",
+                          parameters[0], parameters[1]));
+    }
+    logLine(
+        fmt::format("done: {} steps in {:.2f} s of training ({:.2f} s wall), {:.0f} samples/s "
+                    "({:.0f} per rank), {}; replicas {}",
+                    summary.steps, summary.trainingSeconds, summary.wallSeconds,
+                    summary.samplesPerSecond, summary.samplesPerSecondPerRank, result,
+                    summary.replicasIdentical ? "identical" : "DIFFER"));
+    const double total = std::max(1e-9, summary.trainingSeconds);
+    logLine(fmt::format(
+        "time per step: data {:.0f}%, forward+backward {:.0f}%, gradient "
+        "all-reduce {:.0f}%, optimiser {:.0f}% ({:.3f} ms per step)",
+        100 * summary.dataSeconds / total, 100 * summary.computeSeconds / total,
+        100 * summary.communicationSeconds / total, 100 * summary.optimizerSeconds / total,
+        1000 * total / static_cast<double>(std::max<std::int64_t>(1, summary.steps))));
+  }
+  return summary.replicasIdentical ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace ringtrain
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    std::cout << ringtrain::kUsage;
+    return argc < 2 ? 2 : 0;
+  }
+  if (std::strcmp(argv[1], "--version") == 0) {
+    std::cout << "ringtrain " << RINGTRAIN_VERSION << "\n";
+    return 0;
+  }
+  if (std::strcmp(argv[1], "train") != 0) {
+    std::cerr << "ringtrain: unknown command '" << argv[1] << "'\n" << ringtrain::kUsage;
+    return 2;
+  }
+  ringtrain::collectives::MpiEnvironment env(&argc, &argv);
+  try {
+    // argv[1] is "train": the options start after it.
+    return ringtrain::train(argc - 1, argv + 1, env);
+  } catch (const std::exception& e) {
+    // An error in the middle of training (ranks that disagree, say): print it first, then take
+    // the whole job down so no rank is left waiting.
+    ringtrain::collectives::abortJob(std::string("error: ") + e.what());
+  }
+}

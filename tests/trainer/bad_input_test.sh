@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Every bad input of `ringtrain train` under mpirun with 2 ranks: the job ends within the time
+# limit with exit status 2, and the cause is printed once, on one line naming the option or file.
+#   bad_input_test.sh RINGTRAIN MPIEXEC [MPIEXEC FLAGS...]
+set -uo pipefail
+ringtrain="$1"
+shift
+mpirun=("$@")
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+be32() { printf '\\x%02x\\x%02x\\x%02x\\x%02x' $(($1 >> 24 & 255)) $(($1 >> 16 & 255)) $(($1 >> 8 & 255)) $(($1 & 255)); }
+# images FILE COUNT: an IDX uint8 image file of COUNT 28x28 images.
+images() {
+  printf "$(be32 2051)$(be32 "$2")$(be32 28)$(be32 28)" >"$1"
+  head -c $(($2 * 784)) /dev/zero >>"$1"
+}
+# labels FILE COUNT [BYTE]: an IDX uint8 label file, every label BYTE (default 3).
+labels() {
+  printf "$(be32 2049)$(be32 "$2")" >"$1"
+  for ((i = 0; i < $2; ++i)); do printf "\\x$(printf %02x "${3:-3}")"; done >>"$1"
+}
+# mnist DIR: a small, valid MNIST folder.
+mnist() {
+  mkdir -p "$1"
+  images "$1/train-images-idx3-ubyte" 64
+  labels "$1/train-labels-idx1-ubyte" 64
+  images "$1/t10k-images-idx3-ubyte" 16
+  labels "$1/t10k-labels-idx1-ubyte" 16
+}
+
+# expect NAME PATTERN ARGS...: runs 2 ranks with ARGS and checks status 2, PATTERN once, time.
+expect() {
+  local name="$1" pattern="$2"
+  shift 2
+  local start=$SECONDS output status
+  output="$(timeout 60 "${mpirun[@]}" -np 2 "$ringtrain" train --log-every 0 "$@" 2>&1)"
+  status=$?
+  local elapsed=$((SECONDS - start)) count
+  count="$(grep -c -E "error: .*$pattern" <<<"$output")"
+  if [ "$status" -eq 2 ] && [ "$count" -eq 1 ] && [ "$elapsed" -lt 30 ]; then
+    echo "ok   $name: $(grep -m1 -E "error: .*$pattern" <<<"$output")"
+  else
+    echo "FAIL $name: status $status (want 2), message seen $count times (want 1), ${elapsed} s"
+    echo "$output" | sed 's/^/     | /'
+    failures=$((failures + 1))
+  fi
+}
+
+good="$work/good"
+mnist "$good"
+# The valid folder trains: the checks below fail for the reason they name, nothing else.
+if ! "${mpirun[@]}" -np 2 "$ringtrain" train --data "$good" --steps 2 --log-every 0 >/dev/null 2>&1; then
+  echo "FAIL the valid folder does not train"
+  failures=$((failures + 1))
+fi
+
+expect "batch size 0" "--batch-size must be at least 1 \(got 0\)" --data "$good" --batch-size 0
+expect "negative learning rate" "--lr must be greater than 0" --data "$good" --lr -1
+expect "unknown model" "--model 'resnet': unknown model" --data "$good" --model resnet
+expect "unparseable hidden sizes" "--hidden '512,abc': expected positive sizes" --data "$good" --hidden 512,abc
+expect "unknown option" "unrecognised option '--no-such-option'|unrecognized option '--no-such-option'" --data "$good" --no-such-option 1
+expect "missing data folder" "--data $work/nowhere: no such folder" --data "$work/nowhere"
+expect "unknown backend" "--backend 'tcp': unknown backend" --data "$good" --backend tcp
+
+truncated="$work/truncated"
+mnist "$truncated"
+head -c 5000 "$good/train-images-idx3-ubyte" >"$truncated/train-images-idx3-ubyte"
+expect "truncated images" "train-images-idx3-ubyte: truncated" --data "$truncated"
+
+empty="$work/empty"
+mnist "$empty"
+: >"$empty/t10k-labels-idx1-ubyte"
+expect "empty labels file" "t10k-labels-idx1-ubyte: .*empty" --data "$empty"
+
+mislabelled="$work/mislabelled"
+mnist "$mislabelled"
+labels "$mislabelled/train-labels-idx1-ubyte" 64 11
+expect "label out of range" "train-labels-idx1-ubyte: .*11" --data "$mislabelled"
+
+mismatch="$work/mismatch"
+mnist "$mismatch"
+labels "$mismatch/train-labels-idx1-ubyte" 63
+expect "images and labels disagree" "64.*63|63.*64" --data "$mismatch"
+
+missing="$work/missing"
+mnist "$missing"
+rm "$missing/t10k-images-idx3-ubyte"
+expect "missing test images" "t10k-images-idx3-ubyte" --data "$missing"
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures case(s) failed"
+  exit 1
+fi
+echo "all bad inputs rejected"

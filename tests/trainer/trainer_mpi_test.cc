@@ -1,0 +1,153 @@
+// The trainer under mpirun: exact data parallelism, identical replicas, linreg, MNIST accuracy.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <vector>
+
+#include <mpi.h>
+
+#include "collectives/communicator.h"
+#include "collectives/fingerprint.h"
+#include "data/idx_dataset.h"
+#include "data/synthetic_dataset.h"
+#include "models/flush_to_zero.h"
+#include "src/trainer/batch_source.h"
+#include "src/trainer/trainer.h"
+#include "tests/support/mpi_test_environment.h"
+
+namespace ringtrain {
+namespace {
+
+struct Sources {
+  std::unique_ptr<BatchSource> train, test;
+};
+
+// 960 samples: divisible by 1, 2, 3 and 4 ranks, so no rank count skips a sample (see
+// data/sharded_sampler.h) and the equivalence holds at every step.
+Sources syntheticMnistLike() {
+  data::SyntheticOptions o;
+  o.size = 960;
+  o.seed = 7;
+  data::DatasetPair pair = data::makeSyntheticPair(o, 96);
+  return {classificationSource(std::move(pair.train)), classificationSource(std::move(pair.test))};
+}
+
+double norm(std::span<const float> v) {
+  double sum = 0;
+  for (const float x : v)
+    sum += double{x} * x;
+  return std::sqrt(sum);
+}
+
+double relativeDifference(std::span<const float> a, std::span<const float> b) {
+  double sum = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    sum += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
+  return std::sqrt(sum) / norm(b);
+}
+
+std::vector<int> ranksWithOtherParameters(std::span<const float> parameters) {
+  const std::uint64_t mine = collectives::fingerprint(parameters.data(), parameters.size_bytes());
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  std::vector<std::uint64_t> all(static_cast<std::size_t>(size));
+  MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+  std::vector<int> differing;
+  for (int r = 1; r < size; ++r) {
+    if (all[r] != all[0]) differing.push_back(r);
+  }
+  return differing;
+}
+
+class ExactDataParallelism : public ::testing::TestWithParam<std::string> {};
+
+// N ranks with batch B must train exactly as one rank with batch N*B: after 24 steps of SGD with
+// momentum the parameters agree to floating-point reassociation, and every rank holds the same
+// bits.
+TEST_P(ExactDataParallelism, NRanksWithBatchBEqualOneRankWithBatchNB) {
+  models::enableFlushToZero();
+  const Sources sources = syntheticMnistLike();
+  const int ranks = testing::mpiEnvironment().worldSize();
+  TrainConfig config;
+  config.model = "mlp";
+  config.hidden = {512, 512};
+  config.optimizer = "sgd";
+  config.momentum = 0.9;
+  config.learningRate = 0.05;
+  config.steps = 24;
+  config.logEvery = 0;
+  config.seed = 11;
+  config.backend = GetParam();
+
+  // The reference, computed on every rank alone.
+  auto self = collectives::makeCommunicator(config.backend, MPI_COMM_SELF);
+  TrainConfig single = config;
+  single.batchSize = 8 * ranks;
+  Trainer reference(single, *sources.train, *sources.test, *self, false);
+  const std::vector<float> initial(reference.model().parameters().begin(),
+                                   reference.model().parameters().end());
+  reference.run();
+
+  auto world = collectives::makeCommunicator(config.backend, MPI_COMM_WORLD);
+  config.batchSize = 8;
+  Trainer parallel(config, *sources.train, *sources.test, *world, false);
+  const TrainingSummary summary = parallel.run();
+
+  const auto expected = reference.model().parameters();
+  const auto got = parallel.model().parameters();
+  ASSERT_EQ(got.size(), expected.size());
+  EXPECT_GT(relativeDifference(initial, expected), 1e-2) << "training did not move the weights";
+  EXPECT_LE(relativeDifference(got, expected), 1e-5)
+      << ranks << " ranks x batch 8 differ from 1 rank x batch " << 8 * ranks;
+  EXPECT_TRUE(summary.replicasIdentical);
+  const std::vector<int> differing = ranksWithOtherParameters(got);
+  EXPECT_TRUE(differing.empty()) << "rank " << differing.front() << " holds other parameters";
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ExactDataParallelism, ::testing::Values("ring", "mpi"),
+                         [](const auto& param) { return param.param; });
+
+TEST(TrainerTest, LinregRecoversSlopeTwoAndInterceptTen) {
+  TrainConfig config;
+  config.model = "linreg";
+  config.batchSize = 32;
+  config.learningRate = 0.1;
+  config.epochs = 3;
+  config.logEvery = 0;
+  data::LinearRegressionOptions o;
+  const auto train = regressionSource(o);
+  o.firstIndex = o.size;
+  o.size = 2000;
+  const auto test = regressionSource(o);
+  auto world = collectives::makeCommunicator("ring", MPI_COMM_WORLD);
+  Trainer trainer(config, *train, *test, *world, false);
+  const TrainingSummary summary = trainer.run();
+  const auto p = trainer.model().parameters();
+  EXPECT_NEAR(p[0], 2.0, 0.05) << "w on rank " << world->rank();
+  EXPECT_NEAR(p[1], 10.0, 0.1) << "b on rank " << world->rank();
+  EXPECT_LT(summary.lastEvaluation.meanLoss(), 0.02);  // the noise's variance is 0.01
+}
+
+// The MLP on the 10,000-digit MNIST sample that scripts/test.sh fetches (skipped without it).
+TEST(TrainerTest, MlpOnTheMnistSampleReaches95PercentWithTheDefaults) {
+  const std::filesystem::path folder = RINGTRAIN_TEST_MNIST_DIR;
+  if (!std::filesystem::exists(folder / "train-images-idx3-ubyte") &&
+      !std::filesystem::exists(folder / "train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "no MNIST in " << folder << " (data/fetch_mnist.sh " << folder.string() << ")";
+  }
+  models::enableFlushToZero();
+  data::DatasetPair pair = data::loadMnist(folder);
+  const auto train = classificationSource(std::move(pair.train));
+  const auto test = classificationSource(std::move(pair.test));
+  TrainConfig config;  // the defaults: mlp 512,512, sgd lr 0.1 momentum 0.9, cosine, 15 epochs
+  config.logEvery = 0;
+  auto world = collectives::makeCommunicator("ring", MPI_COMM_WORLD);
+  Trainer trainer(config, *train, *test, *world, false);
+  const TrainingSummary summary = trainer.run();
+  EXPECT_GE(summary.lastEvaluation.accuracy(), 0.95);
+  EXPECT_EQ(summary.lastEvaluation.samples, test->size()) << "every test sample counted once";
+}
+
+}  // namespace
+}  // namespace ringtrain
