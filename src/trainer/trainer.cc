@@ -73,6 +73,7 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
   model_.reserve(config.batchSize);
 
   optimizer_ = makeOptimizer(optimizerOptions(config), model_.parameterCount());
+  averaged_.resize(model_.gradients().size_bytes());
   schedule_.kind = config.lrSchedule;
   schedule_.baseLr = config.learningRate * (config.scaleLr ? comm_.size() : 1);
   schedule_.warmupSteps = config.warmupSteps;
@@ -108,16 +109,18 @@ void Trainer::trainStep(std::int64_t step) {
   const models::BatchResult result = model_.forward(input);
   model_.backward();
   const auto computed = Clock::now();
-  comm_.allreduce(model_.gradients(), collectives::ReduceOp::kAverage);
-  const auto averaged = Clock::now();
-  optimizer_->step(model_.parameters(), model_.gradients(),
+  const std::span<const float> gradients = model_.gradients();
+  const std::span<float> averaged(reinterpret_cast<float*>(averaged_.data()), gradients.size());
+  comm_.allreduce(gradients, averaged, collectives::ReduceOp::kAverage);
+  const auto averagedAt = Clock::now();
+  optimizer_->step(model_.parameters(), averaged,
                    static_cast<float>(learningRateAt(schedule_, step)));
   const auto updated = Clock::now();
   using Seconds = std::chrono::duration<double>;
   dataSeconds_ += Seconds(gathered - start).count();
   computeSeconds_ += Seconds(computed - gathered).count();
-  communicationSeconds_ += Seconds(averaged - computed).count();
-  optimizerSeconds_ += Seconds(updated - averaged).count();
+  communicationSeconds_ += Seconds(averagedAt - computed).count();
+  optimizerSeconds_ += Seconds(updated - averagedAt).count();
   windowLoss_ += result.lossSum;
   windowSamples_ += result.samples;
 }

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "collectives/aligned_buffer.h"
 #include "collectives/communicator.h"
 #include "data/sharded_sampler.h"
 #include "models/model.h"
@@ -67,6 +68,10 @@ class Trainer {
   LrScheduleOptions schedule_;
   std::int64_t plannedSteps_ = 0;
   std::int64_t stepsPerEpoch_ = 0;
+  // The averaged gradients, reduced out of place into a persistent huge-page buffer: in place the
+  // ring overwrites lines the other rank has just read (allreduce_perf, 2 ranks, 2.7 MB: 0.30 ms
+  // in place against 0.17 out of place; in training it gained 3% samples/s).
+  collectives::AlignedBuffer averaged_;
   std::vector<float> inputs_;
   std::vector<std::int32_t> labels_;
   std::vector<float> values_;
