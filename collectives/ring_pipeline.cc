@@ -36,10 +36,10 @@ std::size_t RingPipeline::chunkElements(std::size_t elementSize) const {
 }
 
 // The receives of a pass form one sequence over (step, chunk). They are posted in that order, at
-// most depth_ ahead of the one being processed, and processed in that order; a reduce-step chunk
-// lands in scratch slot (its index among reduce-step chunks) % depth_, which is free again by the
-// time it is reused because the chunk that used it `depth_` receives earlier has been processed.
-// Store-step chunks land directly in `out`. Each processed chunk is sent on at the next step
+// most depth_ ahead of the one being processed, and processed in that order; a chunk to be reduced
+// lands in scratch slot (its index in the sequence) % depth_, which is free again by the time it
+// is reused because the chunk that used it `depth_` receives earlier has been processed. Chunks
+// to be stored land directly in `out` (in place: in scratch, then streamed into `out`). Each processed chunk is sent on at the next step
 // right away, so step s+1 overlaps step s chunk by chunk instead of waiting for the whole segment.
 // Tags are 1 + step: within a step, MPI's non-overtaking rule keeps chunks in order.
 void RingPipeline::run(const RingPass& pass) {
@@ -86,11 +86,9 @@ void RingPipeline::run(const RingPass& pass) {
   struct Cursor {
     int step = 0;
     std::size_t chunk = 0;
-    std::size_t index = 0;        // position in the whole sequence
-    std::size_t reduceIndex = 0;  // position among reduce-step chunks
+    std::size_t index = 0;  // position in the whole sequence
   };
   auto advance = [&](Cursor& cursor) {
-    if (cursor.step < pass.reduceSteps) ++cursor.reduceIndex;
     ++cursor.index;
     ++cursor.chunk;
     while (cursor.step < pass.steps &&
@@ -104,10 +102,14 @@ void RingPipeline::run(const RingPass& pass) {
       ++cursor.step;
     }
   };
+  // In place, a stored chunk lands in scratch too and is then streamed into `out`: received
+  // directly, the copy would write lines of `out` that the right neighbour read at step 0.
+  const bool inPlace = pass.own == pass.out;
+  auto landsInScratch = [&](int step) { return step < pass.reduceSteps || inPlace; };
   auto landing = [&](const Cursor& cursor) {
     const int segment = segmentAt(cursor.step, 1);
-    if (cursor.step < pass.reduceSteps) {
-      return scratch_.data() + (cursor.reduceIndex % depth_) * chunkBytes_;
+    if (landsInScratch(cursor.step)) {
+      return scratch_.data() + (cursor.index % depth_) * chunkBytes_;
     }
     return pass.out + (pass.layout.segmentBegin(segment) + cursor.chunk * chunk) * elementSize;
   };
@@ -144,6 +146,9 @@ void RingPipeline::run(const RingPass& pass) {
       // Streaming stores: the peer reads this chunk next, and read it last call too.
       reduceArrays(pass.type, pass.op, arrived, pass.own + offset, pass.out + offset, elements,
                    lastReduce ? pass.divisor : 1, StoreMode::kStreaming);
+    }
+    if (take.step >= pass.reduceSteps && landsInScratch(take.step)) {
+      streamingCopy(pass.out + offset, arrived, elements * elementSize);
     }
     if (take.step + 1 < pass.steps) {
       send(pass.out + offset, elements, take.step + 1, segment, take.chunk);
