@@ -109,9 +109,13 @@ void Trainer::trainStep(std::int64_t step) {
   const models::BatchResult result = model_.forward(input);
   model_.backward();
   const auto computed = Clock::now();
-  const std::span<const float> gradients = model_.gradients();
-  const std::span<float> averaged(reinterpret_cast<float*>(averaged_.data()), gradients.size());
-  comm_.allreduce(gradients, averaged, collectives::ReduceOp::kAverage);
+  // One rank has nothing to average: the optimiser reads the gradients themselves.
+  std::span<float> averaged = model_.gradients();
+  if (comm_.size() > 1) {
+    const std::span<const float> gradients = model_.gradients();
+    averaged = {reinterpret_cast<float*>(averaged_.data()), gradients.size()};
+    comm_.allreduce(gradients, averaged, collectives::ReduceOp::kAverage);
+  }
   const auto averagedAt = Clock::now();
   optimizer_->step(model_.parameters(), averaged,
                    static_cast<float>(learningRateAt(schedule_, step)));
