@@ -79,6 +79,15 @@ int train(int argc, char** argv, collectives::MpiEnvironment& env) {
     if (env.worldRank() == 0) std::cout << helpText;
     return 0;
   }
+  // A launcher that starts every rank as a job of its own (Open MPI 5 ignores the MPI operator's
+  // OMPI_MCA_orte_* settings and runs all ranks on the launcher pod) would train N separate
+  // models without a word; --expect-world-size turns that into an error.
+  if (config.expectWorldSize > 0 && config.expectWorldSize != env.worldSize()) {
+    error = "--expect-world-size " + std::to_string(config.expectWorldSize) + " but MPI started " +
+            std::to_string(env.worldSize()) +
+            " rank(s) in this job: check the launcher's hostfile and mpirun arguments";
+  }
+  exitEverywhereOnError(error);
   models::enableFlushToZero();
 
   // Every rank reads its data; a bad file stops all of them with the first rank's message.

@@ -36,57 +36,46 @@ struct RawOptions {
 };
 
 po::options_description trainOptions(TrainConfig& c, RawOptions& raw) {
+  // One option per line reads as the table it is.
+  // clang-format off
   po::options_description model("Model");
-  model.add_options()("model", po::value(&c.model)->default_value(c.model), "linreg | mlp | cnn")(
-      "hidden", po::value(&raw.hidden)->default_value(raw.hidden),
-      "mlp hidden layer sizes, comma-separated");
+  model.add_options()
+      ("model", po::value(&c.model)->default_value(c.model), "linreg | mlp | cnn")
+      ("hidden", po::value(&raw.hidden)->default_value(raw.hidden), "mlp hidden layer sizes, comma-separated");
   po::options_description data("Data");
-  data.add_options()("data", po::value(&c.dataDir)->default_value(c.dataDir),
-                     "folder with the MNIST IDX files (plain or .gz); see data/fetch_mnist.sh")(
-      "synthetic", po::value(&c.synthetic)->implicit_value(true)->default_value(false),
-      "train on synthetic data (a throughput benchmark)")(
-      "synthetic-shape", po::value(&raw.syntheticShape)->default_value(raw.syntheticShape),
-      "synthetic image shape C,H,W")(
-      "synthetic-classes", po::value(&c.syntheticClasses)->default_value(c.syntheticClasses),
-      "synthetic number of classes")("synthetic-size",
-                                     po::value(&c.syntheticSize)->default_value(c.syntheticSize),
-                                     "synthetic training samples")(
-      "drop-last", po::value(&c.dropLast)->implicit_value(true)->default_value(false),
-      "drop each epoch's last, smaller batch");
+  data.add_options()
+      ("data", po::value(&c.dataDir)->default_value(c.dataDir), "folder with the MNIST IDX files (plain or .gz); see data/fetch_mnist.sh")
+      ("synthetic", po::value(&c.synthetic)->implicit_value(true)->default_value(false), "train on synthetic data (a throughput benchmark)")
+      ("synthetic-shape", po::value(&raw.syntheticShape)->default_value(raw.syntheticShape), "synthetic image shape C,H,W")
+      ("synthetic-classes", po::value(&c.syntheticClasses)->default_value(c.syntheticClasses), "synthetic number of classes")
+      ("synthetic-size", po::value(&c.syntheticSize)->default_value(c.syntheticSize), "synthetic training samples")
+      ("drop-last", po::value(&c.dropLast)->implicit_value(true)->default_value(false), "drop each epoch's last, smaller batch");
   po::options_description run("Run");
-  run.add_options()("epochs", po::value(&c.epochs)->default_value(c.epochs),
-                    "passes over the training data")(
-      "steps", po::value(&c.steps)->default_value(c.steps),
-      "stop after this many steps (0: run all epochs)")(
-      "batch-size", po::value(&c.batchSize)->default_value(c.batchSize),
-      "samples per rank per step")("seed", po::value(&c.seed)->default_value(c.seed),
-                                   "seed of the initial weights and the data order")(
-      "eval-every", po::value(&c.evalEvery)->default_value(c.evalEvery),
-      "also evaluate every N steps (0: at each epoch's end only)")(
-      "log-every", po::value(&c.logEvery)->default_value(c.logEvery),
-      "log the training loss every N steps")("backend",
-                                             po::value(&c.backend)->default_value(c.backend),
-                                             "gradient all-reduce: mpi | ring");
+  run.add_options()
+      ("epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training data")
+      ("steps", po::value(&c.steps)->default_value(c.steps), "stop after this many steps (0: run all epochs)")
+      ("batch-size", po::value(&c.batchSize)->default_value(c.batchSize), "samples per rank per step")
+      ("seed", po::value(&c.seed)->default_value(c.seed), "seed of the initial weights and the data order")
+      ("eval-every", po::value(&c.evalEvery)->default_value(c.evalEvery), "also evaluate every N steps (0: at each epoch's end only)")
+      ("log-every", po::value(&c.logEvery)->default_value(c.logEvery), "log the training loss every N steps")
+      ("backend", po::value(&c.backend)->default_value(c.backend), "gradient all-reduce: mpi | ring")
+      ("expect-world-size", po::value(&c.expectWorldSize)->default_value(c.expectWorldSize), "refuse to run unless mpirun started exactly this many ranks (0: any)");
   po::options_description optimiser("Optimiser");
-  optimiser.add_options()("optimizer", po::value(&c.optimizer)->default_value(c.optimizer),
-                          "sgd | adam | adamw")(
-      "lr", po::value(&c.learningRate)->default_value(c.learningRate), "learning rate")(
-      "momentum", po::value(&c.momentum)->default_value(c.momentum), "sgd momentum")(
-      "nesterov", po::value(&c.nesterov)->implicit_value(true)->default_value(false),
-      "sgd: Nesterov momentum")("weight-decay",
-                                po::value(&c.weightDecay)->default_value(c.weightDecay),
-                                "L2 penalty (sgd, adam) or decoupled decay (adamw)")(
-      "beta1", po::value(&c.beta1)->default_value(c.beta1), "adam: first-moment decay")(
-      "beta2", po::value(&c.beta2)->default_value(c.beta2), "adam: second-moment decay")(
-      "epsilon", po::value(&c.epsilon)->default_value(c.epsilon), "adam: denominator term")(
-      "lr-schedule", po::value(&c.lrSchedule)->default_value(c.lrSchedule),
-      "constant | step | cosine")(
-      "warmup-steps", po::value(&c.warmupSteps)->default_value(c.warmupSteps),
-      "linear warm-up steps")("lr-step-size", po::value(&c.lrStepSize)->default_value(c.lrStepSize),
-                              "step schedule: steps between decays")(
-      "lr-gamma", po::value(&c.lrGamma)->default_value(c.lrGamma), "step schedule: decay factor")(
-      "scale-lr", po::value(&c.scaleLr)->implicit_value(true)->default_value(false),
-      "multiply the learning rate by the number of ranks");
+  optimiser.add_options()
+      ("optimizer", po::value(&c.optimizer)->default_value(c.optimizer), "sgd | adam | adamw")
+      ("lr", po::value(&c.learningRate)->default_value(c.learningRate), "learning rate")
+      ("momentum", po::value(&c.momentum)->default_value(c.momentum), "sgd momentum")
+      ("nesterov", po::value(&c.nesterov)->implicit_value(true)->default_value(false), "sgd: Nesterov momentum")
+      ("weight-decay", po::value(&c.weightDecay)->default_value(c.weightDecay), "L2 penalty (sgd, adam) or decoupled decay (adamw)")
+      ("beta1", po::value(&c.beta1)->default_value(c.beta1), "adam: first-moment decay")
+      ("beta2", po::value(&c.beta2)->default_value(c.beta2), "adam: second-moment decay")
+      ("epsilon", po::value(&c.epsilon)->default_value(c.epsilon), "adam: denominator term")
+      ("lr-schedule", po::value(&c.lrSchedule)->default_value(c.lrSchedule), "constant | step | cosine")
+      ("warmup-steps", po::value(&c.warmupSteps)->default_value(c.warmupSteps), "linear warm-up steps")
+      ("lr-step-size", po::value(&c.lrStepSize)->default_value(c.lrStepSize), "step schedule: steps between decays")
+      ("lr-gamma", po::value(&c.lrGamma)->default_value(c.lrGamma), "step schedule: decay factor")
+      ("scale-lr", po::value(&c.scaleLr)->implicit_value(true)->default_value(false), "multiply the learning rate by the number of ranks");
+  // clang-format on
   po::options_description all("ringtrain train options");
   all.add(model).add(data).add(run).add(optimiser);
   return all;
@@ -175,6 +164,7 @@ std::optional<std::string> validateTrainConfig(const TrainConfig& c) {
   if (!oneOf(c.backend, {"mpi", "ring"})) {
     return "--backend '" + c.backend + "': unknown backend (mpi, ring)";
   }
+  if (c.expectWorldSize < 0) return "--expect-world-size must not be negative";
   if (c.batchSize < 1)
     return "--batch-size must be at least 1 (got " + std::to_string(c.batchSize) + ")";
   if (c.epochs < 1) return "--epochs must be at least 1 (got " + std::to_string(c.epochs) + ")";

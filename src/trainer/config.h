@@ -50,6 +50,7 @@ struct TrainConfig {
 
   // Communication
   std::string backend = "ring";  // mpi | ring
+  int expectWorldSize = 0;       // > 0: refuse to run unless the job has exactly this many ranks
 
   // Where the options came from, for the log.
   std::string configFile;

@@ -63,6 +63,7 @@ expect "unparseable hidden sizes" "--hidden '512,abc': expected positive sizes" 
 expect "unknown option" "unrecognised option '--no-such-option'|unrecognized option '--no-such-option'" --data "$good" --no-such-option 1
 expect "missing data folder" "--data $work/nowhere: no such folder" --data "$work/nowhere"
 expect "unknown backend" "--backend 'tcp': unknown backend" --data "$good" --backend tcp
+expect "wrong world size" "--expect-world-size 4 but MPI started 2 rank" --data "$good" --expect-world-size 4
 
 truncated="$work/truncated"
 mnist "$truncated"
