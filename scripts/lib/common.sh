@@ -6,9 +6,14 @@
 RINGTRAIN_PACKAGES=(
   g++ cmake ninja-build pkg-config
   openmpi-bin libopenmpi-dev
-  libeigen3-dev libhdf5-dev zlib1g-dev
+  libeigen3-dev libhdf5-dev hdf5-tools zlib1g-dev
   libboost-program-options-dev libfmt-dev nlohmann-json3-dev
+  libprotobuf-dev protobuf-compiler
   libgtest-dev
+  # fuzzing and sanitizers (libFuzzer needs clang)
+  clang libclang-rt-14-dev libfuzzer-14-dev
+  # the Kubernetes manifest validator, multi-host simulation and plots
+  python3-yaml python3-jsonschema iproute2 gnuplot-nox
 )
 
 ringtrain_say() { printf '[ringtrain] %s\n' "$*" >&2; }
