@@ -178,8 +178,11 @@ BatchResult Model<Scalar>::run(const Scalar* inputs, Index batch, const Targets<
     Layer<Scalar>& layer = *layers_[i];
     const Index ySize = layer.outputShape().size();
     if (!layer.outputIsInput()) {
+      const bool observed = training && observer_;
+      if (observed) observer_(static_cast<int>(i), LayerPhase::kForward, true);
       Scalar* y = activations_.data() + outputOffsets_[i];
       layer.forward(ConstBatchView<Scalar>(x, xSize, batch), BatchView<Scalar>(y, ySize, batch));
+      if (observed) observer_(static_cast<int>(i), LayerPhase::kForward, false);
       x = y;
     }
     outputs_[i] = x;
@@ -217,6 +220,7 @@ void Model<Scalar>::backward(const GradientReadyCallback& onGradientsReady) {
     const ConstBatchView<Scalar> in(x, layer.inputShape().size(), batch);
     const BatchView<Scalar> gradient = outputGradient(i, batch);
     const ConstBatchView<Scalar> dy(gradient.data(), gradient.rows(), batch);
+    if (observer_) observer_(static_cast<int>(i), LayerPhase::kBackward, true);
     if (const int slice = parameterLayerOf_[i]; slice >= 0) {
       layer.backwardParameters(in, dy);
       if (onGradientsReady) onGradientsReady(parameterLayers_[static_cast<std::size_t>(slice)]);
@@ -225,6 +229,7 @@ void Model<Scalar>::backward(const GradientReadyCallback& onGradientsReady) {
       layer.backwardInput(in, ConstBatchView<Scalar>(outputs_[i], dy.rows(), batch), dy,
                           outputGradient(i - 1, batch));
     }
+    if (observer_) observer_(static_cast<int>(i), LayerPhase::kBackward, false);
   }
 }
 

@@ -53,6 +53,12 @@ struct LayerParameters {
 // Called during backward with a layer whose gradients are final; layers come in reverse order.
 using GradientReadyCallback = std::function<void(const LayerParameters&)>;
 
+// Told when a layer starts and ends its work in a training step (for a timeline). Backward work
+// of a layer spans its parameter gradients (and their GradientReadyCallback) and its input
+// gradient. Evaluation is not observed.
+enum class LayerPhase { kForward, kBackward };
+using LayerObserver = std::function<void(int layerIndex, LayerPhase phase, bool begins)>;
+
 // A batch as data/ delivers it: B samples of inputShape().size() values each, sample after
 // sample, and their targets (labels for classification models, values for regression).
 template <class Scalar>
@@ -132,6 +138,8 @@ class Model {
 
   // Floating-point operations of the matrix products in forward plus backward, per sample.
   double trainingFlopsPerSample() const;
+  // Replaces the observer (an empty function removes it).
+  void setLayerObserver(LayerObserver observer) { observer_ = std::move(observer); }
 
  private:
   std::size_t size() const { return static_cast<std::size_t>(parameters_.size()); }
@@ -165,6 +173,7 @@ class Model {
 
   // The last forward: per layer its output, and the input batch and its size.
   std::vector<const Scalar*> outputs_;
+  LayerObserver observer_;
   const Scalar* inputData_ = nullptr;
   Index batch_ = 0;
   bool backwardPending_ = false;

@@ -188,6 +188,41 @@ TEST(ModelTest, GradientsAreAnnouncedInReverseLayerOrderOnceTheyAreFinal) {
   }
 }
 
+// The timeline's view of a step: every layer that computes something begins and ends its forward
+// in order, then its backward in reverse order, and a layer's gradients are announced inside its
+// own backward span. Evaluation is not observed.
+TEST(ModelTest, LayerObserverSeesForwardInOrderAndBackwardInReverse) {
+  auto model = makeModel<double>({.name = "cnn", .input = {1, 8, 8}, .classes = 3, .hidden = {}});
+  model.initialize(1);
+  const RandomBatch batch = randomBatch(model, 4, 1);
+  std::vector<std::string> events;
+  model.setLayerObserver([&](int layer, LayerPhase phase, bool begins) {
+    events.push_back(std::string(phase == LayerPhase::kForward ? "f" : "b") + (begins ? "+" : "-") +
+                     std::to_string(layer));
+  });
+  model.forward(batch.view());
+  model.backward(
+      [&](const LayerParameters& p) { events.push_back("g" + std::to_string(p.layerIndex)); });
+  std::vector<std::string> expected;
+  std::vector<int> computing;  // flatten shares its input's memory and does no work
+  for (int i = 0; i < model.layerCount(); ++i) {
+    if (!model.layer(i).outputIsInput()) computing.push_back(i);
+  }
+  for (const int i : computing) {
+    expected.push_back("f+" + std::to_string(i));
+    expected.push_back("f-" + std::to_string(i));
+  }
+  for (auto it = computing.rbegin(); it != computing.rend(); ++it) {
+    expected.push_back("b+" + std::to_string(*it));
+    if (model.layer(*it).parameterCount() > 0) expected.push_back("g" + std::to_string(*it));
+    expected.push_back("b-" + std::to_string(*it));
+  }
+  EXPECT_EQ(events, expected);
+  events.clear();
+  model.evaluate(batch.view());
+  EXPECT_TRUE(events.empty()) << "evaluation reported " << events.size() << " events";
+}
+
 TEST(ModelTest, FlopsCountTheEightProductsOfAThreeLayerMlp) {
   // Three forward products, three weight gradients, and input gradients for the two upper layers
   // only: nothing below the first layer needs one.
