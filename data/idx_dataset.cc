@@ -1,29 +1,14 @@
 #include "data/idx_dataset.h"
 
-#include <array>
 #include <stdexcept>
 #include <string>
 #include <system_error>
 
 #include "data/data_error.h"
 #include "data/idx_reader.h"
+#include "data/pixel_scale.h"
 
 namespace ringtrain::data {
-namespace {
-
-// byte / 255 for every byte, so that 255 is exactly 1.0f and each value is the correctly rounded
-// quotient (multiplying by 1/255.0f would be off by an ulp for some bytes).
-const std::array<float, 256>& byteToUnit() {
-  static const std::array<float, 256> table = [] {
-    std::array<float, 256> t{};
-    for (int b = 0; b < 256; ++b)
-      t[b] = static_cast<float>(b) / 255.0f;
-    return t;
-  }();
-  return table;
-}
-
-}  // namespace
 
 IdxDataset::IdxDataset(const std::filesystem::path& imagesPath,
                        const std::filesystem::path& labelsPath, int numClasses)
