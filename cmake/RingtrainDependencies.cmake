@@ -1,6 +1,7 @@
 # Finds every library ringtrain uses and records what was found for the configure summary.
 # Required: MPI, Boost.Program_options, fmt, nlohmann_json (and GoogleTest with the tests).
-# Eigen, HDF5 and zlib are required by models/ and data/, which check for their targets.
+# Eigen, HDF5 and zlib are required by models/ and data/, protobuf by src/storage/, which check
+# for them.
 # CUDA and NCCL are optional (RINGTRAIN_CUDA).
 
 # Only the MPI C API is used; skip the deprecated C++ bindings.
@@ -27,6 +28,7 @@ find_package(nlohmann_json 3.9 REQUIRED)
 find_package(Eigen3 3.3 QUIET NO_MODULE)
 find_package(ZLIB QUIET)
 find_package(HDF5 QUIET COMPONENTS C)
+find_package(Protobuf QUIET)
 if(RINGTRAIN_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()
@@ -79,6 +81,7 @@ function(ringtrain_print_summary)
   _ringtrain_found_line("Eigen          : " "${Eigen3_FOUND}" "${Eigen3_VERSION}")
   _ringtrain_found_line("HDF5           : " "${HDF5_FOUND}" "${HDF5_VERSION}")
   _ringtrain_found_line("zlib           : " "${ZLIB_FOUND}" "${ZLIB_VERSION_STRING}")
+  _ringtrain_found_line("protobuf       : " "${Protobuf_FOUND}" "${Protobuf_VERSION} (${Protobuf_PROTOC_EXECUTABLE})")
   message(STATUS "  Boost          : ${Boost_VERSION} (program_options)")
   message(STATUS "  fmt            : ${fmt_VERSION}, nlohmann_json ${nlohmann_json_VERSION}")
   if(RINGTRAIN_BUILD_TESTS)
