@@ -10,7 +10,7 @@
 
 namespace ringtrain::collectives {
 
-enum class CollectiveKind : std::int64_t { kAllreduce, kBroadcast, kAllgather };
+enum class CollectiveKind : std::int64_t { kAllreduce, kBroadcast, kAllgather, kBarrier };
 
 // All fields are int64 so that the struct travels as plain bytes inside a message header.
 struct CallSignature {

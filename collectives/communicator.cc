@@ -1,6 +1,10 @@
 #include "collectives/communicator.h"
 
+#include <unistd.h>
+
+
 #include "collectives/mpi_check.h"
+#include "collectives/steady_clock.h"
 #include "collectives/mpi_communicator.h"
 #include "collectives/ring_communicator.h"
 
@@ -13,7 +17,41 @@ void Communicator::CommDeleter::operator()(MPI_Comm* comm) const {
   delete comm;
 }
 
-Communicator::Communicator(MPI_Comm comm) : ownedComm_(new MPI_Comm(MPI_COMM_NULL)) {
+Communicator::Entered::Entered(Communicator& comm, CollectiveKind kind, std::size_t count,
+                               DataType type)
+    : comm_(comm) {
+  const std::uint64_t number = comm.sequence_.load(std::memory_order_relaxed) + 1;
+  if (comm.rank_ == comm.options_.testStallRank && number == comm.options_.testStallCollective) {
+    printLine("test fault: not taking part in collective #" + std::to_string(number) +
+              "; waiting for ever instead");
+    for (;;)
+      ::sleep(1);
+  }
+  comm.kind_.store(static_cast<int>(kind), std::memory_order_relaxed);
+  comm.count_.store(count, std::memory_order_relaxed);
+  comm.type_.store(static_cast<int>(type), std::memory_order_relaxed);
+  comm.enteredNs_.store(steadyNowNs(), std::memory_order_relaxed);
+  comm.sequence_.store(number, std::memory_order_release);
+  comm.inside_.store(true, std::memory_order_release);
+}
+
+Communicator::Entered::~Entered() {
+  comm_.inside_.store(false, std::memory_order_release);
+}
+
+CollectiveProgress Communicator::progress() const {
+  CollectiveProgress p;
+  p.inside = inside_.load(std::memory_order_acquire);
+  p.sequence = sequence_.load(std::memory_order_acquire);
+  p.kind = static_cast<CollectiveKind>(kind_.load(std::memory_order_relaxed));
+  p.count = count_.load(std::memory_order_relaxed);
+  p.type = static_cast<DataType>(type_.load(std::memory_order_relaxed));
+  p.enteredNs = enteredNs_.load(std::memory_order_relaxed);
+  return p;
+}
+
+Communicator::Communicator(MPI_Comm comm, const CommunicatorOptions& options)
+    : ownedComm_(new MPI_Comm(MPI_COMM_NULL)), options_(options) {
   RINGTRAIN_MPI_CHECK(MPI_Comm_dup(comm, ownedComm_.get()));
   comm_ = *ownedComm_;
   RINGTRAIN_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
@@ -39,7 +77,7 @@ void Communicator::allreduce(const void* send, void* recv, std::size_t count, Da
                              ReduceOp op) {
   checkBuffer(send, count, "all-reduce");
   checkBuffer(recv, count, "all-reduce");
-  ++sequence_;
+  const Entered entered(*this, CollectiveKind::kAllreduce, count, type);
   allreduceImpl(send, recv, count, type, op);
 }
 
@@ -50,7 +88,7 @@ void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int
                                 " is not a rank of this communicator (size " +
                                 std::to_string(size_) + ")");
   }
-  ++sequence_;
+  const Entered entered(*this, CollectiveKind::kBroadcast, count, type);
   broadcastImpl(buffer, count, type, root);
 }
 
@@ -58,12 +96,12 @@ void Communicator::allgather(const void* send, void* recv, std::size_t countPerR
                              DataType type) {
   checkBuffer(send, countPerRank, "all-gather");
   checkBuffer(recv, countPerRank, "all-gather");
-  ++sequence_;
+  const Entered entered(*this, CollectiveKind::kAllgather, countPerRank, type);
   allgatherImpl(send, recv, countPerRank, type);
 }
 
 void Communicator::barrier() {
-  ++sequence_;
+  const Entered entered(*this, CollectiveKind::kBarrier, 0, DataType::kFloat32);
   barrierImpl();
 }
 
@@ -73,7 +111,7 @@ std::vector<std::string> communicatorBackends() {
 
 std::unique_ptr<Communicator> makeCommunicator(std::string_view backend, MPI_Comm comm,
                                                const CommunicatorOptions& options) {
-  if (backend == "mpi") return std::make_unique<MpiCommunicator>(comm);
+  if (backend == "mpi") return std::make_unique<MpiCommunicator>(comm, options);
   if (backend == "ring") return std::make_unique<RingCommunicator>(comm, options);
   std::string known;
   for (const auto& name : communicatorBackends())

@@ -6,6 +6,7 @@
 // every rank. A communicator is used by one thread at a time.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -17,7 +18,9 @@
 
 #include <mpi.h>
 
+#include "collectives/call_signature.h"
 #include "collectives/data_type.h"
+#include "collectives/request_wait.h"
 
 namespace ringtrain::collectives {
 
@@ -42,6 +45,24 @@ struct CommunicatorOptions {
   std::size_t ringChunkBytes = 512 * 1024;
   // Ring backend: how many chunk receives are in flight at once.
   int ringPipelineDepth = 4;
+  // Wait for messages by testing and yielding the processor instead of spinning: for a
+  // communication thread that shares its core with the computation (see request_wait.h).
+  bool yieldWhileWaiting = false;
+  // Test-only fault injection: rank testStallRank does not take part in collective number
+  // testStallCollective (counted from 1) and waits for ever instead, as a rank stuck elsewhere
+  // would. The stall watchdog's tests use it.
+  int testStallRank = -1;
+  std::uint64_t testStallCollective = 0;
+};
+
+// What a communicator is doing, as another thread (the stall watchdog) can read it.
+struct CollectiveProgress {
+  std::uint64_t sequence = 0;  // number of the last collective entered (0: none yet)
+  bool inside = false;         // still inside it
+  CollectiveKind kind = CollectiveKind::kAllreduce;
+  std::uint64_t count = 0;
+  DataType type = DataType::kFloat32;
+  std::int64_t enteredNs = 0;  // steady-clock time it was entered
 };
 
 class Communicator {
@@ -53,8 +74,10 @@ class Communicator {
   virtual std::string_view backendName() const = 0;
   int rank() const { return rank_; }
   int size() const { return size_; }
-  // How many collectives this communicator has run (the number of the next one).
-  std::uint64_t collectiveCount() const { return sequence_; }
+  // How many collectives this communicator has entered (the number of the current one).
+  std::uint64_t collectiveCount() const { return sequence_.load(std::memory_order_relaxed); }
+  // A snapshot that may be taken from any thread.
+  CollectiveProgress progress() const;
 
   // recv[i] = op over ranks of send[i], for i < count. send == recv reduces in place.
   void allreduce(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op);
@@ -80,8 +103,13 @@ class Communicator {
   }
 
  protected:
-  Communicator(MPI_Comm comm);  // takes a duplicate of comm: its traffic never mixes with others'
+  // Takes a duplicate of comm: its traffic never mixes with others'.
+  Communicator(MPI_Comm comm, const CommunicatorOptions& options);
   MPI_Comm comm() const { return comm_; }
+  const CommunicatorOptions& options() const { return options_; }
+  WaitMode waitMode() const {
+    return options_.yieldWhileWaiting ? WaitMode::kYield : WaitMode::kSpin;
+  }
 
   virtual void allreduceImpl(const void* send, void* recv, std::size_t count, DataType type,
                              ReduceOp op) = 0;
@@ -97,11 +125,29 @@ class Communicator {
   static void checkSameLength(std::size_t sendLength, std::size_t recvLength);
   void checkBuffer(const void* buffer, std::size_t count, const char* what) const;
 
+  // Marks the communicator as inside a collective for its lifetime; honours the test fault.
+  class Entered {
+   public:
+    Entered(Communicator& comm, CollectiveKind kind, std::size_t count, DataType type);
+    ~Entered();
+    Entered(const Entered&) = delete;
+    Entered& operator=(const Entered&) = delete;
+
+   private:
+    Communicator& comm_;
+  };
+
   std::unique_ptr<MPI_Comm, CommDeleter> ownedComm_;
   MPI_Comm comm_ = MPI_COMM_NULL;
+  CommunicatorOptions options_;
   int rank_ = 0;
   int size_ = 1;
-  std::uint64_t sequence_ = 0;
+  std::atomic<std::uint64_t> sequence_{0};
+  std::atomic<bool> inside_{false};
+  std::atomic<int> kind_{0};
+  std::atomic<std::uint64_t> count_{0};
+  std::atomic<int> type_{0};
+  std::atomic<std::int64_t> enteredNs_{0};
 };
 
 // Backends by name: "mpi" (MPI's own collectives) and "ring" (ringtrain's pipelined ring).

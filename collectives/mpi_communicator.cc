@@ -40,7 +40,8 @@ int asInt(std::size_t count) {
 
 }  // namespace
 
-MpiCommunicator::MpiCommunicator(MPI_Comm comm) : Communicator(comm) {
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, const CommunicatorOptions& options)
+    : Communicator(comm, options) {
   float16Type_ = createTwoByteType();
   bfloat16Type_ = createTwoByteType();
   halfOps_[0] = createHalfOps<DataType::kFloat16>();
@@ -57,6 +58,17 @@ MpiCommunicator::~MpiCommunicator() {
   }
   MPI_Type_free(&float16Type_);
   MPI_Type_free(&bfloat16Type_);
+}
+
+template <class Blocking, class NonBlocking>
+void MpiCommunicator::run(Blocking blocking, NonBlocking nonBlocking) {
+  if (waitMode() == WaitMode::kSpin) {
+    RINGTRAIN_MPI_CHECK(blocking());
+    return;
+  }
+  MPI_Request request;
+  RINGTRAIN_MPI_CHECK(nonBlocking(&request));
+  waitFor(&request, MPI_STATUS_IGNORE, WaitMode::kYield);
 }
 
 MPI_Datatype MpiCommunicator::mpiType(DataType type) const {
@@ -96,7 +108,10 @@ void MpiCommunicator::allreduceImpl(const void* send, void* recv, std::size_t co
     auto* out = static_cast<std::byte*>(recv) + begin * elementSize;
     const void* in =
         send == recv ? MPI_IN_PLACE : static_cast<const std::byte*>(send) + begin * elementSize;
-    RINGTRAIN_MPI_CHECK(MPI_Allreduce(in, out, asInt(n), datatype, mpiReduction, comm()));
+    run([&] { return MPI_Allreduce(in, out, asInt(n), datatype, mpiReduction, comm()); },
+        [&](MPI_Request* r) {
+          return MPI_Iallreduce(in, out, asInt(n), datatype, mpiReduction, comm(), r);
+        });
     begin += n;
   } while (begin < count);
   if (op == ReduceOp::kAverage) divideArray(type, recv, count, size());
@@ -106,8 +121,9 @@ void MpiCommunicator::broadcastImpl(void* buffer, std::size_t count, DataType ty
   const std::size_t elementSize = sizeOf(type);
   for (std::size_t begin = 0; begin < count; begin += kMaxElementsPerCall) {
     const std::size_t n = std::min(kMaxElementsPerCall, count - begin);
-    RINGTRAIN_MPI_CHECK(MPI_Bcast(static_cast<std::byte*>(buffer) + begin * elementSize, asInt(n),
-                                  mpiType(type), root, comm()));
+    void* data = static_cast<std::byte*>(buffer) + begin * elementSize;
+    run([&] { return MPI_Bcast(data, asInt(n), mpiType(type), root, comm()); },
+        [&](MPI_Request* r) { return MPI_Ibcast(data, asInt(n), mpiType(type), root, comm(), r); });
   }
 }
 
@@ -118,8 +134,10 @@ void MpiCommunicator::allgatherImpl(const void* send, void* recv, std::size_t co
   }
   const auto* ownBlock = static_cast<const std::byte*>(recv) + rank() * countPerRank * sizeOf(type);
   const void* in = send == ownBlock ? MPI_IN_PLACE : send;
-  RINGTRAIN_MPI_CHECK(MPI_Allgather(in, asInt(countPerRank), mpiType(type), recv,
-                                    asInt(countPerRank), mpiType(type), comm()));
+  const MPI_Datatype t = mpiType(type);
+  const int n = asInt(countPerRank);
+  run([&] { return MPI_Allgather(in, n, t, recv, n, t, comm()); },
+      [&](MPI_Request* r) { return MPI_Iallgather(in, n, t, recv, n, t, comm(), r); });
 }
 
 void MpiCommunicator::barrierImpl() {

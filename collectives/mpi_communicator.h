@@ -10,10 +10,11 @@ namespace ringtrain::collectives {
 // MPI has no float16 or bfloat16 reductions, so those travel as 2-byte MPI datatypes with
 // user-defined ops (created once per communicator) that compute in float32. Average is MPI_SUM
 // followed by a local division: every rank divides the same bits by the same number.
-// Counts above INT_MAX are sent in several calls.
+// Counts above INT_MAX are sent in several calls. With yieldWhileWaiting it uses MPI's
+// non-blocking collectives and waits politely (Open MPI's blocking ones spin).
 class MpiCommunicator final : public Communicator {
  public:
-  explicit MpiCommunicator(MPI_Comm comm);
+  MpiCommunicator(MPI_Comm comm, const CommunicatorOptions& options);
   ~MpiCommunicator() override;
   std::string_view backendName() const override { return "mpi"; }
 
@@ -26,6 +27,9 @@ class MpiCommunicator final : public Communicator {
   void barrierImpl() override;
 
  private:
+  // Runs a blocking collective, or its non-blocking twin followed by a polite wait.
+  template <class Blocking, class NonBlocking>
+  void run(Blocking blocking, NonBlocking nonBlocking);
   MPI_Datatype mpiType(DataType type) const;
   MPI_Op mpiOp(DataType type, ReduceOp op) const;
 

@@ -39,8 +39,8 @@ bool moreFollow(int tag) {
 
 }  // namespace
 
-RecursiveDoubling::RecursiveDoubling(MPI_Comm comm, std::size_t maxPayloadBytes)
-    : comm_(comm), maxPayloadBytes_(maxPayloadBytes) {
+RecursiveDoubling::RecursiveDoubling(MPI_Comm comm, std::size_t maxPayloadBytes, WaitMode waitMode)
+    : comm_(comm), maxPayloadBytes_(maxPayloadBytes), waitMode_(waitMode) {
   RINGTRAIN_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   RINGTRAIN_MPI_CHECK(MPI_Comm_size(comm_, &size_));
   // MPI guarantees tags up to 32767; Open MPI allows 2^31 - 1. One bit is the "more" flag.
@@ -110,8 +110,7 @@ void RecursiveDoubling::exchange(const CallSignature& signature, DataType type, 
     }
     if (rank_ < 2 * folded) {
       postSends(rank_ - 1);
-      RINGTRAIN_MPI_CHECK(
-          MPI_Waitall(static_cast<int>(sends_.size()), sends_.data(), MPI_STATUSES_IGNORE));
+      waitForAll(static_cast<int>(sends_.size()), sends_.data(), waitMode_);
     }
   }
 
@@ -158,7 +157,7 @@ std::uint64_t RecursiveDoubling::completeReceives(int peer) {
                                     comm_, &receives_.back()));
     }
     MPI_Status status;
-    RINGTRAIN_MPI_CHECK(MPI_Wait(&receives_[piece], &status));
+    waitFor(&receives_[piece], &status, waitMode_);
     int length = 0;
     RINGTRAIN_MPI_CHECK(MPI_Get_count(&status, MPI_BYTE, &length));
     receivedBytes_ += static_cast<std::size_t>(length);
@@ -177,8 +176,7 @@ std::uint64_t RecursiveDoubling::completeReceives(int peer) {
     }
     break;
   }
-  RINGTRAIN_MPI_CHECK(
-      MPI_Waitall(static_cast<int>(sends_.size()), sends_.data(), MPI_STATUSES_IGNORE));
+  waitForAll(static_cast<int>(sends_.size()), sends_.data(), waitMode_);
   sends_.clear();
   return theirToken;
 }

@@ -32,12 +32,13 @@
 
 #include "collectives/aligned_buffer.h"
 #include "collectives/call_signature.h"
+#include "collectives/request_wait.h"
 
 namespace ringtrain::collectives {
 
 class RecursiveDoubling {
  public:
-  RecursiveDoubling(MPI_Comm comm, std::size_t maxPayloadBytes);
+  RecursiveDoubling(MPI_Comm comm, std::size_t maxPayloadBytes, WaitMode waitMode);
 
   // Checks that every rank passes the same signature; throws CollectiveMismatchError otherwise.
   void agree(const CallSignature& signature);
@@ -63,6 +64,7 @@ class RecursiveDoubling {
   int size_ = 1;
   int tokenBits_ = 14;
   std::size_t maxPayloadBytes_;
+  WaitMode waitMode_;
   std::uint64_t token_ = kDisagreement;  // this rank's view, cut to tokenBits_
   std::size_t payloadBytes_ = 0;
   std::size_t receivedBytes_ = 0;

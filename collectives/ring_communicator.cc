@@ -1,15 +1,23 @@
 #include "collectives/ring_communicator.h"
 
 namespace ringtrain::collectives {
+namespace {
+// The inner MPI communicator is called from inside this one's collectives: the test fault
+// belongs to the outer one's numbering alone.
+CommunicatorOptions withoutTestFault(CommunicatorOptions options) {
+  options.testStallRank = -1;
+  return options;
+}
+}  // namespace
 
 RingCommunicator::RingCommunicator(MPI_Comm comm, const CommunicatorOptions& options)
-    : Communicator(comm),
+    : Communicator(comm, options),
       options_(options),
-      agreement_(this->comm(), options.ringSmallMessageBytes),
-      pipeline_(this->comm(), options.ringChunkBytes, options.ringPipelineDepth),
+      agreement_(this->comm(), options.ringSmallMessageBytes, waitMode()),
+      pipeline_(this->comm(), options.ringChunkBytes, options.ringPipelineDepth, waitMode()),
       allreduce_(pipeline_),
       allgather_(pipeline_),
-      mpi_(comm) {}
+      mpi_(comm, withoutTestFault(options)) {}
 
 void RingCommunicator::allreduceImpl(const void* send, void* recv, std::size_t count, DataType type,
                                      ReduceOp op) {

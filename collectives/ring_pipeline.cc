@@ -19,10 +19,11 @@ std::size_t RingLayout::chunkCount(int segment) const {
   return (segmentLength(segment) + chunkElements - 1) / chunkElements;
 }
 
-RingPipeline::RingPipeline(MPI_Comm comm, std::size_t chunkBytes, int depth)
+RingPipeline::RingPipeline(MPI_Comm comm, std::size_t chunkBytes, int depth, WaitMode waitMode)
     : comm_(comm),
       chunkBytes_(std::max<std::size_t>(chunkBytes, AlignedBuffer::kAlignment)),
-      depth_(std::max(depth, 1)) {
+      depth_(std::max(depth, 1)),
+      waitMode_(waitMode) {
   RINGTRAIN_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   RINGTRAIN_MPI_CHECK(MPI_Comm_size(comm_, &size_));
   // At least one huge page, so that the landing slots are backed by one (see AlignedBuffer).
@@ -39,9 +40,10 @@ std::size_t RingPipeline::chunkElements(std::size_t elementSize) const {
 // most depth_ ahead of the one being processed, and processed in that order; a chunk to be reduced
 // lands in scratch slot (its index in the sequence) % depth_, which is free again by the time it
 // is reused because the chunk that used it `depth_` receives earlier has been processed. Chunks
-// to be stored land directly in `out` (in place: in scratch, then streamed into `out`). Each processed chunk is sent on at the next step
-// right away, so step s+1 overlaps step s chunk by chunk instead of waiting for the whole segment.
-// Tags are 1 + step: within a step, MPI's non-overtaking rule keeps chunks in order.
+// to be stored land directly in `out` (in place: in scratch, then streamed into `out`). Each
+// processed chunk is sent on at the next step right away, so step s+1 overlaps step s chunk by
+// chunk instead of waiting for the whole segment. Tags are 1 + step: within a step, MPI's
+// non-overtaking rule keeps chunks in order.
 void RingPipeline::run(const RingPass& pass) {
   const int n = size_;
   if (pass.steps <= 0 || n == 1) return;
@@ -122,8 +124,8 @@ void RingPipeline::run(const RingPass& pass) {
     while (post.step < pass.steps && post.index < take.index + depth_) {
       const int segment = segmentAt(post.step, 1);
       if (post.step >= pass.reduceSteps && sendSlot(segment, post.chunk) >= 0) {
-        RINGTRAIN_MPI_CHECK(MPI_Wait(
-            &sends_[static_cast<std::size_t>(sendSlot(segment, post.chunk))], MPI_STATUS_IGNORE));
+        waitFor(&sends_[static_cast<std::size_t>(sendSlot(segment, post.chunk))], MPI_STATUS_IGNORE,
+                waitMode_);
       }
       MPI_Request& request = receives_[post.index % depth_];
       RINGTRAIN_MPI_CHECK(
@@ -140,7 +142,7 @@ void RingPipeline::run(const RingPass& pass) {
     const std::size_t offset =
         (pass.layout.segmentBegin(segment) + take.chunk * chunk) * elementSize;
     std::byte* arrived = landing(take);
-    RINGTRAIN_MPI_CHECK(MPI_Wait(&receives_[take.index % depth_], MPI_STATUS_IGNORE));
+    waitFor(&receives_[take.index % depth_], MPI_STATUS_IGNORE, waitMode_);
     if (take.step < pass.reduceSteps) {
       const bool lastReduce = take.step == pass.reduceSteps - 1;
       // Streaming stores: the peer reads this chunk next, and read it last call too.
@@ -156,8 +158,7 @@ void RingPipeline::run(const RingPass& pass) {
     advance(take);
     postReceives();
   }
-  RINGTRAIN_MPI_CHECK(
-      MPI_Waitall(static_cast<int>(sends_.size()), sends_.data(), MPI_STATUSES_IGNORE));
+  waitForAll(static_cast<int>(sends_.size()), sends_.data(), waitMode_);
 }
 
 }  // namespace ringtrain::collectives

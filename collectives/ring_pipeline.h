@@ -8,6 +8,7 @@
 
 #include "collectives/aligned_buffer.h"
 #include "collectives/data_type.h"
+#include "collectives/request_wait.h"
 
 namespace ringtrain::collectives {
 
@@ -46,7 +47,7 @@ struct RingPass {
 
 class RingPipeline {
  public:
-  RingPipeline(MPI_Comm comm, std::size_t chunkBytes, int depth);
+  RingPipeline(MPI_Comm comm, std::size_t chunkBytes, int depth, WaitMode waitMode);
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -62,6 +63,7 @@ class RingPipeline {
   int size_ = 1;
   std::size_t chunkBytes_;
   int depth_;
+  WaitMode waitMode_;
   AlignedBuffer scratch_;  // `depth_` landing slots for chunks that are reduced, not stored
   std::vector<MPI_Request> sends_;
   std::vector<MPI_Request> receives_;

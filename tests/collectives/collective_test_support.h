@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,9 @@ struct BackendConfig {
 // pipeline of 2, so that small counts exercise many chunks, empty segments and slot reuse.
 std::vector<BackendConfig> backendConfigs();
 std::unique_ptr<collectives::Communicator> makeCommunicator(const BackendConfig& config);
+// How GoogleTest prints a configuration in its messages.
+inline void PrintTo(const BackendConfig& config, std::ostream* out) { *out << config.label; }
+
 // Names parameterised tests after the configuration's label.
 struct BackendConfigName {
   template <class ParamInfo>

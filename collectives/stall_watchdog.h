@@ -1,0 +1,60 @@
+// StallWatchdog: no rank waits silently for ever in a collective.
+//
+// A collective finishes only when every rank has entered it. A rank that never arrives (stuck in
+// its data loader, dead, or on another code path) would leave the others waiting for ever, and
+// the user watching a job that prints nothing. One watchdog per process runs a thread that
+// looks at the communicators registered with it (registered in the same order on every rank, so
+// their positions identify them across ranks). When one of this rank's communicators has been
+// inside collective #k for longer than the timeout, it asks every rank, over a communicator of
+// its own, where it is; prints one line naming the ranks that have not reached #k (and those that
+// did not answer); and aborts the job, so that mpirun (and Kubernetes) see a failure. In the
+// meantime it answers the other ranks' questions. It needs MPI_THREAD_MULTIPLE.
+#pragma once
+
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <mpi.h>
+
+#include "collectives/communicator.h"
+
+namespace ringtrain::collectives {
+
+class StallWatchdog {
+ public:
+  // Collective over `world` (it duplicates it).
+  StallWatchdog(MPI_Comm world, double timeoutSeconds);
+  // Stops the thread; call before MPI_Finalize. Collective over `world`.
+  ~StallWatchdog();
+  StallWatchdog(const StallWatchdog&) = delete;
+  StallWatchdog& operator=(const StallWatchdog&) = delete;
+
+  // Watches `comm` until unwatch; `name` appears in the message ("gradients", "control").
+  void watch(const Communicator& comm, std::string name);
+  void unwatch(const Communicator& comm);
+  double timeoutSeconds() const { return timeoutSeconds_; }
+
+ private:
+  struct Watched {
+    const Communicator* comm;
+    std::string name;
+  };
+  void run();
+  void answerQueries();
+  [[noreturn]] void reportAndAbort(std::size_t index, const CollectiveProgress& stuck,
+                                   double waitedSeconds);
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  double timeoutSeconds_;
+  std::mutex mutex_;
+  std::vector<Watched> watched_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace ringtrain::collectives

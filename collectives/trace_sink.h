@@ -1,0 +1,21 @@
+// TraceSink: where collectives report timed spans (a timeline, in the trainer), without knowing
+// what records them.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "collectives/steady_clock.h"
+
+namespace ringtrain::collectives {
+
+class TraceSink {
+ public:
+  virtual ~TraceSink() = default;
+  // A finished span of work on the calling thread; times are steady-clock nanoseconds. `name`
+  // must outlive the sink (a string literal, or a name the caller keeps). Thread-safe.
+  virtual void span(std::string_view name, std::string_view category, std::int64_t startNs,
+                    std::int64_t endNs, std::int64_t bytes = -1) = 0;
+};
+
+}  // namespace ringtrain::collectives
