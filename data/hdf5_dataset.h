@@ -17,17 +17,19 @@
 // (a sample then costs the decompression of its chunk; chunks above 64 MiB are refused, as one
 // read would have to allocate that much). A file written by h5py with these names reads as it is.
 //
-// Reading. gather() selects the batch's samples in the file with a hyperslab selection, each run
-// of consecutive indices one block, and reads them with one H5Dread: only the requested samples'
-// bytes leave the file, so a dataset larger than a node's memory works and each rank reads only
-// its shard. The labels are read the same way, in the same call.
+// Reading. gather() selects the batch's samples in the file with hyperslab selections, each run
+// of consecutive indices one block read with one H5Dread: only the requested samples' bytes
+// leave the file, so a dataset larger than a node's memory works and each rank reads only its
+// shard. HDF5's data sieving, which would read 64 KiB around every small block, is turned off.
+// The labels, 4 bytes a sample, are read and checked once when the file is opened and kept in
+// memory (up to 2^28 samples).
 //
 // Threads: every HDF5 call holds the process-wide HDF5 lock (see hdf5_support.h), so gather may
 // be called from several threads, but the calls run one at a time.
 //
 // Errors: a file that does not follow the layout -- not HDF5, a dataset missing, the wrong number
-// of dimensions, counts that differ, an unsupported type, a label out of range -- throws DataError,
-// one line naming the file and the problem.
+// of dimensions, counts that differ, an unsupported type, a label out of range -- throws DataError
+// from the constructor, one line naming the file and the problem.
 #pragma once
 
 #include <cstdint>
@@ -62,7 +64,6 @@ class Hdf5Dataset final : public Dataset {
   std::int64_t size() const override { return count_; }
   SampleShape sampleShape() const override { return shape_; }
   int numClasses() const override { return numClasses_; }
-  // Also throws DataError for a label outside [0, numClasses()) among the samples read.
   void gather(std::span<const std::int64_t> indices, float* images,
               std::int32_t* labels) const override;
   std::string describe() const override;
@@ -75,21 +76,22 @@ class Hdf5Dataset final : public Dataset {
   struct FromImage {};
   Hdf5Dataset(FromImage, std::span<const std::uint8_t> image, const std::string& name);
   void openChecked(hdf5::Handle file);
+  void readLabels();
   void readBlocks(std::span<const std::int64_t> sorted) const;
 
   std::filesystem::path path_;
   hdf5::Handle file_;
   hdf5::Handle images_;
-  hdf5::Handle labels_;
+  hdf5::Handle labelData_;
   std::int64_t count_ = 0;
   SampleShape shape_;
   PixelType pixelType_ = PixelType::kUint8;
   int numClasses_ = 0;
   std::string source_;
+  std::vector<std::int32_t> labels_;  // all of them, read and checked when the file is opened
   // Scratch of gather, reused between calls under the HDF5 lock: the batch's distinct samples in
-  // file order, as stored (H x W x C), and their labels.
+  // file order, as stored (H x W x C).
   mutable std::vector<std::uint8_t> staged_;
-  mutable std::vector<std::int64_t> stagedLabels_;
 };
 
 // The MNIST-style pair in one folder: train.h5 and test.h5 (what `idx_to_hdf5 --mnist` writes).

@@ -399,17 +399,26 @@ TEST(Hdf5DatasetErrorTest, ChunksTooLargeToRead) {
                                       "(100663296 bytes); at most 64 MiB per chunk are read");
 }
 
-TEST(Hdf5DatasetErrorTest, ALabelOutOfRangeIsNamedWhenItsSampleIsRead) {
+TEST(Hdf5DatasetErrorTest, LabelOutOfRange) {
   TempFolder folder;
   Parts p;
   p.labelValues = {0, 7, 2};
-  const auto path = writeParts(folder, p);
-  const Hdf5Dataset dataset(path);
-  EXPECT_NO_THROW(gatherAll(dataset, {0, 2}));
-  EXPECT_EQ(dataErrorOf([&] {
-              gatherAll(dataset, {2, 1});
-            }),
-            path.string() + ": label 7 of sample 1 is out of range: 3 classes take labels 0 to 2");
+  EXPECT_EQ(openError(folder, p),
+            (folder / "bad.h5").string() +
+                ": label 7 of sample 1 is out of range: 3 classes take labels 0 to 2");
+}
+
+TEST(Hdf5DatasetErrorTest, LabelsBeyondInt32AreOutOfRangeToo) {
+  TempFolder folder;
+  const std::vector<std::int64_t> labels = {0, std::int64_t{1} << 40, 1};
+  {
+    RawHdf5File file(folder / "big.h5");
+    file.dataset("images", H5T_STD_U8LE, {3, 1, 1, 1});
+    file.dataset("labels", H5T_STD_I64LE, {3}, H5T_NATIVE_INT64, labels.data());
+    file.integerAttribute("num_classes", 2);
+  }
+  EXPECT_THAT(dataErrorOf([&] { Hdf5Dataset d(folder / "big.h5"); }),
+              HasSubstr("big.h5: label 2147483647 of sample 1 is out of range"));
 }
 
 TEST(Hdf5DatasetErrorTest, TestSetOfAnotherShape) {
