@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Entrypoint of the MPIJob launcher: waits until every worker in the hostfile resolves and accepts
+# TCP connections on the SSH port, then execs its arguments (mpirun ...). Without it, mpirun can
+# start while a worker's DNS record or sshd is not there yet, and the job fails with an ssh error
+# that names no cause. The wait is bounded: on time-out one line names the first host that is not
+# ready and why, and the launcher exits 1 (the MPIJob's backoffLimit then decides about a retry).
+#
+#   launcher-entrypoint.sh mpirun -np 8 ringtrain train ...
+#
+# Environment (all optional):
+#   RINGTRAIN_HOSTFILE      the hostfile (default /etc/mpi/hostfile, where the MPI operator puts
+#                           it: lines "host slots=N" for Open MPI, "host:N" for Intel MPI/MPICH)
+#   RINGTRAIN_SSH_PORT      the workers' sshd port (default 2222, the mpi-operator images' port)
+#   RINGTRAIN_WAIT_SECONDS  how long to wait for all hosts together (default 300)
+set -euo pipefail
+
+hostfile="${RINGTRAIN_HOSTFILE:-/etc/mpi/hostfile}"
+port="${RINGTRAIN_SSH_PORT:-2222}"
+wait_seconds="${RINGTRAIN_WAIT_SECONDS:-300}"
+say() { printf '[launcher] %s\n' "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+[ $# -gt 0 ] || die "usage: launcher-entrypoint.sh COMMAND [ARG...] (for example mpirun -np 8 ringtrain train ...)"
+[[ "$port" =~ ^[0-9]+$ ]] || die "RINGTRAIN_SSH_PORT '$port' is not a port number"
+[[ "$wait_seconds" =~ ^[0-9]+$ ]] || die "RINGTRAIN_WAIT_SECONDS '$wait_seconds' is not a number of seconds"
+[ -r "$hostfile" ] || die "cannot read the hostfile $hostfile (is the MPI operator's config volume mounted at /etc/mpi?)"
+
+# Host names, one per line: the first word of each line, without ":slots" or a comment.
+hosts=()
+while read -r host _; do
+  host="${host%%#*}"
+  host="${host%%:*}"
+  [ -n "$host" ] && hosts+=("$host")
+done <"$hostfile"
+[ "${#hosts[@]}" -gt 0 ] || die "the hostfile $hostfile names no host"
+
+# address HOST: the first address HOST resolves to, or nothing.
+address() { getent hosts "$1" | awk '{ print $1; exit }'; }
+
+# accepts HOST SECONDS: whether HOST accepts a TCP connection on the SSH port within SECONDS.
+# bash's /dev/tcp makes the connection; `timeout` bounds a connect that is never answered.
+# shellcheck disable=SC2016  # $0 and $1 belong to the inner bash
+accepts() {
+  timeout "$2" bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$port" 2>/dev/null
+}
+
+start=$SECONDS
+deadline=$((SECONDS + wait_seconds))
+say "waiting up to ${wait_seconds} s for ${#hosts[@]} hosts to resolve and accept SSH on port $port"
+for host in "${hosts[@]}"; do
+  while :; do
+    ip="$(address "$host" || true)"
+    remaining=$((deadline - SECONDS))
+    if [ -n "$ip" ]; then
+      attempt=$((remaining < 2 ? (remaining < 1 ? 1 : remaining) : 2))
+      accepts "$ip" "$attempt" && break
+      [ "$remaining" -gt 0 ] ||
+        die "host $host ($ip) did not accept SSH connections on port $port within ${wait_seconds} s (is its sshd running and the port right?)"
+    else
+      [ "$remaining" -gt 0 ] || die "host $host did not resolve within ${wait_seconds} s (does the worker pod exist, and its Service?)"
+    fi
+    sleep 1
+  done
+done
+say "all ${#hosts[@]} hosts accept SSH ($((SECONDS - start)) s): $*"
+exec "$@"
