@@ -118,7 +118,7 @@ shape() {
   bytes_per_s=$((bits / 8))
   burst=$((bytes_per_s / 250))
   [ "$burst" -ge 65536 ] || burst=65536
-  ip netns exec "$1" tc qdisc replace dev "$2" root tbf rate "$rate" burst "$burst" latency 20ms
+  ip netns exec "$1" tc qdisc replace dev "$2" root tbf rate "$rate" burst "$burst" latency "${RINGTRAIN_NETNS_QUEUE:-20ms}"
 }
 
 # rate_bits RATE: tc's rate unit in bits per second (100mbit -> 100000000).
