@@ -11,6 +11,7 @@
 #include "collectives/communicator.h"
 #include "collectives/environment.h"
 #include "collectives/mpi_check.h"
+#include "collectives/stall_watchdog.h"
 #include "data/data_error.h"
 #include "data/idx_dataset.h"
 #include "data/synthetic_dataset.h"
@@ -19,6 +20,8 @@
 #include "src/common/startup_errors.h"
 #include "src/trainer/batch_source.h"
 #include "src/trainer/config.h"
+#include "src/trainer/consistency_check.h"
+#include "src/trainer/timeline.h"
 #include "src/trainer/trainer.h"
 
 namespace ringtrain {
@@ -99,14 +102,44 @@ int train(int argc, char** argv, collectives::MpiEnvironment& env) {
   }
   exitEverywhereOnError(error);
 
-  std::unique_ptr<collectives::Communicator> comm =
-      collectives::makeCommunicator(config.backend, env.world());
+  // The communication thread and the stall watchdog call MPI beside the main thread.
+  if (config.overlap || config.stallTimeoutSeconds > 0) {
+    env.requireThreadLevel(collectives::ThreadLevel::kMultiple,
+                           "--overlap on or --stall-timeout (the gradient engine's threads)");
+  }
   if (env.worldRank() == 0) {
     logLine(fmt::format("ringtrain train: {} rank(s) on {} node(s); {}", env.worldSize(),
                         env.nodeCount(), describe(config)));
   }
-  Trainer trainer(config, *sources.train, *sources.test, *comm);
-  const TrainingSummary summary = trainer.run();
+  std::optional<Timeline> timeline;
+  try {
+    if (!config.timeline.empty()) timeline.emplace(config.timeline, env.world(), env.hostName());
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  exitEverywhereOnError(error);
+
+  // Declared before the trainer so that it outlives it; started only after the start-up check,
+  // which may end the job.
+  std::optional<collectives::StallWatchdog> watchdog;
+  TrainerEnvironment environment;
+  environment.timeline = timeline ? &*timeline : nullptr;
+  Trainer trainer(config, *sources.train, *sources.test, environment);
+  exitEverywhereOnError(findDisagreement(env.world(), trainer.consistencyItems()));
+  if (config.stallTimeoutSeconds > 0) {
+    watchdog.emplace(env.world(), config.stallTimeoutSeconds);
+    trainer.watchWith(*watchdog);
+  }
+
+  TrainingSummary summary;
+  try {
+    summary = trainer.run();
+  } catch (const TrainingStopped& stopped) {
+    // Every rank stopped at the same step for the same reason; one says so.
+    if (env.worldRank() == 0) collectives::printLine(std::string("error: ") + stopped.what());
+    return 3;
+  }
+  if (timeline) timeline->finish();
   if (env.worldRank() == 0) {
     std::string result =
         sources.train->classes() > 0
@@ -124,12 +157,24 @@ int train(int argc, char** argv, collectives::MpiEnvironment& env) {
                     summary.samplesPerSecond, summary.samplesPerSecondPerRank, result,
                     summary.replicasIdentical ? "identical" : "DIFFER"));
     const double total = std::max(1e-9, summary.trainingSeconds);
-    logLine(fmt::format(
-        "time per step: data {:.0f}%, forward+backward {:.0f}%, gradient "
-        "all-reduce {:.0f}%, optimiser {:.0f}% ({:.3f} ms per step)",
-        100 * summary.dataSeconds / total, 100 * summary.computeSeconds / total,
-        100 * summary.communicationSeconds / total, 100 * summary.optimizerSeconds / total,
-        1000 * total / static_cast<double>(std::max<std::int64_t>(1, summary.steps))));
+    const double steps = static_cast<double>(std::max<std::int64_t>(1, summary.steps));
+    logLine(
+        fmt::format("time per step: data {:.0f}%, forward+backward {:.0f}%, waiting for "
+                    "averaged gradients {:.0f}%, optimiser {:.0f}% ({:.3f} ms per step)",
+                    100 * summary.dataSeconds / total, 100 * summary.computeSeconds / total,
+                    100 * summary.waitSeconds / total, 100 * summary.optimizerSeconds / total,
+                    1000 * total / steps));
+    if (summary.reduceSeconds > 0) {
+      logLine(
+          fmt::format("gradient all-reduces took {:.3f} ms per step, {:.0f}% of it not hidden "
+                      "behind computation",
+                      1000 * summary.reduceSeconds / steps,
+                      100 * std::min(1.0, summary.waitSeconds / summary.reduceSeconds)));
+    }
+    if (summary.skippedSteps > 0) {
+      logLine(fmt::format("{} step(s) skipped for non-finite gradients", summary.skippedSteps));
+    }
+    if (timeline) logLine("timeline written to " + config.timeline);
   }
   return summary.replicasIdentical ? 0 : 1;
 }

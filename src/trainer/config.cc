@@ -33,6 +33,8 @@ namespace {
 struct RawOptions {
   std::string hidden = "512,512";
   std::string syntheticShape = "1,28,28";
+  std::string overlap = "on";
+  std::string fusionThreshold = "8M";
 };
 
 po::options_description trainOptions(TrainConfig& c, RawOptions& raw) {
@@ -60,6 +62,14 @@ po::options_description trainOptions(TrainConfig& c, RawOptions& raw) {
       ("log-every", po::value(&c.logEvery)->default_value(c.logEvery), "log the training loss every N steps")
       ("backend", po::value(&c.backend)->default_value(c.backend), "gradient all-reduce: mpi | ring")
       ("expect-world-size", po::value(&c.expectWorldSize)->default_value(c.expectWorldSize), "refuse to run unless mpirun started exactly this many ranks (0: any)");
+  po::options_description engine("Gradient engine");
+  engine.add_options()
+      ("overlap", po::value(&raw.overlap)->default_value(raw.overlap), "on | off: average gradients while backward still runs")
+      ("fusion-threshold", po::value(&raw.fusionThreshold)->default_value(raw.fusionThreshold), "largest gradient bucket (bytes; 64K, 8M, ...)")
+      ("compression", po::value(&c.compression)->default_value(c.compression), "none | fp16 | bf16: gradients cross the wire in 16 bits")
+      ("stall-timeout", po::value(&c.stallTimeoutSeconds)->default_value(c.stallTimeoutSeconds), "abort the job, naming the missing ranks, when a collective waits this many seconds (0: never)")
+      ("check-finite", po::value(&c.checkFinite)->default_value(c.checkFinite), "off | stop | skip: stop the job or skip the step on NaN/Inf averaged gradients")
+      ("timeline", po::value(&c.timeline), "write a Chrome trace (Perfetto, chrome://tracing) of every rank to this file");
   po::options_description optimiser("Optimiser");
   optimiser.add_options()
       ("optimizer", po::value(&c.optimizer)->default_value(c.optimizer), "sgd | adam | adamw")
@@ -77,7 +87,7 @@ po::options_description trainOptions(TrainConfig& c, RawOptions& raw) {
       ("scale-lr", po::value(&c.scaleLr)->implicit_value(true)->default_value(false), "multiply the learning rate by the number of ranks");
   // clang-format on
   po::options_description all("ringtrain train options");
-  all.add(model).add(data).add(run).add(optimiser);
+  all.add(model).add(data).add(run).add(engine).add(optimiser);
   return all;
 }
 
@@ -96,8 +106,15 @@ std::optional<std::string> parseTrainConfig(int argc, const char* const* argv, T
   po::options_description generic;
   generic.add_options()("help,h", "print this help")(
       "config", po::value(&c.configFile), "read options from this file (`name = value` lines)");
+  // Test-only fault injection: parsed, never shown in --help.
+  po::options_description faults;
+  faults.add_options()("test-stall-rank", po::value(&c.testStallRank))(
+      "test-stall-collective", po::value(&c.testStallCollective))("test-nan-step",
+                                                                  po::value(&c.testNanStep));
   po::options_description commandLine;
-  commandLine.add(generic).add(options);
+  commandLine.add(generic).add(options).add(faults);
+  po::options_description shown;
+  shown.add(generic).add(options);
 
   std::set<std::string> names;
   for (const auto& option : options.options())
@@ -122,7 +139,7 @@ std::optional<std::string> parseTrainConfig(int argc, const char* const* argv, T
               values);
     if (values.count("help")) {
       help = true;
-      helpText = "usage: ringtrain train [options]\n\n" + optionsWithoutDefaultsText(commandLine);
+      helpText = "usage: ringtrain train [options]\n\n" + optionsWithoutDefaultsText(shown);
       return std::nullopt;
     }
     if (values.count("config")) {
@@ -145,6 +162,15 @@ std::optional<std::string> parseTrainConfig(int argc, const char* const* argv, T
     return "--synthetic-shape '" + raw.syntheticShape + "': expected C,H,W like 1,28,28";
   }
   c.syntheticShape = *parsedShape;
+  if (raw.overlap != "on" && raw.overlap != "off") {
+    return "--overlap '" + raw.overlap + "': expected on or off";
+  }
+  c.overlap = raw.overlap == "on";
+  const auto threshold = parseByteSize(raw.fusionThreshold);
+  if (!threshold || *threshold == 0) {
+    return "--fusion-threshold '" + raw.fusionThreshold + "': expected a size like 64K or 8M";
+  }
+  c.fusionThresholdBytes = *threshold;
   return validateTrainConfig(c);
 }
 
@@ -165,6 +191,13 @@ std::optional<std::string> validateTrainConfig(const TrainConfig& c) {
     return "--backend '" + c.backend + "': unknown backend (mpi, ring)";
   }
   if (c.expectWorldSize < 0) return "--expect-world-size must not be negative";
+  if (!oneOf(c.compression, {"none", "fp16", "bf16"})) {
+    return "--compression '" + c.compression + "': unknown (none, fp16, bf16)";
+  }
+  if (!oneOf(c.checkFinite, {"off", "stop", "skip"})) {
+    return "--check-finite '" + c.checkFinite + "': expected off, stop or skip";
+  }
+  if (!(c.stallTimeoutSeconds >= 0)) return "--stall-timeout must not be negative";
   if (c.batchSize < 1)
     return "--batch-size must be at least 1 (got " + std::to_string(c.batchSize) + ")";
   if (c.epochs < 1) return "--epochs must be at least 1 (got " + std::to_string(c.epochs) + ")";
@@ -192,6 +225,68 @@ std::optional<std::string> validateTrainConfig(const TrainConfig& c) {
   return std::nullopt;
 }
 
+std::optional<std::size_t> parseByteSize(const std::string& text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits])))
+    ++digits;
+  if (digits == 0 || digits > 15) return std::nullopt;
+  const std::size_t value = std::stoull(text.substr(0, digits));
+  const std::string unit = text.substr(digits);
+  if (unit.empty() || unit == "B") return value;
+  if (unit == "K" || unit == "KiB" || unit == "k") return value << 10;
+  if (unit == "M" || unit == "MiB") return value << 20;
+  if (unit == "G" || unit == "GiB") return value << 30;
+  return std::nullopt;
+}
+
+std::vector<std::pair<std::string, std::string>> comparableOptions(const TrainConfig& c) {
+  auto list = [](const std::vector<int>& values) {
+    std::string text;
+    for (const int v : values)
+      text += (text.empty() ? "" : ",") + std::to_string(v);
+    return text;
+  };
+  auto number = [](double v) {
+    std::ostringstream out;
+    out << v;
+    return out.str();
+  };
+  return {
+      {"--model", c.model},
+      {"--hidden", list(c.hidden)},
+      {"--synthetic", c.synthetic ? "true" : "false"},
+      {"--synthetic-shape", list(c.syntheticShape)},
+      {"--synthetic-classes", std::to_string(c.syntheticClasses)},
+      {"--synthetic-size", std::to_string(c.syntheticSize)},
+      {"--drop-last", c.dropLast ? "true" : "false"},
+      {"--epochs", std::to_string(c.epochs)},
+      {"--steps", std::to_string(c.steps)},
+      {"--batch-size", std::to_string(c.batchSize)},
+      {"--seed", std::to_string(c.seed)},
+      {"--eval-every", std::to_string(c.evalEvery)},
+      {"--log-every", std::to_string(c.logEvery)},
+      {"--optimizer", c.optimizer},
+      {"--lr", number(c.learningRate)},
+      {"--momentum", number(c.momentum)},
+      {"--nesterov", c.nesterov ? "true" : "false"},
+      {"--weight-decay", number(c.weightDecay)},
+      {"--beta1", number(c.beta1)},
+      {"--beta2", number(c.beta2)},
+      {"--epsilon", number(c.epsilon)},
+      {"--lr-schedule", c.lrSchedule},
+      {"--warmup-steps", std::to_string(c.warmupSteps)},
+      {"--lr-step-size", std::to_string(c.lrStepSize)},
+      {"--lr-gamma", number(c.lrGamma)},
+      {"--scale-lr", c.scaleLr ? "true" : "false"},
+      {"--backend", c.backend},
+      {"--overlap", c.overlap ? "on" : "off"},
+      {"--fusion-threshold", std::to_string(c.fusionThresholdBytes)},
+      {"--compression", c.compression},
+      {"--stall-timeout", number(c.stallTimeoutSeconds)},
+      {"--check-finite", c.checkFinite},
+  };
+}
+
 std::string describe(const TrainConfig& c) {
   std::ostringstream out;
   auto list = [](const std::vector<int>& values) {
@@ -211,7 +306,10 @@ std::string describe(const TrainConfig& c) {
   out << ", schedule " << c.lrSchedule;
   if (c.warmupSteps > 0) out << " warm-up " << c.warmupSteps;
   if (c.scaleLr) out << " (scaled by ranks)";
-  out << ", backend " << c.backend << ", seed " << c.seed;
+  out << ", backend " << c.backend << (c.overlap ? " overlap" : " no overlap") << " fusion "
+      << (c.fusionThresholdBytes >> 10) << " KiB";
+  if (c.compression != "none") out << " compression " << c.compression;
+  out << ", seed " << c.seed;
   return out.str();
 }
 

@@ -5,9 +5,11 @@
 // (`batch-size = 64` lines); nothing else in ringtrain reads the environment for settings.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ringtrain {
@@ -51,6 +53,17 @@ struct TrainConfig {
   // Communication
   std::string backend = "ring";  // mpi | ring
   int expectWorldSize = 0;       // > 0: refuse to run unless the job has exactly this many ranks
+  bool overlap = true;           // average gradients while backward runs
+  std::size_t fusionThresholdBytes = std::size_t{8} << 20;  // largest gradient bucket
+  std::string compression = "none";                         // none | fp16 | bf16
+  double stallTimeoutSeconds = 300;  // abort when a collective waits this long (0: never)
+  std::string checkFinite = "off";   // off | stop | skip: NaN/Inf in the averaged gradients
+  std::string timeline;              // Chrome trace file to write ("" : none)
+
+  // Test-only fault injection (hidden from --help).
+  int testStallRank = -1;  // this rank stops at gradient collective testStallCollective
+  std::uint64_t testStallCollective = 0;
+  std::int64_t testNanStep = -1;  // rank 0 feeds a NaN into this step's batch
 
   // Where the options came from, for the log.
   std::string configFile;
@@ -70,5 +83,12 @@ std::optional<std::vector<int>> parseIntList(const std::string& text);
 
 // One line per option with its value, for the start of the log.
 std::string describe(const TrainConfig& config);
+
+// The options every rank must agree on, as (--name, value) pairs; paths that may differ from
+// node to node (--data, --config, --timeline) are left out.
+std::vector<std::pair<std::string, std::string>> comparableOptions(const TrainConfig& config);
+
+// "8M" -> 8388608; "64K", "1G", plain bytes.
+std::optional<std::size_t> parseByteSize(const std::string& text);
 
 }  // namespace ringtrain

@@ -4,19 +4,19 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "collectives/fingerprint.h"
+#include "collectives/steady_clock.h"
 #include "src/common/log.h"
 
 namespace ringtrain {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double secondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
+double secondsBetween(std::int64_t startNs, std::int64_t endNs) {
+  return static_cast<double>(endNs - startNs) * 1e-9;
 }
 
 data::SamplerOptions samplerOptions(const TrainConfig& config, std::int64_t datasetSize,
@@ -43,6 +43,28 @@ OptimizerOptions optimizerOptions(const TrainConfig& c) {
   return o;
 }
 
+collectives::Compression compressionOf(const std::string& name) {
+  if (name == "fp16") return collectives::Compression::kFloat16;
+  if (name == "bf16") return collectives::Compression::kBFloat16;
+  return collectives::Compression::kNone;
+}
+
+// Index of the first value that is NaN or infinite, or -1: exponent bits all ones, which the
+// compiler checks a vector at a time.
+std::int64_t firstNonFinite(const float* values, std::size_t count) {
+  std::uint32_t any = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, values + i, 4);
+    any |= static_cast<std::uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  if (!any) return -1;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (!std::isfinite(values[i])) return static_cast<std::int64_t>(i);
+  }
+  return -1;
+}
+
 }  // namespace
 
 models::ModelSpec modelSpecFor(const TrainConfig& config, const BatchSource& train) {
@@ -56,30 +78,77 @@ models::ModelSpec modelSpecFor(const TrainConfig& config, const BatchSource& tra
 }
 
 Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const BatchSource& test,
-                 collectives::Communicator& communicator, bool log)
+                 const TrainerEnvironment& environment)
     : config_(config),
       train_(train),
       test_(test),
-      comm_(communicator),
-      log_(log && communicator.rank() == 0),
+      environment_(environment),
+      control_(collectives::makeCommunicator(config.backend, environment.comm)),
+      log_(environment.log && control_->rank() == 0),
       model_(models::makeModel<float>(modelSpecFor(config, train))),
-      sampler_(samplerOptions(config, train.size(), communicator)) {
+      sampler_(samplerOptions(config, train.size(), *control_)) {
+  // The gradient communicator is driven by the reducer, from its own thread with overlap: it
+  // yields while it waits, so that backward keeps the core (and does so with overlap off too,
+  // so that both modes run the very same collectives).
+  collectives::CommunicatorOptions gradientOptions;
+  gradientOptions.yieldWhileWaiting = true;
+  gradientOptions.testStallRank = config.testStallRank;
+  gradientOptions.testStallCollective = config.testStallCollective;
+  gradients_ = collectives::makeCommunicator(config.backend, environment.comm, gradientOptions);
+  if (environment_.watchdog) watchWith(*environment_.watchdog);
+
   stepsPerEpoch_ = sampler_.stepsPerEpoch();
   plannedSteps_ = config.steps > 0 ? config.steps : config.epochs * stepsPerEpoch_;
 
   // Rank 0's weights, everywhere: one broadcast of the flat buffer.
-  if (comm_.rank() == 0) model_.initialize(config.seed);
-  comm_.broadcast(model_.parameters(), 0);
+  if (control_->rank() == 0) model_.initialize(config.seed);
+  control_->broadcast(model_.parameters(), 0);
   model_.reserve(config.batchSize);
 
+  // One gradient segment per layer with parameters, in the buffer's (forward) order.
+  std::vector<collectives::GradientSegment> segments;
+  segmentOfLayer_.assign(static_cast<std::size_t>(model_.layerCount()), -1);
+  for (const models::LayerParameters& layer : model_.parameterLayers()) {
+    segmentOfLayer_[static_cast<std::size_t>(layer.layerIndex)] = static_cast<int>(segments.size());
+    segments.push_back({layer.name, layer.offset, layer.count});
+  }
+  collectives::ReducerOptions reducerOptions;
+  reducerOptions.fusionThresholdBytes = config.fusionThresholdBytes;
+  reducerOptions.overlap = config.overlap;
+  reducerOptions.compression = compressionOf(config.compression);
+  reducer_ = std::make_unique<collectives::GradientReducer>(*gradients_, std::move(segments),
+                                                            reducerOptions, environment_.timeline);
+  if (control_->size() > 1) averaged_.resize(model_.gradients().size_bytes());
+
   optimizer_ = makeOptimizer(optimizerOptions(config), model_.parameterCount());
-  averaged_.resize(model_.gradients().size_bytes());
   schedule_.kind = config.lrSchedule;
-  schedule_.baseLr = config.learningRate * (config.scaleLr ? comm_.size() : 1);
+  schedule_.baseLr = config.learningRate * (config.scaleLr ? control_->size() : 1);
   schedule_.warmupSteps = config.warmupSteps;
   schedule_.stepSize = config.lrStepSize;
   schedule_.gamma = config.lrGamma;
   schedule_.totalSteps = plannedSteps_;
+
+  if (environment_.timeline) {
+    for (int i = 0; i < model_.layerCount(); ++i) {
+      layerSpanNames_.push_back("forward " + model_.layer(i).name());
+      layerSpanNames_.push_back("backward " + model_.layer(i).name());
+    }
+    layerStarts_.assign(layerSpanNames_.size(), 0);
+    for (const collectives::GradientBucket& b : reducer_->buckets()) {
+      optimizerSpanNames_.push_back("optimizer " + b.name);
+    }
+    model_.setLayerObserver([this](int layer, models::LayerPhase phase, bool begins) {
+      const std::size_t slot =
+          2 * static_cast<std::size_t>(layer) + (phase == models::LayerPhase::kBackward ? 1 : 0);
+      if (begins) {
+        layerStarts_[slot] = collectives::steadyNowNs();
+      } else {
+        traceSpan(layerSpanNames_[slot],
+                  phase == models::LayerPhase::kForward ? "forward" : "backward",
+                  layerStarts_[slot]);
+      }
+    });
+  }
 
   const std::size_t sampleSize = static_cast<std::size_t>(train.sampleShape().elements());
   inputs_.resize(static_cast<std::size_t>(config.batchSize) * sampleSize);
@@ -87,17 +156,51 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
   values_.resize(static_cast<std::size_t>(config.batchSize));
 }
 
+Trainer::~Trainer() {
+  reducer_.reset();  // joins the communication thread before its communicator goes
+  if (environment_.watchdog) {
+    environment_.watchdog->unwatch(*control_);
+    environment_.watchdog->unwatch(*gradients_);
+  }
+}
+
+void Trainer::watchWith(collectives::StallWatchdog& watchdog) {
+  environment_.watchdog = &watchdog;
+  watchdog.watch(*control_, "control");
+  watchdog.watch(*gradients_, "gradient");
+}
+
+ConsistencyItems Trainer::consistencyItems() const {
+  ConsistencyItems items = comparableOptions(config_);
+  items.emplace_back("ranks", std::to_string(control_->size()));
+  for (auto& item : itemsFromLines("model", model_.describe()))
+    items.push_back(std::move(item));
+  for (auto& item : itemsFromLines("bucket plan", reducer_->describePlan())) {
+    items.push_back(std::move(item));
+  }
+  return items;
+}
+
 void Trainer::log(const std::string& line) const {
   if (log_) logLine(line);
 }
 
-void Trainer::trainStep(std::int64_t step) {
-  const auto start = Clock::now();
+void Trainer::traceSpan(std::string_view name, std::string_view category,
+                        std::int64_t start) const {
+  if (environment_.timeline) {
+    environment_.timeline->span(name, category, start, collectives::steadyNowNs());
+  }
+}
+
+void Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
+  const std::int64_t start = collectives::steadyNowNs();
   const std::span<const std::int64_t> indices = sampler_.next();
   const std::size_t batch = indices.size();
   const std::size_t sampleSize = static_cast<std::size_t>(train_.sampleShape().elements());
   train_.gather(indices, inputs_.data(), labels_.data(), values_.data());
-
+  if (step == config_.testNanStep && control_->rank() == 0) {
+    inputs_[0] = std::numeric_limits<float>::quiet_NaN();  // test-only fault injection
+  }
   models::Batch<float> input;
   input.inputs = {inputs_.data(), batch * sampleSize};
   if (isClassification()) {
@@ -105,32 +208,80 @@ void Trainer::trainStep(std::int64_t step) {
   } else {
     input.values = {values_.data(), batch};
   }
-  const auto gathered = Clock::now();
+  const std::int64_t gathered = collectives::steadyNowNs();
+  traceSpan("data", "data", start);
+
+  const std::span<float> gradients = model_.gradients();
+  const std::span<float> averaged =
+      control_->size() > 1
+          ? std::span<float>(reinterpret_cast<float*>(averaged_.data()), gradients.size())
+          : gradients;  // one rank averages in place, which costs nothing
+  reducer_->beginStep(gradients, averaged);
   const models::BatchResult result = model_.forward(input);
-  model_.backward();
-  const auto computed = Clock::now();
-  // One rank has nothing to average: the optimiser reads the gradients themselves.
-  std::span<float> averaged = model_.gradients();
-  if (comm_.size() > 1) {
-    const std::span<const float> gradients = model_.gradients();
-    averaged = {reinterpret_cast<float*>(averaged_.data()), gradients.size()};
-    comm_.allreduce(gradients, averaged, collectives::ReduceOp::kAverage);
+  model_.backward([&](const models::LayerParameters& layer) {
+    reducer_->segmentReady(segmentOfLayer_[static_cast<std::size_t>(layer.layerIndex)]);
+  });
+  const std::int64_t computed = collectives::steadyNowNs();
+
+  // Each bucket's parameters are updated as soon as its average is complete, unless a
+  // non-finite gradient may still cancel the whole step (--check-finite skip).
+  const float lr = static_cast<float>(learningRateAt(schedule_, step));
+  const bool check = config_.checkFinite != "off";
+  const bool deferUpdates = config_.checkFinite == "skip";
+  std::string problem;
+  double optimizerSeconds = 0;
+  auto update = [&](const collectives::GradientBucket& b) {
+    const std::int64_t t0 = collectives::steadyNowNs();
+    optimizer_->update(model_.parameters(), averaged, b.offset, b.offset + b.count, lr);
+    optimizerSeconds += secondsBetween(t0, collectives::steadyNowNs());
+    traceSpan(optimizerSpanNames_.empty() ? std::string_view("optimizer")
+                                          : std::string_view(optimizerSpanNames_[b.index]),
+              "optimizer", t0);
+  };
+  reducer_->finishStep([&](const collectives::GradientBucket& b) {
+    if (check && problem.empty()) {
+      const std::int64_t at = firstNonFinite(averaged.data() + b.offset, b.count);
+      if (at >= 0) {
+        const std::size_t element = b.offset + static_cast<std::size_t>(at);
+        for (const models::ParameterEntry& entry : model_.parameterTable()) {
+          if (element >= entry.offset && element < entry.offset + entry.count) {
+            problem = fmt::format("step {}: the averaged gradient of {} holds {} (element {})",
+                                  step + 1, entry.name, averaged[element], element - entry.offset);
+          }
+        }
+      }
+    }
+    if (!deferUpdates) update(b);
+  });
+  if (!problem.empty()) {
+    if (config_.checkFinite == "stop") {
+      throw TrainingStopped(problem + "; stopping (--check-finite stop)");
+    }
+    log("skipping " + problem + " (--check-finite skip)");
+    ++summary.skippedSteps;
+  } else {
+    if (deferUpdates) {
+      for (const collectives::GradientBucket& b : reducer_->buckets())
+        update(b);
+    }
+    optimizer_->finishStep();
   }
-  const auto averagedAt = Clock::now();
-  optimizer_->step(model_.parameters(), averaged,
-                   static_cast<float>(learningRateAt(schedule_, step)));
-  const auto updated = Clock::now();
-  using Seconds = std::chrono::duration<double>;
-  dataSeconds_ += Seconds(gathered - start).count();
-  computeSeconds_ += Seconds(computed - gathered).count();
-  communicationSeconds_ += Seconds(averagedAt - computed).count();
-  optimizerSeconds_ += Seconds(updated - averagedAt).count();
+  const std::int64_t finished = collectives::steadyNowNs();
+
+  summary.dataSeconds += secondsBetween(start, gathered);
+  summary.computeSeconds += secondsBetween(gathered, computed);
+  summary.waitSeconds += reducer_->lastWaitSeconds();
+  summary.reduceSeconds += reducer_->lastReduceSeconds();
+  summary.optimizerSeconds += optimizerSeconds;
+  summary.trainingSeconds += secondsBetween(start, finished);
   windowLoss_ += result.lossSum;
   windowSamples_ += result.samples;
 }
 
 models::BatchResult Trainer::evaluate() {
-  const data::IndexRange shard = data::contiguousShard(test_.size(), comm_.rank(), comm_.size());
+  const std::int64_t start = collectives::steadyNowNs();
+  const data::IndexRange shard =
+      data::contiguousShard(test_.size(), control_->rank(), control_->size());
   const std::size_t chunk = static_cast<std::size_t>(std::max(config_.batchSize, 256));
   const std::size_t sampleSize = static_cast<std::size_t>(test_.sampleShape().elements());
   std::vector<float> inputs(chunk * sampleSize);
@@ -161,23 +312,26 @@ models::BatchResult Trainer::evaluate() {
   // Counts are exact in float64 far beyond any test set.
   std::array<double, 3> totals = {local.lossSum, static_cast<double>(local.correct),
                                   static_cast<double>(local.samples)};
-  comm_.allreduce(std::span<double>(totals), collectives::ReduceOp::kSum);
+  control_->allreduce(std::span<double>(totals), collectives::ReduceOp::kSum);
   models::BatchResult global;
   global.lossSum = totals[0];
   global.correct = static_cast<std::int64_t>(totals[1]);
   global.samples = static_cast<models::Index>(totals[2]);
+  traceSpan("evaluation", "evaluation", start);
   return global;
 }
 
 TrainingSummary Trainer::run() {
   TrainingSummary summary;
-  const auto wallStart = Clock::now();
-  const std::int64_t globalBatch = static_cast<std::int64_t>(config_.batchSize) * comm_.size();
-  log(
-      fmt::format("training {} ({} parameters) on {} rank(s), backend {}: {} steps of {} samples "
-                  "({} per rank), {} steps per epoch",
-                  config_.model, model_.parameterCount(), comm_.size(), comm_.backendName(),
-                  plannedSteps_, globalBatch, config_.batchSize, stepsPerEpoch_));
+  const std::int64_t wallStart = collectives::steadyNowNs();
+  const std::int64_t globalBatch = static_cast<std::int64_t>(config_.batchSize) * control_->size();
+  log(fmt::format(
+      "training {} ({} parameters) on {} rank(s), backend {}: {} steps of {} samples "
+      "({} per rank), {} steps per epoch; {} gradient bucket(s) up to {} KiB, "
+      "overlap {}, compression {}",
+      config_.model, model_.parameterCount(), control_->size(), control_->backendName(),
+      plannedSteps_, globalBatch, config_.batchSize, stepsPerEpoch_, reducer_->buckets().size(),
+      config_.fusionThresholdBytes >> 10, config_.overlap ? "on" : "off", config_.compression));
   log("data: " + train_.describe() + "; test: " + test_.describe());
 
   auto evaluateAndLog = [&](std::int64_t step) {
@@ -193,28 +347,24 @@ TrainingSummary Trainer::run() {
     }
   };
 
-  double trainingSeconds = 0;
   double windowSeconds = 0;
   std::int64_t samplesTrained = 0;
   for (std::int64_t step = 0; step < plannedSteps_; ++step) {
-    const auto stepStart = Clock::now();
-    trainStep(step);
-    const double seconds = secondsSince(stepStart);
-    trainingSeconds += seconds;
-    windowSeconds += seconds;
-    samplesTrained +=
-        static_cast<std::int64_t>(sampler_.batchSizeAt(step % stepsPerEpoch_)) * comm_.size();
+    const double before = summary.trainingSeconds;
+    trainStep(step, summary);
+    windowSeconds += summary.trainingSeconds - before;
+    samplesTrained += sampler_.batchSizeAt(step % stepsPerEpoch_) * control_->size();
 
     const std::int64_t done = step + 1;
     if (config_.logEvery > 0 && (done % config_.logEvery == 0 || done == plannedSteps_)) {
       // The loss over the window, all ranks: one small all-reduce every logEvery steps.
       std::array<double, 2> window = {windowLoss_, static_cast<double>(windowSamples_)};
-      comm_.allreduce(std::span<double>(window), collectives::ReduceOp::kSum);
+      control_->allreduce(std::span<double>(window), collectives::ReduceOp::kSum);
       summary.lastTrainingLoss = window[1] > 0 ? window[0] / window[1] : 0;
       const double rate = window[1] / std::max(windowSeconds, 1e-9);
       log(fmt::format("step {} (epoch {})  loss {:.4f}  lr {:.5f}  {:.0f} samples/s ({:.0f}/rank)",
                       done, step / stepsPerEpoch_, summary.lastTrainingLoss,
-                      learningRateAt(schedule_, step), rate, rate / comm_.size()));
+                      learningRateAt(schedule_, step), rate, rate / control_->size()));
       windowLoss_ = 0;
       windowSamples_ = 0;
       windowSeconds = 0;
@@ -225,23 +375,20 @@ TrainingSummary Trainer::run() {
   }
 
   summary.steps = plannedSteps_;
-  summary.trainingSeconds = trainingSeconds;
   // The slowest rank's time is the job's.
-  comm_.allreduce(std::span<double>(&summary.trainingSeconds, 1), collectives::ReduceOp::kMax);
-  summary.samplesPerSecond = static_cast<double>(samplesTrained) / summary.trainingSeconds;
-  summary.samplesPerSecondPerRank = summary.samplesPerSecond / comm_.size();
+  double slowest = summary.trainingSeconds;
+  control_->allreduce(std::span<double>(&slowest, 1), collectives::ReduceOp::kMax);
+  summary.samplesPerSecond = static_cast<double>(samplesTrained) / slowest;
+  summary.samplesPerSecondPerRank = summary.samplesPerSecond / control_->size();
+  summary.trainingSeconds = slowest;
   const std::uint64_t print =
       collectives::fingerprint(model_.parameters().data(), model_.parameters().size_bytes());
   // One all-reduce gives min and max: the minimum of ~x is ~(maximum of x).
   std::array<std::int64_t, 2> range = {static_cast<std::int64_t>(print),
                                        ~static_cast<std::int64_t>(print)};
-  comm_.allreduce(std::span<std::int64_t>(range), collectives::ReduceOp::kMin);
+  control_->allreduce(std::span<std::int64_t>(range), collectives::ReduceOp::kMin);
   summary.replicasIdentical = range[0] == ~range[1];
-  summary.dataSeconds = dataSeconds_;
-  summary.computeSeconds = computeSeconds_;
-  summary.communicationSeconds = communicationSeconds_;
-  summary.optimizerSeconds = optimizerSeconds_;
-  summary.wallSeconds = secondsSince(wallStart);
+  summary.wallSeconds = secondsBetween(wallStart, collectives::steadyNowNs());
   return summary;
 }
 

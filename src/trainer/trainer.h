@@ -1,31 +1,57 @@
-// Trainer: data-parallel training of one model on one communicator.
+// Trainer: data-parallel training of one model over the ranks of an MPI communicator.
 //
 // Every rank holds the whole model. Rank 0 initialises the weights and broadcasts them; then,
-// every step, each rank runs forward and backward on its own shard of the batch, the ranks
-// average their gradients with one all-reduce of the flat gradient buffer, and each applies the
-// same optimiser step, so the replicas stay identical to the bit. With N ranks and batch B per
-// rank this is exactly training with batch N*B on one rank (the sampler gives the ranks the same
-// samples, and the loss is a per-batch mean).
+// every step, each rank runs forward and backward on its own shard of the batch, and the
+// gradient engine (collectives::GradientReducer) averages the gradients bucket by bucket across
+// the ranks — while backward is still running, with overlap on — and the optimiser updates each
+// bucket's parameters as soon as its average is complete. Every rank applies the same updates,
+// so the replicas stay identical to the bit, and N ranks with batch B per rank train exactly as
+// one rank with batch N*B would (the sampler gives the ranks the same samples, and the loss is a
+// per-batch mean).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <mpi.h>
 
 #include "collectives/aligned_buffer.h"
 #include "collectives/communicator.h"
+#include "collectives/gradient_reducer.h"
+#include "collectives/stall_watchdog.h"
 #include "data/sharded_sampler.h"
 #include "models/model.h"
 #include "models/model_factory.h"
 #include "src/trainer/batch_source.h"
 #include "src/trainer/config.h"
+#include "src/trainer/consistency_check.h"
 #include "src/trainer/lr_schedule.h"
 #include "src/trainer/optimizer.h"
+#include "src/trainer/timeline.h"
 
 namespace ringtrain {
 
+// Thrown on every rank, with the same text, when training must stop (--check-finite stop).
+class TrainingStopped : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// What the program gives the trainer beside its configuration.
+struct TrainerEnvironment {
+  MPI_Comm comm = MPI_COMM_WORLD;
+  bool log = true;  // rank 0 prints progress
+  collectives::StallWatchdog* watchdog = nullptr;
+  Timeline* timeline = nullptr;
+};
+
 struct TrainingSummary {
   std::int64_t steps = 0;
-  double trainingSeconds = 0;  // the steps alone, evaluation excluded
+  std::int64_t skippedSteps = 0;  // --check-finite skip
+  double trainingSeconds = 0;     // the steps alone, evaluation excluded (the slowest rank's)
   double wallSeconds = 0;
   double samplesPerSecond = 0;  // all ranks together, over the training time
   double samplesPerSecondPerRank = 0;
@@ -33,36 +59,48 @@ struct TrainingSummary {
   models::BatchResult lastEvaluation;
   bool replicasIdentical = true;  // parameter fingerprints equal on every rank at the end
   // Where rank 0's step time went, in seconds.
-  double dataSeconds = 0;           // gathering batches
-  double computeSeconds = 0;        // forward and backward
-  double communicationSeconds = 0;  // averaging gradients
+  double dataSeconds = 0;     // gathering batches
+  double computeSeconds = 0;  // forward and backward (with overlap, averaging runs meanwhile)
+  double waitSeconds = 0;     // waiting for averaged gradients: the communication not hidden
   double optimizerSeconds = 0;
+  double reduceSeconds = 0;  // all the gradient all-reduces took, hidden or not
 };
 
 class Trainer {
  public:
-  // `log` makes rank 0 print progress; tests turn it off.
   Trainer(const TrainConfig& config, const BatchSource& train, const BatchSource& test,
-          collectives::Communicator& communicator, bool log = true);
+          const TrainerEnvironment& environment = {});
+  ~Trainer();
 
+  // Everything all ranks must agree on: the options, the model's layout, the bucket plan.
+  ConsistencyItems consistencyItems() const;
+  // Lets `watchdog` watch this trainer's communicators until the trainer goes (the watchdog must
+  // outlive the trainer).
+  void watchWith(collectives::StallWatchdog& watchdog);
   TrainingSummary run();
   // The test set, sharded across ranks; counts added up over all ranks.
   models::BatchResult evaluate();
 
   models::Model<float>& model() { return model_; }
+  const collectives::GradientReducer& reducer() const { return *reducer_; }
   std::int64_t plannedSteps() const { return plannedSteps_; }
 
  private:
-  void trainStep(std::int64_t step);
+  void trainStep(std::int64_t step, TrainingSummary& summary);
   void log(const std::string& line) const;
   bool isClassification() const { return train_.classes() > 0; }
+  void traceSpan(std::string_view name, std::string_view category, std::int64_t start) const;
 
   TrainConfig config_;
   const BatchSource& train_;
   const BatchSource& test_;
-  collectives::Communicator& comm_;
+  TrainerEnvironment environment_;
+  std::unique_ptr<collectives::Communicator> control_;    // broadcast, evaluation, logging
+  std::unique_ptr<collectives::Communicator> gradients_;  // the reducer's, alone
   bool log_;
   models::Model<float> model_;
+  std::vector<int> segmentOfLayer_;  // per model layer: its gradient segment, or -1
+  std::unique_ptr<collectives::GradientReducer> reducer_;
   data::ShardedSampler sampler_;
   std::unique_ptr<Optimizer> optimizer_;
   LrScheduleOptions schedule_;
@@ -70,15 +108,14 @@ class Trainer {
   std::int64_t stepsPerEpoch_ = 0;
   // The averaged gradients, reduced out of place into a persistent huge-page buffer: in place the
   // ring overwrites lines the other rank has just read (allreduce_perf, 2 ranks, 2.7 MB: 0.30 ms
-  // in place against 0.17 out of place; in training it gained 3% samples/s).
+  // in place against 0.17 out of place). One rank averages nothing and uses the gradients.
   collectives::AlignedBuffer averaged_;
+  std::vector<std::string> layerSpanNames_;  // "forward fc1", "backward fc1", ...
+  std::vector<std::int64_t> layerStarts_;
+  std::vector<std::string> optimizerSpanNames_;  // per bucket
   std::vector<float> inputs_;
   std::vector<std::int32_t> labels_;
   std::vector<float> values_;
-  double dataSeconds_ = 0;
-  double computeSeconds_ = 0;
-  double communicationSeconds_ = 0;
-  double optimizerSeconds_ = 0;
   double windowLoss_ = 0;  // sum of this rank's per-sample losses since the last log line
   std::int64_t windowSamples_ = 0;
 };

@@ -81,17 +81,15 @@ TEST_P(ExactDataParallelism, NRanksWithBatchBEqualOneRankWithBatchNB) {
   config.backend = GetParam();
 
   // The reference, computed on every rank alone.
-  auto self = collectives::makeCommunicator(config.backend, MPI_COMM_SELF);
   TrainConfig single = config;
   single.batchSize = 8 * ranks;
-  Trainer reference(single, *sources.train, *sources.test, *self, false);
+  Trainer reference(single, *sources.train, *sources.test, {.comm = MPI_COMM_SELF, .log = false});
   const std::vector<float> initial(reference.model().parameters().begin(),
                                    reference.model().parameters().end());
   reference.run();
 
-  auto world = collectives::makeCommunicator(config.backend, MPI_COMM_WORLD);
   config.batchSize = 8;
-  Trainer parallel(config, *sources.train, *sources.test, *world, false);
+  Trainer parallel(config, *sources.train, *sources.test, {.log = false});
   const TrainingSummary summary = parallel.run();
 
   const auto expected = reference.model().parameters();
@@ -120,12 +118,12 @@ TEST(TrainerTest, LinregRecoversSlopeTwoAndInterceptTen) {
   o.firstIndex = o.size;
   o.size = 2000;
   const auto test = regressionSource(o);
-  auto world = collectives::makeCommunicator("ring", MPI_COMM_WORLD);
-  Trainer trainer(config, *train, *test, *world, false);
+  Trainer trainer(config, *train, *test, {.log = false});
   const TrainingSummary summary = trainer.run();
   const auto p = trainer.model().parameters();
-  EXPECT_NEAR(p[0], 2.0, 0.05) << "w on rank " << world->rank();
-  EXPECT_NEAR(p[1], 10.0, 0.1) << "b on rank " << world->rank();
+  const int rank = testing::mpiEnvironment().worldRank();
+  EXPECT_NEAR(p[0], 2.0, 0.05) << "w on rank " << rank;
+  EXPECT_NEAR(p[1], 10.0, 0.1) << "b on rank " << rank;
   EXPECT_LT(summary.lastEvaluation.meanLoss(), 0.02);  // the noise's variance is 0.01
 }
 
@@ -142,8 +140,7 @@ TEST(TrainerTest, MlpOnTheMnistSampleReaches95PercentWithTheDefaults) {
   const auto test = classificationSource(std::move(pair.test));
   TrainConfig config;  // the defaults: mlp 512,512, sgd lr 0.1 momentum 0.9, cosine, 15 epochs
   config.logEvery = 0;
-  auto world = collectives::makeCommunicator("ring", MPI_COMM_WORLD);
-  Trainer trainer(config, *train, *test, *world, false);
+  Trainer trainer(config, *train, *test, {.log = false});
   const TrainingSummary summary = trainer.run();
   EXPECT_GE(summary.lastEvaluation.accuracy(), 0.95);
   EXPECT_EQ(summary.lastEvaluation.samples, test->size()) << "every test sample counted once";
