@@ -152,7 +152,8 @@ void GradientReducer::reduce(const GradientBucket& bucket) {
   const std::int64_t end = steadyNowNs();
   if (trace_) {
     const std::size_t bytes = bucket.count * (options_.compression == Compression::kNone ? 4 : 2);
-    trace_->span(bucket.name, "all-reduce", start, end, static_cast<std::int64_t>(bytes));
+    trace_->span(bucket.name, "all-reduce", start, end, static_cast<std::int64_t>(bytes),
+                 comm_.backendName());
   }
   const std::lock_guard lock(mutex_);
   reduceSeconds_ += static_cast<double>(end - start) * 1e-9;

@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include <mpi.h>
 
@@ -50,6 +52,9 @@ void printLine(std::string_view message, OutputStream stream) {
 
 void abortJob(std::string_view message, int exitCode) {
   printLine(message);
+  // mpirun forwards the ranks' output asynchronously but prints its own abort banner at once: a
+  // moment's grace lets the cause arrive first instead of under the other ranks' shutdown noise.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   int initialized = 0;
   int finalized = 0;
   MPI_Initialized(&initialized);

@@ -124,8 +124,10 @@ int train(int argc, char** argv, collectives::MpiEnvironment& env) {
   std::optional<collectives::StallWatchdog> watchdog;
   TrainerEnvironment environment;
   environment.timeline = timeline ? &*timeline : nullptr;
+  environment.checkConsistency = [&env](const ConsistencyItems& items) {
+    exitEverywhereOnError(findDisagreement(env.world(), items));
+  };
   Trainer trainer(config, *sources.train, *sources.test, environment);
-  exitEverywhereOnError(findDisagreement(env.world(), trainer.consistencyItems()));
   if (config.stallTimeoutSeconds > 0) {
     watchdog.emplace(env.world(), config.stallTimeoutSeconds);
     trainer.watchWith(*watchdog);

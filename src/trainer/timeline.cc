@@ -60,9 +60,9 @@ int Timeline::threadIndex(std::string_view category) {
 }
 
 void Timeline::span(std::string_view name, std::string_view category, std::int64_t startNs,
-                    std::int64_t endNs, std::int64_t bytes) {
+                    std::int64_t endNs, std::int64_t bytes, std::string_view backend) {
   const std::lock_guard lock(mutex_);
-  pending_.push_back({name, category, startNs, endNs, bytes, threadIndex(category)});
+  pending_.push_back({name, category, startNs, endNs, bytes, backend, threadIndex(category)});
 }
 
 void Timeline::writerLoop() {
@@ -89,7 +89,12 @@ void Timeline::write(const std::vector<Event>& events) {
         jsonEscape(e.name), jsonEscape(e.category), rank_, e.thread,
         static_cast<double>(e.start - originNs_) * 1e-3,
         static_cast<double>(e.end - e.start) * 1e-3);
-    if (e.bytes >= 0) text += fmt::format(R"(,"args":{{"bytes":{}}})", e.bytes);
+    if (e.bytes >= 0 && !e.backend.empty()) {
+      text +=
+          fmt::format(R"(,"args":{{"bytes":{},"backend":"{}"}})", e.bytes, jsonEscape(e.backend));
+    } else if (e.bytes >= 0) {
+      text += fmt::format(R"(,"args":{{"bytes":{}}})", e.bytes);
+    }
     text += "}";
   }
   part_ << text;

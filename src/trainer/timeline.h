@@ -32,7 +32,7 @@ class Timeline final : public collectives::TraceSink {
   Timeline& operator=(const Timeline&) = delete;
 
   void span(std::string_view name, std::string_view category, std::int64_t startNs,
-            std::int64_t endNs, std::int64_t bytes = -1) override;
+            std::int64_t endNs, std::int64_t bytes = -1, std::string_view backend = {}) override;
   // Collective over the constructor's `comm`: flushes and, on rank 0, writes the merged trace.
   void finish();
   const std::string& path() const { return path_; }
@@ -44,6 +44,7 @@ class Timeline final : public collectives::TraceSink {
     std::int64_t start;
     std::int64_t end;
     std::int64_t bytes;
+    std::string_view backend;
     int thread;
   };
   int threadIndex(std::string_view category);

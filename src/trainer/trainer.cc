@@ -100,9 +100,6 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
   stepsPerEpoch_ = sampler_.stepsPerEpoch();
   plannedSteps_ = config.steps > 0 ? config.steps : config.epochs * stepsPerEpoch_;
 
-  // Rank 0's weights, everywhere: one broadcast of the flat buffer.
-  if (control_->rank() == 0) model_.initialize(config.seed);
-  control_->broadcast(model_.parameters(), 0);
   model_.reserve(config.batchSize);
 
   // One gradient segment per layer with parameters, in the buffer's (forward) order.
@@ -119,6 +116,13 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
   reducer_ = std::make_unique<collectives::GradientReducer>(*gradients_, std::move(segments),
                                                             reducerOptions, environment_.timeline);
   if (control_->size() > 1) averaged_.resize(model_.gradients().size_bytes());
+
+  // Before the first collective that depends on the layout: ranks that disagree are told so
+  // here, by name, rather than in a broadcast of mismatched sizes.
+  if (environment_.checkConsistency) environment_.checkConsistency(consistencyItems());
+  // Rank 0's weights, everywhere: one broadcast of the flat buffer.
+  if (control_->rank() == 0) model_.initialize(config.seed);
+  control_->broadcast(model_.parameters(), 0);
 
   optimizer_ = makeOptimizer(optimizerOptions(config), model_.parameterCount());
   schedule_.kind = config.lrSchedule;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -46,6 +47,9 @@ struct TrainerEnvironment {
   bool log = true;  // rank 0 prints progress
   collectives::StallWatchdog* watchdog = nullptr;
   Timeline* timeline = nullptr;
+  // Called on every rank with what all ranks must agree on, before the first collective whose
+  // shape depends on it (the weights' broadcast); it ends the job on a disagreement.
+  std::function<void(const ConsistencyItems&)> checkConsistency;
 };
 
 struct TrainingSummary {

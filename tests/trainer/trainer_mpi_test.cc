@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <tuple>
 #include <vector>
 
 #include <mpi.h>
@@ -60,6 +62,17 @@ std::vector<int> ranksWithOtherParameters(std::span<const float> parameters) {
   return differing;
 }
 
+TrainerEnvironment quiet(MPI_Comm comm = MPI_COMM_WORLD) {
+  TrainerEnvironment environment;
+  environment.comm = comm;
+  environment.log = false;
+  return environment;
+}
+
+std::vector<float> copyOf(std::span<const float> values) {
+  return {values.begin(), values.end()};
+}
+
 class ExactDataParallelism : public ::testing::TestWithParam<std::string> {};
 
 // N ranks with batch B must train exactly as one rank with batch N*B: after 24 steps of SGD with
@@ -79,17 +92,17 @@ TEST_P(ExactDataParallelism, NRanksWithBatchBEqualOneRankWithBatchNB) {
   config.logEvery = 0;
   config.seed = 11;
   config.backend = GetParam();
+  config.fusionThresholdBytes = 256 << 10;  // several buckets, reduced while backward runs
 
   // The reference, computed on every rank alone.
   TrainConfig single = config;
   single.batchSize = 8 * ranks;
-  Trainer reference(single, *sources.train, *sources.test, {.comm = MPI_COMM_SELF, .log = false});
-  const std::vector<float> initial(reference.model().parameters().begin(),
-                                   reference.model().parameters().end());
+  Trainer reference(single, *sources.train, *sources.test, quiet(MPI_COMM_SELF));
+  const std::vector<float> initial = copyOf(reference.model().parameters());
   reference.run();
 
   config.batchSize = 8;
-  Trainer parallel(config, *sources.train, *sources.test, {.log = false});
+  Trainer parallel(config, *sources.train, *sources.test, quiet());
   const TrainingSummary summary = parallel.run();
 
   const auto expected = reference.model().parameters();
@@ -106,6 +119,56 @@ TEST_P(ExactDataParallelism, NRanksWithBatchBEqualOneRankWithBatchNB) {
 INSTANTIATE_TEST_SUITE_P(Backends, ExactDataParallelism, ::testing::Values("ring", "mpi"),
                          [](const auto& param) { return param.param; });
 
+// With overlap each bucket is averaged on the communication thread while backward runs, and its
+// parameters are updated as soon as it is done; without, everything happens after backward. The
+// collectives and the arithmetic are the same, so the parameters must be the same to the bit, for
+// every backend and compression, with buckets of several sizes and an optimiser with state.
+class OverlapOnOff : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(OverlapOnOff, GiveTheSameParametersToTheBit) {
+  models::enableFlushToZero();
+  const Sources sources = syntheticMnistLike();
+  TrainConfig config;
+  config.model = "mlp";
+  config.hidden = {256, 128, 64};
+  config.optimizer = "adam";
+  config.learningRate = 0.001;
+  config.batchSize = 16;
+  config.steps = 20;
+  config.logEvery = 0;
+  config.backend = std::get<0>(GetParam());
+  config.compression = std::get<1>(GetParam());
+  config.fusionThresholdBytes = 64 << 10;
+
+  config.overlap = false;
+  Trainer sequential(config, *sources.train, *sources.test, quiet());
+  ASSERT_GE(sequential.reducer().buckets().size(), 3u) << "the test needs several buckets";
+  const std::vector<float> initial = copyOf(sequential.model().parameters());
+  sequential.run();
+  config.overlap = true;
+  Trainer overlapped(config, *sources.train, *sources.test, quiet());
+  overlapped.run();
+
+  const auto a = sequential.model().parameters();
+  const auto b = overlapped.model().parameters();
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_GT(relativeDifference(initial, a), 1e-3) << "training did not move the weights";
+  std::size_t differing = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    differing += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+  EXPECT_EQ(differing, 0u) << "of " << a.size() << " parameters differ on rank "
+                           << testing::mpiEnvironment().worldRank();
+  const std::vector<int> others = ranksWithOtherParameters(b);
+  EXPECT_TRUE(others.empty()) << "rank " << others.front() << " holds other parameters";
+}
+
+INSTANTIATE_TEST_SUITE_P(BackendsAndCompression, OverlapOnOff,
+                         ::testing::Combine(::testing::Values("ring", "mpi"),
+                                            ::testing::Values("none", "fp16", "bf16")),
+                         [](const auto& param) {
+                           return std::get<0>(param.param) + "_" + std::get<1>(param.param);
+                         });
+
 TEST(TrainerTest, LinregRecoversSlopeTwoAndInterceptTen) {
   TrainConfig config;
   config.model = "linreg";
@@ -118,7 +181,7 @@ TEST(TrainerTest, LinregRecoversSlopeTwoAndInterceptTen) {
   o.firstIndex = o.size;
   o.size = 2000;
   const auto test = regressionSource(o);
-  Trainer trainer(config, *train, *test, {.log = false});
+  Trainer trainer(config, *train, *test, quiet());
   const TrainingSummary summary = trainer.run();
   const auto p = trainer.model().parameters();
   const int rank = testing::mpiEnvironment().worldRank();
@@ -127,8 +190,11 @@ TEST(TrainerTest, LinregRecoversSlopeTwoAndInterceptTen) {
   EXPECT_LT(summary.lastEvaluation.meanLoss(), 0.02);  // the noise's variance is 0.01
 }
 
-// The MLP on the 10,000-digit MNIST sample that scripts/test.sh fetches (skipped without it).
-TEST(TrainerTest, MlpOnTheMnistSampleReaches95PercentWithTheDefaults) {
+// The MLP on the 10,000-digit MNIST sample that scripts/test.sh fetches (skipped without it),
+// with gradients crossing the wire in 32 or 16 bits.
+class MnistCompression : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MnistCompression, MlpReaches95PercentWithTheDefaults) {
   const std::filesystem::path folder = RINGTRAIN_TEST_MNIST_DIR;
   if (!std::filesystem::exists(folder / "train-images-idx3-ubyte") &&
       !std::filesystem::exists(folder / "train-images-idx3-ubyte.gz")) {
@@ -140,11 +206,16 @@ TEST(TrainerTest, MlpOnTheMnistSampleReaches95PercentWithTheDefaults) {
   const auto test = classificationSource(std::move(pair.test));
   TrainConfig config;  // the defaults: mlp 512,512, sgd lr 0.1 momentum 0.9, cosine, 15 epochs
   config.logEvery = 0;
-  Trainer trainer(config, *train, *test, {.log = false});
+  config.compression = GetParam();
+  Trainer trainer(config, *train, *test, quiet());
   const TrainingSummary summary = trainer.run();
-  EXPECT_GE(summary.lastEvaluation.accuracy(), 0.95);
+  EXPECT_GE(summary.lastEvaluation.accuracy(), 0.95) << "compression " << GetParam();
   EXPECT_EQ(summary.lastEvaluation.samples, test->size()) << "every test sample counted once";
+  EXPECT_TRUE(summary.replicasIdentical);
 }
+
+INSTANTIATE_TEST_SUITE_P(WireFormats, MnistCompression, ::testing::Values("none", "fp16", "bf16"),
+                         [](const auto& param) { return param.param; });
 
 }  // namespace
 }  // namespace ringtrain

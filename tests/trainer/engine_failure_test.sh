@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# The gradient engine's ways of not hanging, under mpirun with 2 ranks, on the MNIST-like files of
+# a small folder made here: a rank that skips a collective (test-only fault injection) is named by
+# the stall watchdog and the job ends within the time-out plus a few seconds, for each backend;
+# ranks started with different options are stopped at start-up with the differing rank and value;
+# a NaN in the averaged gradients stops the job (--check-finite stop) or skips the step (skip);
+# --timeline writes a trace with the expected events on every rank. After every case no ringtrain
+# process is left.
+#   engine_failure_test.sh RINGTRAIN CHECK_TIMELINE_PY MPIEXEC [MPIEXEC FLAGS...]
+set -uo pipefail
+ringtrain="$1"
+check_timeline="$2"
+shift 2
+mpirun=("$@")
+work="$(mktemp -d)"
+trap 'pkill -KILL -f "^$ringtrain " 2>/dev/null; rm -rf "$work"' EXIT
+failures=0
+
+fail() {
+  echo "FAIL $1"
+  failures=$((failures + 1))
+}
+
+# No process of this build's ringtrain may outlive its job (waits up to 5 s for exits).
+no_leftovers() {
+  local i
+  for ((i = 0; i < 50; ++i)); do
+    pgrep -f "^$ringtrain " >/dev/null || return 0
+    sleep 0.1
+  done
+  fail "$1: processes left behind: $(pgrep -af "^$ringtrain " | tr '\n' ';')"
+  pkill -KILL -f "^$ringtrain "
+}
+
+# run NAME LIMIT ARGS...: runs mpirun ARGS; sets $output, $status and $elapsed.
+run() {
+  local name="$1" limit="$2"
+  shift 2
+  local start=$SECONDS
+  output="$(timeout $((limit + 60)) "${mpirun[@]}" "$@" 2>&1)"
+  status=$?
+  elapsed=$((SECONDS - start))
+  no_leftovers "$name"
+}
+
+# expect NAME WANT_STATUS LIMIT PATTERN ARGS...: status WANT_STATUS ("nonzero" for any failure),
+# within LIMIT seconds, PATTERN (extended regex) on exactly one line.
+expect() {
+  local name="$1" want="$2" limit="$3" pattern="$4"
+  shift 4
+  run "$name" "$limit" "$@"
+  local count status_ok=0
+  count="$(grep -c -E -- "$pattern" <<<"$output")"
+  if [ "$want" = nonzero ]; then
+    [ "$status" -ne 0 ] && status_ok=1
+  else
+    [ "$status" -eq "$want" ] && status_ok=1
+  fi
+  if [ "$status_ok" -eq 1 ] && [ "$count" -eq 1 ] && [ "$elapsed" -le "$limit" ]; then
+    echo "ok   $name (status $status, ${elapsed} s): $(grep -m1 -E -- "$pattern" <<<"$output")"
+    return 0
+  fi
+  fail "$name: status $status (want $want), message seen $count times (want 1), ${elapsed} s (limit $limit)"
+  echo "$output" | sed 's/^/     | /' | tail -40
+  return 1
+}
+
+be32() { printf '\\x%02x\\x%02x\\x%02x\\x%02x' $(($1 >> 24 & 255)) $(($1 >> 16 & 255)) $(($1 >> 8 & 255)) $(($1 & 255)); }
+# idx_pair PREFIX COUNT: IDX images (random pixels) and labels (0-9) for COUNT 28x28 samples.
+idx_pair() {
+  printf "$(be32 2051)$(be32 "$2")$(be32 28)$(be32 28)" >"$1-images-idx3-ubyte"
+  head -c $(($2 * 784)) /dev/urandom >>"$1-images-idx3-ubyte"
+  printf "$(be32 2049)$(be32 "$2")" >"$1-labels-idx1-ubyte"
+  head -c "$2" /dev/urandom | od -An -v -tu1 | tr -s ' ' '\n' | sed '/^$/d' |
+    while read -r b; do printf "\\x$(printf %02x $((b % 10)))"; done >>"$1-labels-idx1-ubyte"
+}
+data="$work/mnist"
+mkdir -p "$data"
+idx_pair "$data/train" 512
+idx_pair "$data/t10k" 64
+train=("$ringtrain" train --data "$data" --log-every 0 --batch-size 16)
+
+# A rank that never enters gradient all-reduce #10: the others wait 3 s, name it, and abort.
+for backend in ring mpi; do
+  expect "stall, $backend backend" nonzero 10 \
+    "stall: waited 3 s .*all-reduce #10 .*not reached by rank 1" \
+    -np 2 "${train[@]}" --steps 40 --backend "$backend" --stall-timeout 3 \
+    --test-stall-rank 1 --test-stall-collective 10 &&
+    # The cause comes before Open MPI's shutdown messages.
+    if ! grep -E "not reached by rank 1|MPI_ABORT" <<<"$output" | head -1 | grep -q "not reached"; then
+      fail "stall, $backend backend: the cause is not the first thing printed"
+    fi
+done
+
+# MPMD: the ranks disagree on an option; nobody trains, nobody waits for ever.
+expect "hidden sizes differ" 2 30 "error: rank 1 has --hidden 512,256 but rank 0 has 512,512" \
+  -np 1 "${train[@]}" --steps 5 --hidden 512,512 : -np 1 "${train[@]}" --steps 5 --hidden 512,256
+expect "learning rates differ" 2 30 "error: rank 1 has --lr 0.2 but rank 0 has 0.1" \
+  -np 1 "${train[@]}" --steps 5 --lr 0.1 : -np 1 "${train[@]}" --steps 5 --lr 0.2
+expect "fusion thresholds differ (bucket plans)" 2 30 "error: rank 1 has --fusion-threshold" \
+  -np 1 "${train[@]}" --steps 5 --fusion-threshold 1M : -np 1 "${train[@]}" --steps 5 \
+  --fusion-threshold 64K
+
+# A NaN in rank 0's input at step 7 (0-based) poisons the averaged gradients of step 8.
+expect "check-finite stop" 3 30 \
+  "error: step 8: the averaged gradient of fc1.weight holds nan .*stopping \(--check-finite stop\)" \
+  -np 2 "${train[@]}" --steps 20 --check-finite stop --test-nan-step 7
+expect "check-finite skip" 0 30 "skipping step 8: the averaged gradient of fc1.weight holds nan" \
+  -np 2 "${train[@]}" --steps 20 --check-finite skip --test-nan-step 7 &&
+  if ! grep -q "1 step(s) skipped for non-finite gradients" <<<"$output" ||
+    ! grep -q "replicas identical" <<<"$output"; then
+    fail "check-finite skip: no summary of the skipped step, or replicas differ"
+  fi
+# Without the check the NaN goes on silently: the option is what catches it.
+expect "check-finite off" 0 30 "done: 20 steps" \
+  -np 2 "${train[@]}" --steps 20 --check-finite off --test-nan-step 7
+
+# The timeline, for each backend, with several buckets.
+for backend in ring mpi; do
+  trace="$work/timeline-$backend.json"
+  expect "timeline, $backend backend" 0 60 "timeline written to $trace" \
+    -np 2 "${train[@]}" --steps 30 --backend "$backend" --fusion-threshold 256K \
+    --timeline "$trace" &&
+    if ! python3 "$check_timeline" "$trace" --ranks 2 --backend "$backend" \
+      --layers fc1,relu1,fc2,relu2,fc3; then
+      fail "timeline, $backend backend: the trace lacks events"
+    fi
+done
+expect "timeline file not writable" 2 30 "error: .*$work/no/such/dir/t.json" \
+  -np 2 "${train[@]}" --steps 5 --timeline "$work/no/such/dir/t.json"
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures case(s) failed"
+  exit 1
+fi
+echo "all cases passed"
