@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Where a step's time went, read from a ringtrain --timeline trace.
+
+  timeline_summary.py FILE [--skip STEPS] [--overlap on|off] [--json]
+
+Per rank, from the step that follows the first STEPS (warm-up: first touch of the buffers), in
+milliseconds per step: forward and backward (the layers' spans), gradient all-reduce (the buckets'
+spans on the communication thread), the waits for averaged gradients, the optimiser; and the share
+of the all-reduce time that was exposed, i.e. not hidden behind computation: the waits over the
+all-reduce time with overlap on, all of it with overlap off (the step then runs the all-reduces
+itself). Prints a table, or one JSON object with --json.
+"""
+import argparse
+import collections
+import json
+import sys
+
+
+def summarise(events, skip, overlap):
+    by_rank = collections.defaultdict(list)
+    for e in events:
+        if e.get("ph") == "X":
+            by_rank[e["pid"]].append(e)
+    ranks = {}
+    for rank, spans in sorted(by_rank.items()):
+        starts = sorted(e["ts"] for e in spans if e["cat"] == "data")
+        if len(starts) <= skip:
+            raise SystemExit(f"rank {rank}: {len(starts)} steps, fewer than --skip {skip} + 1")
+        begin = starts[skip]
+        steps = len(starts) - skip
+        total = collections.Counter()
+        for e in spans:
+            if e["ts"] >= begin:
+                total[e["cat"]] += e["dur"]
+        compute = total["forward"] + total["backward"]
+        reduce = total["all-reduce"]
+        wait = total["wait"] if overlap else reduce
+        ranks[rank] = {
+            "steps": steps,
+            "compute_ms": compute / steps / 1e3,
+            "allreduce_ms": reduce / steps / 1e3,
+            "wait_ms": wait / steps / 1e3,
+            "optimizer_ms": total["optimizer"] / steps / 1e3,
+            "exposed_share": (wait / reduce) if reduce > 0 else 0.0,
+        }
+    mean = {k: sum(r[k] for r in ranks.values()) / len(ranks)
+            for k in ("compute_ms", "allreduce_ms", "wait_ms", "optimizer_ms", "exposed_share")}
+    return {"ranks": ranks, "mean": mean}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("file")
+    parser.add_argument("--skip", type=int, default=2)
+    parser.add_argument("--overlap", choices=["on", "off"], default="on")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    try:
+        with open(args.file, encoding="utf-8") as f:
+            trace = json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"error: {args.file}: {e}", file=sys.stderr)
+        return 2
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    result = summarise(events, args.skip, args.overlap == "on")
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"{'rank':>4} {'compute ms':>10} {'all-reduce ms':>13} {'wait ms':>8} "
+          f"{'optimiser ms':>12} {'exposed':>8}")
+    for rank, r in result["ranks"].items():
+        print(f"{rank:>4} {r['compute_ms']:>10.2f} {r['allreduce_ms']:>13.2f} {r['wait_ms']:>8.2f} "
+              f"{r['optimizer_ms']:>12.2f} {100 * r['exposed_share']:>7.0f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
