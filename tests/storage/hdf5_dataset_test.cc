@@ -399,6 +399,21 @@ TEST(Hdf5DatasetErrorTest, ChunksTooLargeToRead) {
                                       "(100663296 bytes); at most 64 MiB per chunk are read");
 }
 
+// 2^40 bytes of samples that were never written: HDF5 stores nothing for them, so the file is a
+// few kilobytes, and neither the reader (labels) nor its caller (batches, a sampler over N
+// indices) may allocate on the word of those dimensions.
+TEST(Hdf5DatasetErrorTest, MoreSamplesThanTheFileCanHold) {
+  TempFolder folder;
+  Parts p;
+  p.imageDims = {hsize_t{1} << 20, 1024, 1024, 1};
+  p.labelDims = {hsize_t{1} << 20};
+  const std::string message = openError(folder, p);
+  EXPECT_THAT(message, StartsWith((folder / "bad.h5").string() +
+                                  ": /images claims 1048576x1024x1024x1 uint8 values "
+                                  "(1099511627776 bytes), more than a file of "));
+  EXPECT_THAT(message, ::testing::EndsWith(" bytes can hold even compressed"));
+}
+
 TEST(Hdf5DatasetErrorTest, LabelOutOfRange) {
   TempFolder folder;
   Parts p;
