@@ -31,7 +31,7 @@ using hdf5::Hdf5Scope;
 // ---- The header -------------------------------------------------------------------------------
 //
 //   0  16  magic "ringtrain-ckpt" and two NULs
-//  16   4  format version (1)
+//  16   4  format version (2)
 //  20   4  header length (512)
 //  24   8  length of the HDF5 part that follows the header
 //  32   4  CRC-32C of the HDF5 part
@@ -42,7 +42,8 @@ using hdf5::Hdf5Scope;
 
 constexpr std::array<char, 16> kMagic = {'r', 'i', 'n', 'g', 't', 'r', 'a',  'i',
                                          'n', '-', 'c', 'k', 'p', 't', '\0', '\0'};
-constexpr std::uint32_t kFormatVersion = 1;
+// Version 2 added the member lists (/parameter_names, /optimizer_state_names): see memberNames.
+constexpr std::uint32_t kFormatVersion = 2;
 constexpr std::size_t kHeaderBytes = 512;
 constexpr std::size_t kHeaderCrcOffset = 44;
 constexpr std::size_t kHeaderUsedBytes = 48;
@@ -157,9 +158,10 @@ void validateTensors(const std::vector<Tensor>& tensors, const char* group) {
   std::vector<std::string_view> names;
   for (const Tensor& t : tensors) {
     const std::string where = std::string("writeCheckpoint: ") + group + " tensor '" + t.name + "'";
-    if (t.name.empty() || t.name == "." || t.name.find('/') != std::string::npos ||
+    if (t.name.empty() || t.name == "." || t.name.find_first_of("/\n") != std::string::npos ||
         t.name.size() > kMaxNameBytes) {
-      throw std::invalid_argument(where + ": a name must be non-empty, not '.', without '/'");
+      throw std::invalid_argument(where +
+                                  ": a name must be non-empty, not '.', without '/' or newline");
     }
     if (t.shape.size() > static_cast<std::size_t>(kMaxRank)) {
       throw std::invalid_argument(where + " has more than 8 dimensions");
@@ -213,6 +215,15 @@ void writeTensors(hid_t group, const std::vector<Tensor>& tensors, const fs::pat
   }
 }
 
+// The names of a group's tensors, in order, one per line (each line ends in a newline, so a
+// name ending in spaces survives the string reader's trimming of padding).
+std::string memberList(const std::vector<Tensor>& tensors) {
+  std::string text;
+  for (const Tensor& t : tensors)
+    text += t.name + "\n";
+  return text;
+}
+
 void writeRngState(hid_t file, const std::vector<std::uint64_t>& words, const fs::path& where) {
   const hsize_t count = words.size();
   Handle space = hdf5::checkedSpace(H5Screate_simple(1, &count, nullptr), where, "rng_state");
@@ -251,6 +262,8 @@ std::vector<std::uint8_t> encodeHdf5(const CheckpointContent& c) {
   hdf5::writeStringDataset(f, "config", c.config, where);
   hdf5::writeStringDataset(f, "model_layout", c.modelLayout, where);
   writeRngState(f, c.rngState, where);
+  hdf5::writeStringDataset(f, "parameter_names", memberList(c.parameters), where);
+  hdf5::writeStringDataset(f, "optimizer_state_names", memberList(c.optimizerState), where);
   {
     Handle parameters = createOrderedGroup(f, "parameters", where);
     writeTensors(parameters.get(), c.parameters, where);
@@ -292,40 +305,69 @@ Handle openGroup(hid_t file, const char* name, const fs::path& where) {
                             std::string("/") + name + " is not a group");
 }
 
-// Member names of a group, in creation order when the group tracks it (ours do), else by name.
-std::vector<std::string> memberNames(hid_t group, const std::string& path, std::size_t maxMembers,
-                                     const fs::path& file) {
-  const std::string what = "listing " + path;
-  H5G_info_t info{};
-  check(H5Gget_info(group, &info), file, what);
-  if (info.nlinks > maxMembers) {
-    fail(file, path + " has " + std::to_string(info.nlinks) + " members; the file has room for " +
-                   std::to_string(maxMembers));
+// Text from the file, quoted in a message: at most 160 bytes, control characters as '?', so the
+// message stays one line whatever the file holds.
+std::string clipped(std::string_view line) {
+  constexpr std::size_t kMax = 160;
+  std::string text(line.substr(0, kMax));
+  for (char& c : text) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
   }
-  Handle create = hdf5::checkedProperties(H5Gget_create_plist(group), file, what);
-  unsigned order = 0;
-  check(H5Pget_link_creation_order(create.get(), &order), file, what);
-  const H5_index_t index = (order & H5P_CRT_ORDER_INDEXED) ? H5_INDEX_CRT_ORDER : H5_INDEX_NAME;
+  return line.size() <= kMax ? text : text + "...";
+}
+
+std::vector<std::string_view> splitLines(std::string_view text) {
+  std::vector<std::string_view> lines;
+  while (!text.empty()) {
+    const std::size_t end = text.find('\n');
+    lines.push_back(text.substr(0, end));
+    if (end == std::string_view::npos) break;
+    text.remove_prefix(end + 1);
+  }
+  return lines;
+}
+
+// The member names of /parameters or /optimizer, in order, as the list written beside the group
+// (/parameter_names, /optimizer_state_names) gives them, after checking that the group holds
+// exactly those members. The list, not the group, is what is enumerated: libhdf5 1.10 lists a
+// group by index (H5Lget_name_by_idx, H5Literate) through a table of its link messages that it
+// frees uninitialised when a message fails to decode part-way (H5G__compact_build_table, fixed
+// in 1.14), so a forged file crashed the reader; a lookup by name walks the messages without it.
+std::vector<std::string> memberNames(hid_t file, hid_t group, const char* listName,
+                                     const std::string& path, std::uint64_t imageBytes,
+                                     const fs::path& where) {
+  const std::string list = hdf5::readStringDataset(file, listName, where, imageBytes);
+  if (!list.empty() && list.back() != '\n') {
+    fail(where, std::string("/") + listName + " does not end in a newline");
+  }
   std::vector<std::string> names;
-  for (hsize_t i = 0; i < info.nlinks; ++i) {
-    const ssize_t length = check(
-        H5Lget_name_by_idx(group, ".", index, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT), file, what);
-    if (static_cast<std::size_t>(length) > kMaxNameBytes) {
-      fail(file, path + " has a member with a name of " + std::to_string(length) + " bytes");
+  for (const std::string_view name : splitLines(list)) {
+    if (name.empty() || name == "." || name.find('/') != std::string_view::npos ||
+        name.size() > kMaxNameBytes) {
+      fail(where, std::string("/") + listName + " holds a name that is not a tensor name: \"" +
+                      clipped(name) + "\"");
     }
-    std::string name(static_cast<std::size_t>(length) + 1, '\0');
-    check(H5Lget_name_by_idx(group, ".", index, H5_ITER_INC, i, name.data(), name.size(),
-                             H5P_DEFAULT),
-          file, what);
-    name.resize(static_cast<std::size_t>(length));
-    names.push_back(std::move(name));
+    names.emplace_back(name);
+  }
+  std::vector<std::string_view> sorted(names.begin(), names.end());
+  std::sort(sorted.begin(), sorted.end());
+  if (const auto twice = std::adjacent_find(sorted.begin(), sorted.end()); twice != sorted.end()) {
+    fail(where, std::string("/") + listName + " names \"" + clipped(*twice) + "\" twice");
+  }
+  H5G_info_t info{};
+  check(H5Gget_info(group, &info), where, "listing " + path);
+  if (info.nlinks != names.size()) {
+    fail(where, path + " has " + std::to_string(info.nlinks) + " members but /" + listName +
+                    " names " + std::to_string(names.size()));
   }
   return names;
 }
 
-// A float32 tensor of at most maxValues values (its bytes must fit in the file).
+// A float32 tensor of at most `budget` values, which it then uses up: every value of every
+// tensor is stored in the file, so all of them together fit in its bytes, and nothing is
+// allocated for a shape the file cannot hold.
 Tensor readTensor(hid_t group, const std::string& name, const std::string& path,
-                  std::uint64_t maxValues, const fs::path& file) {
+                  std::uint64_t& budget, const fs::path& file) {
   const std::string where = path + "/" + name;
   Handle dataset = hdf5::checkedDataset(H5Dopen2(group, name.c_str(), H5P_DEFAULT), file,
                                         where + " is not a dataset");
@@ -343,12 +385,13 @@ Tensor readTensor(hid_t group, const std::string& name, const std::string& path,
   std::uint64_t count = 1;
   for (int d = 0; d < rank; ++d) {
     const hsize_t size = dims[static_cast<std::size_t>(d)];
-    if (__builtin_mul_overflow(count, size, &count) || count > maxValues) {
+    if (__builtin_mul_overflow(count, size, &count) || count > budget) {
       fail(file, where + " claims more values than the file has room for");
     }
     tensor.shape.push_back(static_cast<std::int64_t>(size));
   }
   if (H5Sget_simple_extent_type(space.get()) == H5S_NULL) count = 0;
+  budget -= count;
   tensor.values.resize(count);
   if (count > 0) {
     check(H5Dread(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
@@ -358,14 +401,15 @@ Tensor readTensor(hid_t group, const std::string& name, const std::string& path,
   return tensor;
 }
 
-std::vector<Tensor> readTensors(hid_t file, const char* groupName, std::uint64_t imageBytes,
+std::vector<Tensor> readTensors(hid_t file, const char* groupName, const char* listName,
+                                std::uint64_t imageBytes, std::uint64_t& budget,
                                 const fs::path& where) {
   Handle group = openGroup(file, groupName, where);
   const std::string path = std::string("/") + groupName;
   std::vector<Tensor> tensors;
-  // Every member costs the file at least a link and an object header: tens of bytes.
-  for (const std::string& name : memberNames(group.get(), path, imageBytes / 16, where)) {
-    tensors.push_back(readTensor(group.get(), name, path, imageBytes / 4, where));
+  for (const std::string& name :
+       memberNames(file, group.get(), listName, path, imageBytes, where)) {
+    tensors.push_back(readTensor(group.get(), name, path, budget, where));
   }
   return tensors;
 }
@@ -394,22 +438,6 @@ std::vector<std::uint64_t> readRngState(hid_t file, std::uint64_t imageBytes,
           where, "reading /rng_state");
   }
   return words;
-}
-
-std::string clipped(std::string_view line) {
-  constexpr std::size_t kMax = 160;
-  return line.size() <= kMax ? std::string(line) : std::string(line.substr(0, kMax)) + "...";
-}
-
-std::vector<std::string_view> splitLines(std::string_view text) {
-  std::vector<std::string_view> lines;
-  while (!text.empty()) {
-    const std::size_t end = text.find('\n');
-    lines.push_back(text.substr(0, end));
-    if (end == std::string_view::npos) break;
-    text.remove_prefix(end + 1);
-  }
-  return lines;
 }
 
 void checkLayout(std::string_view saved, std::string_view expected, const fs::path& file) {
@@ -462,8 +490,9 @@ CheckpointContent decodeHdf5(std::span<const std::uint8_t> image, std::int64_t h
   c.config = hdf5::readStringDataset(f, "config", file, size);
   c.modelLayout = hdf5::readStringDataset(f, "model_layout", file, size);
   c.rngState = readRngState(f, size, file);
-  c.parameters = readTensors(f, "parameters", size, file);
-  c.optimizerState = readTensors(f, "optimizer", size, file);
+  std::uint64_t budget = size / 4;  // float32 values the file has room for
+  c.parameters = readTensors(f, "parameters", "parameter_names", size, budget, file);
+  c.optimizerState = readTensors(f, "optimizer", "optimizer_state_names", size, budget, file);
   Handle optimizer = openGroup(f, "optimizer", file);
   const std::optional<std::string> kind =
       hdf5::readStringAttribute(optimizer.get(), "kind", file, kMaxKindBytes);
@@ -729,6 +758,15 @@ CheckpointContent readCheckpoint(const fs::path& path, std::string_view expected
   bytes.resize(fileBytes);
   readAt(bytes.data() + kHeaderBytes, bytes.size() - kHeaderBytes, kHeaderBytes);
   return parseCheckpoint(bytes, path, expectedModelLayout);
+}
+
+std::vector<std::int64_t> checkpointSteps(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return {};
+  std::vector<std::int64_t> steps;
+  for (const Listed& listed : listCheckpoints(dir))
+    steps.push_back(listed.step);
+  return steps;
 }
 
 std::optional<ResumePlan> findCheckpointToResume(const fs::path& dir,

@@ -13,6 +13,11 @@
 //   /optimizer/<name>    float32, the optimiser's state buffers ("momentum"; "exp_avg",
 //                        "exp_avg_sq"), each the length of the flat parameter buffer;
 //                        attributes kind (sgd, adam, adamw) and steps (Adam's bias correction)
+//   /parameter_names, /optimizer_state_names
+//                        string: the names of the tensors of /parameters and /optimizer, in
+//                        order, each followed by a newline. The reader opens the tensors by these
+//                        names and never lists a group itself (see memberNames in the .cc: a
+//                        libhdf5 1.10 bug made that unsafe on a forged file). Added in version 2.
 //   /rng_state           uint64, any random-generator words the caller keeps (may be empty)
 //   /config              string: the run's configuration, one "name = value" line per option
 //   /model_layout        string: Model::describe(), compared on resume
@@ -54,7 +59,7 @@ class CheckpointError : public data::DataError {
 };
 
 // One named float32 tensor: a parameter ("fc1.weight", {512, 784}) or an optimiser state buffer.
-// Names are HDF5 link names: not empty, not "." and without '/'.
+// Names are HDF5 link names: not empty, not ".", without '/' or a newline.
 struct Tensor {
   std::string name;
   std::vector<std::int64_t> shape;  // C order; the product is values.size()
@@ -114,6 +119,10 @@ CheckpointWriteResult writeCheckpoint(const std::filesystem::path& dir,
 
 // "ckpt-00001234.h5".
 std::string checkpointFileName(std::int64_t step);
+
+// The steps of dir's checkpoint files (by name, unread), the highest first; empty when dir does
+// not exist. Throws CheckpointError when dir cannot be listed.
+std::vector<std::int64_t> checkpointSteps(const std::filesystem::path& dir);
 
 // The checkpoint encoded as a file (header and HDF5 part), as writeCheckpoint writes it.
 std::vector<std::uint8_t> encodeCheckpoint(const CheckpointContent& content);

@@ -2,7 +2,8 @@
 // as they are -- where the header and its CRC-32C stop nearly everything -- and with the header
 // rewritten to be valid for them (length and CRC of what follows), so that mutations reach the
 // HDF5 part and the reader's checks of its contents, as a deliberately forged file would. Any
-// answer but a DataError (CheckpointError is one) is a finding.
+// answer but a DataError (CheckpointError is one) is a finding, and so is an HDF5 object left open
+// afterwards.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include "src/storage/checkpoint.h"
 #include "src/storage/crc32c.h"
 #include "tests/storage/fuzz/fuzz_target.h"
+#include "tests/storage/fuzz/hdf5_open_objects.h"
 
 namespace {
 
@@ -29,7 +31,7 @@ std::vector<std::uint8_t> sealed(std::span<const std::uint8_t> input) {
   std::vector<std::uint8_t> bytes(input.begin(), input.end());
   std::fill(bytes.begin(), bytes.begin() + kHeaderBytes, 0);
   std::memcpy(bytes.data(), "ringtrain-ckpt", 14);
-  put(bytes, 16, 1, 4);
+  put(bytes, 16, 2, 4);
   put(bytes, 20, kHeaderBytes, 4);
   put(bytes, 24, bytes.size() - kHeaderBytes, 8);
   const auto image = std::span<const std::uint8_t>(bytes).subspan(kHeaderBytes);
@@ -47,6 +49,7 @@ void parse(std::span<const std::uint8_t> bytes) {
     ringtrain::storage::parseCheckpoint(bytes, "fuzz-input.h5", "model layout\n");
   } catch (const ringtrain::data::DataError&) {
   }
+  abortIfHdf5ObjectsOpen("parseCheckpoint");
 }
 
 }  // namespace

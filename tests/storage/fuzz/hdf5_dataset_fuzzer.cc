@@ -1,6 +1,7 @@
 // libFuzzer target: the HDF5 dataset reader (data/hdf5_dataset.h) on arbitrary bytes, opened
 // from memory with HDF5's core driver, then asked for a batch when it opens. Any answer but a
-// DataError is a finding (in our code or in libhdf5 underneath it: both are reported).
+// DataError is a finding (in our code or in libhdf5 underneath it: both are reported), and so is
+// an HDF5 object left open afterwards.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "data/data_error.h"
 #include "data/hdf5_dataset.h"
 #include "tests/storage/fuzz/fuzz_target.h"
+#include "tests/storage/fuzz/hdf5_open_objects.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {
@@ -24,5 +26,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     dataset.gather(indices, images.data(), labels.data());
   } catch (const ringtrain::data::DataError&) {
   }
+  abortIfHdf5ObjectsOpen("Hdf5Dataset");
   return 0;
 }
