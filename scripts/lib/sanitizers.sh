@@ -1,0 +1,141 @@
+# shellcheck shell=bash
+# Fuzzing and sanitizers for scripts/test.sh. The bounded fuzz run builds the libFuzzer targets of the storage readers
+# (tests/storage/fuzz) with AddressSanitizer and UndefinedBehaviorSanitizer, writes their seed
+# corpus, runs each for a given time, and prints the executions run and what was found.
+# Sourced after common.sh.
+#
+# A finding is blamed on whose code the sanitizer report points at (ringtrain_fuzz_blame): ours
+# fails the run; one inside libhdf5 -- Debian 12's 1.10.8 crashes on some forged files whatever
+# the caller does -- is kept under findings/<target>/libhdf5-*, reported, and fuzzing goes on
+# from the same corpus, so that a known library bug neither fails every run nor hides ours.
+# docs/fuzzing.md lists both kinds.
+
+RINGTRAIN_FUZZ_TARGETS=(idx_reader hdf5_dataset checkpoint)
+RINGTRAIN_SANITIZE_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+
+# Sanitizer settings for every run under them (fuzzers and scripts/test.sh --sanitize):
+#   LSan skips libhdf5's own leaks (see lsan.supp); UBSan prints the stack of a report;
+#   allocator_may_return_null + max_allocation_size_mb: a malloc above 1 GiB returns NULL, as it
+#   would under a memory limit, instead of aborting -- libhdf5 sizes some buffers from fields of
+#   the file and copes with NULL. A C++ `new` above the limit still aborts with a report: our code
+#   must check a size before allocating, so that is a finding.
+ringtrain_sanitizer_environment() {
+  local root
+  root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+  export LSAN_OPTIONS="suppressions=$root/scripts/lib/lsan.supp:print_suppressions=0"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+  export ASAN_OPTIONS="allocator_may_return_null=1:max_allocation_size_mb=1024${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+}
+
+# Configures $1 with clang, the sanitizers and libFuzzer's coverage, and builds only the fuzz
+# targets and the corpus writer (the data and storage libraries, not the whole project).
+ringtrain_build_fuzzers() {
+  local build_dir="$1"
+  local flags="$RINGTRAIN_SANITIZE_FLAGS -fsanitize=fuzzer-no-link"
+  mkdir -p "$build_dir"
+  ringtrain_configure "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DRINGTRAIN_FUZZ=ON -DRINGTRAIN_CUDA=OFF \
+    "-DCMAKE_C_FLAGS=$flags" "-DCMAKE_CXX_FLAGS=$flags" \
+    "-DCMAKE_EXE_LINKER_FLAGS=$RINGTRAIN_SANITIZE_FLAGS"
+  cmake --build "$build_dir" --target storage_fuzzers -j "$(nproc)"
+}
+
+# Prints "ringtrain" or "libhdf5": whose code the sanitizer or libFuzzer report in file $1
+# blames. Each stack of the report (where it failed, where the memory was allocated, where freed)
+# is read from its first frame down to the first that is either in libhdf5 or in a source file of
+# this repository; the report is libhdf5's only when every stack that reaches one reaches libhdf5
+# first. A buffer of ours overrun inside libhdf5 is therefore ours (its allocation stack reaches
+# our code first), and so is anything unclear: an UndefinedBehaviorSanitizer report (libhdf5 is
+# not instrumented), or a report with no decisive frame at all.
+ringtrain_fuzz_blame() {
+  local root
+  root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+  awk -v ours=" $root/" '
+    /runtime error:/ { blame_ours = 1 }
+    /^ *#[0-9]+ / {
+      if ($1 == "#0") decided = 0
+      if (decided) next
+      if (index($0, "libhdf5")) { decided = 1; library = 1 }
+      else if (index($0, ours)) { decided = 1; blame_ours = 1 }
+    }
+    END { print (library && !blame_ours) ? "libhdf5" : "ringtrain" }
+  ' "$1"
+}
+
+# Executions a libFuzzer log reports: "Done N runs" after a full run, the final statistics
+# (-print_final_stats=1) after a finding.
+ringtrain_fuzz_executions() {
+  local runs
+  runs="$(sed -n 's/^Done \([0-9]*\) runs in .*/\1/p' "$1" | tail -n 1)"
+  [ -n "$runs" ] || runs="$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$1" | tail -n 1)"
+  printf '%s\n' "${runs:-0}"
+}
+
+# Runs target $2 of build $1 for $3 seconds in all, from $1/fuzz/corpus/$2 (kept between runs:
+# each run starts where the last one got to) and the seeds. Prints one summary line; returns 1 if
+# it found a bug of ours. Findings are left in $1/fuzz/findings/$2.
+ringtrain_fuzz_target() {
+  local build_dir="$1" target="$2" seconds="$3"
+  local fuzz="$build_dir/fuzz"
+  local corpus="$fuzz/corpus/$target" findings="$fuzz/findings/$target" log="$fuzz/$target.log"
+  mkdir -p "$corpus" "$findings"
+  local deadline=$((SECONDS + seconds)) executions=0 library=0 rc left artifact blame name
+  while left=$((deadline - SECONDS)) && [ "$left" -gt 0 ]; do
+    rc=0
+    "$build_dir/bin/${target}_fuzzer" -max_total_time="$left" -timeout=25 -rss_limit_mb=2048 \
+      -print_final_stats=1 -artifact_prefix="$findings/" "$corpus" "$fuzz/seeds/$target" \
+      >"$log" 2>&1 || rc=$?
+    executions=$((executions + $(ringtrain_fuzz_executions "$log")))
+    [ "$rc" -eq 0 ] && break
+    artifact="$(sed -n "s/.*Test unit written to \(.*\)$/\1/p" "$log" | tail -n 1)"
+    blame="$(ringtrain_fuzz_blame "$log")"
+    if [ "$blame" != libhdf5 ] || [ -z "$artifact" ]; then
+      grep -E -A 40 '^==[0-9]+==|runtime error' "$log" | head -n 60 >&2 || tail -n 40 "$log" >&2
+      ringtrain_say "fuzz $target: FOUND A BUG (exit status $rc) after $executions executions;" \
+        "input: ${artifact:-none written}; full log: $log"
+      ringtrain_say "replay it: $build_dir/bin/${target}_fuzzer ${artifact:-INPUT}"
+      return 1
+    fi
+    library=$((library + 1))
+    mv -f "$artifact" "$findings/libhdf5-$(basename "$artifact")"
+    # An input of the corpus that crashes libhdf5 would stop every later run at its start.
+    name="$(basename "$artifact")"
+    rm -f "$corpus/${name#*-}"
+    ringtrain_say "fuzz $target: libhdf5 bug, not ours ($(grep -m 1 -o 'SUMMARY: .*' "$log" |
+      cut -c 1-150)); kept as $findings/libhdf5-$(basename "$artifact"); fuzzing on"
+    [ "$library" -ge 100 ] && break
+  done
+  printf '[ringtrain] fuzz %-13s %10d executions in %d s, %d libhdf5 findings, none of ours\n' \
+    "$target" "$executions" "$seconds" "$library" >&2
+}
+
+# The whole step: build into $1, write the seeds, run every target for $2 seconds.
+ringtrain_fuzz_storage_readers() {
+  local build_dir="$1" seconds="$2" target failed=0
+  ringtrain_build_fuzzers "$build_dir"
+  ringtrain_sanitizer_environment
+  rm -rf "$build_dir/fuzz/seeds"
+  "$build_dir/bin/make_fuzz_corpus" "$build_dir/fuzz/seeds"
+  for target in "${RINGTRAIN_FUZZ_TARGETS[@]}"; do
+    ringtrain_fuzz_target "$build_dir" "$target" "$seconds" || failed=1
+  done
+  return "$failed"
+}
+
+
+# Runs the tests of build $1 under the sanitizers; extra arguments go to ctest. Two passes: the
+# tests without MPI with LeakSanitizer, then the MPI and failure tests without it. Open MPI (not
+# instrumented, no frame pointers) keeps allocations until exit in every rank, and LeakSanitizer's
+# fast unwinder cannot follow a stack into it far enough to name -- let alone suppress -- them
+# (the frames show as "<unknown module>"); the slow unwinder makes the MPI tests several times
+# slower still. Leaks of our own code are checked by the first pass, which covers the same
+# libraries without MPI around them.
+ringtrain_sanitized_ctest() {
+  local build_dir="$1" failed=0
+  shift
+  ringtrain_sanitizer_environment
+  ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" -LE 'mpi|failure' "$@" || failed=1
+  ASAN_OPTIONS="detect_leaks=0:$ASAN_OPTIONS" \
+    ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" -L 'mpi|failure' "$@" || failed=1
+  return "$failed"
+}
