@@ -2,11 +2,11 @@
 
 #include <unistd.h>
 
-
+#include "collectives/hierarchical_communicator.h"
 #include "collectives/mpi_check.h"
-#include "collectives/steady_clock.h"
 #include "collectives/mpi_communicator.h"
 #include "collectives/ring_communicator.h"
+#include "collectives/steady_clock.h"
 
 namespace ringtrain::collectives {
 
@@ -106,13 +106,19 @@ void Communicator::barrier() {
 }
 
 std::vector<std::string> communicatorBackends() {
-  return {"mpi", "ring"};
+  return {"mpi", "ring", "hierarchical"};
+}
+
+CommunicatorOptions withoutTestFault(CommunicatorOptions options) {
+  options.testStallRank = -1;
+  return options;
 }
 
 std::unique_ptr<Communicator> makeCommunicator(std::string_view backend, MPI_Comm comm,
                                                const CommunicatorOptions& options) {
   if (backend == "mpi") return std::make_unique<MpiCommunicator>(comm, options);
   if (backend == "ring") return std::make_unique<RingCommunicator>(comm, options);
+  if (backend == "hierarchical") return std::make_unique<HierarchicalCommunicator>(comm, options);
   std::string known;
   for (const auto& name : communicatorBackends())
     known += (known.empty() ? "" : ", ") + name;

@@ -53,7 +53,17 @@ struct CommunicatorOptions {
   // would. The stall watchdog's tests use it.
   int testStallRank = -1;
   std::uint64_t testStallCollective = 0;
+  // Hierarchical backend, tests and benchmarks only: every testRanksPerNode consecutive ranks
+  // form one "node" instead of the ranks that really share a node (MPI_COMM_TYPE_SHARED), so
+  // that one machine can stand in for several nodes (4 ranks as 2 x 2, 3 ranks as 2 + 1).
+  // 0: the real nodes. Never set it in production: the slices would cross real node
+  // boundaries in the wrong places.
+  int testRanksPerNode = 0;
 };
+
+// The options of a communicator that runs inside another one's collectives: the test fault
+// belongs to the outer one's numbering alone.
+CommunicatorOptions withoutTestFault(CommunicatorOptions options);
 
 // What a communicator is doing, as another thread (the stall watchdog) can read it.
 struct CollectiveProgress {
@@ -150,7 +160,9 @@ class Communicator {
   std::atomic<std::int64_t> enteredNs_{0};
 };
 
-// Backends by name: "mpi" (MPI's own collectives) and "ring" (ringtrain's pipelined ring).
+// Backends by name: "mpi" (MPI's own collectives), "ring" (ringtrain's pipelined ring) and
+// "hierarchical" (reduce-scatter inside the node, all-reduce across nodes, all-gather inside the
+// node; see hierarchical_allreduce.h).
 std::vector<std::string> communicatorBackends();
 // Throws std::invalid_argument naming the known backends when `backend` is not one of them.
 std::unique_ptr<Communicator> makeCommunicator(std::string_view backend, MPI_Comm comm,

@@ -1,15 +1,6 @@
 #include "collectives/ring_communicator.h"
 
 namespace ringtrain::collectives {
-namespace {
-// The inner MPI communicator is called from inside this one's collectives: the test fault
-// belongs to the outer one's numbering alone.
-CommunicatorOptions withoutTestFault(CommunicatorOptions options) {
-  options.testStallRank = -1;
-  return options;
-}
-}  // namespace
-
 RingCommunicator::RingCommunicator(MPI_Comm comm, const CommunicatorOptions& options)
     : Communicator(comm, options),
       options_(options),

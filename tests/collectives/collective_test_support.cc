@@ -20,6 +20,13 @@ std::vector<BackendConfig> backendConfigs() {
   pipelined.ringChunkBytes = 4096;
   pipelined.ringPipelineDepth = 2;
   configs.push_back({"ring_pipelined", "ring", pipelined});
+  // Every 2 consecutive ranks form a "node": 4 ranks are 2 nodes x 2, 3 ranks are 2 + 1.
+  collectives::CommunicatorOptions twoPerNode;
+  twoPerNode.testRanksPerNode = 2;
+  configs.push_back({"hierarchical", "hierarchical", twoPerNode});
+  collectives::CommunicatorOptions twoPerNodePipelined = pipelined;
+  twoPerNodePipelined.testRanksPerNode = 2;
+  configs.push_back({"hierarchical_pipelined", "hierarchical", twoPerNodePipelined});
   return configs;
 }
 
@@ -105,6 +112,21 @@ double elementAt(DataType type, const void* data, std::size_t i) {
       return static_cast<double>(static_cast<const std::int64_t*>(data)[i]);
   }
   return 0;
+}
+
+double unitRoundoff(DataType type) {
+  switch (type) {
+    case DataType::kFloat32:
+      return 0x1p-24;
+    case DataType::kFloat64:
+      return 0x1p-53;
+    case DataType::kFloat16:
+      return 0x1p-11;
+    case DataType::kBFloat16:
+      return 0x1p-8;
+    default:
+      return 0;
+  }
 }
 
 collectives::AlignedBuffer& scratchBuffer(int which) {

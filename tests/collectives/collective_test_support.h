@@ -21,11 +21,15 @@ struct BackendConfig {
   collectives::CommunicatorOptions options;
 };
 // mpi; ring with its defaults; ring with every size sent round the ring in 4 KiB chunks and a
-// pipeline of 2, so that small counts exercise many chunks, empty segments and slot reuse.
+// pipeline of 2, so that small counts exercise many chunks, empty segments and slot reuse;
+// hierarchical with every 2 ranks as one node, with its defaults and with the same 4 KiB chunks
+// (every size then takes the three stages). The "_pipelined" ones skip the largest counts.
 std::vector<BackendConfig> backendConfigs();
 std::unique_ptr<collectives::Communicator> makeCommunicator(const BackendConfig& config);
 // How GoogleTest prints a configuration in its messages.
-inline void PrintTo(const BackendConfig& config, std::ostream* out) { *out << config.label; }
+inline void PrintTo(const BackendConfig& config, std::ostream* out) {
+  *out << config.label;
+}
 
 // Names parameterised tests after the configuration's label.
 struct BackendConfigName {
@@ -45,6 +49,10 @@ void fillInput(collectives::DataType type, std::uint64_t seed, int rank, std::si
                void* out);
 // Element i of a buffer of `type`, as a double.
 double elementAt(collectives::DataType type, const void* data, std::size_t i);
+
+// Unit roundoff of the type's arithmetic (0 for integers): tolerances of reductions that round
+// once per hop.
+double unitRoundoff(collectives::DataType type);
 
 // Buffers that grow and are kept for the whole test program: first-touch page faults are slow
 // on the CI machine, and 16 Mi-element tests would otherwise pay them in every test.

@@ -1,6 +1,6 @@
-// The ring backend checks that all ranks call the same collective with the same arguments: a
-// mismatch throws CollectiveMismatchError on every rank (no hang, no overrun), naming two ranks
-// and what each passed, and the communicator keeps working afterwards.
+// The ring and hierarchical backends check that all ranks call the same collective with the same
+// arguments: a mismatch throws CollectiveMismatchError on every rank (no hang, no overrun), naming
+// two ranks and what each passed, and the communicator keeps working afterwards.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -113,7 +113,8 @@ TEST_P(MismatchTest, DifferentCollectivesAreCaught) {
 }
 
 INSTANTIATE_TEST_SUITE_P(RingBackends, MismatchTest,
-                         ::testing::Values(backendConfigs()[1], backendConfigs()[2]),
+                         ::testing::Values(backendConfigs()[1], backendConfigs()[2],
+                                           backendConfigs()[3], backendConfigs()[4]),
                          BackendConfigName());
 
 }  // namespace
