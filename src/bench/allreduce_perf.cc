@@ -7,6 +7,8 @@
 // (#wrong, summed over ranks, which also counts ranks whose bytes differ from rank 0's).
 //
 //   mpirun -np 2 build/bin/allreduce_perf -b 8 -e 256M -f 2 --json out.json
+//   mpirun -np 4 build/bin/allreduce_perf --backends mpi,ring,hierarchical --ranks-per-node 2
+// (--ranks-per-node lets one machine stand in for several nodes: 4 ranks as 2 nodes x 2.)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -29,6 +31,7 @@
 #include "collectives/environment.h"
 #include "collectives/fingerprint.h"
 #include "collectives/float16.h"
+#include "collectives/hierarchical_communicator.h"
 #include "collectives/mpi_check.h"
 #include "src/common/startup_errors.h"
 
@@ -51,7 +54,8 @@ struct Options {
   ReduceOp op = ReduceOp::kSum;
   bool check = true;
   int average = 1;  // 0: rank 0's time, 1: average over ranks, 2: minimum, 3: maximum
-  std::vector<std::string> backends = collectives::communicatorBackends();
+  // The hierarchical backend only when asked for: on one node it is the ring in two passes.
+  std::vector<std::string> backends = {"mpi", "ring"};
   collectives::CommunicatorOptions communicator;
   std::string jsonPath;
   bool memoryBandwidth = false;
@@ -116,8 +120,11 @@ std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool&
       "ring-chunk-bytes", po::value(&chunkBytes), "ring: bytes per pipelined message")(
       "ring-depth",
       po::value(&o.communicator.ringPipelineDepth)->default_value(o.communicator.ringPipelineDepth),
-      "ring: chunk receives in flight")("json", po::value(&o.jsonPath),
-                                        "also write the results to this JSON file")(
+      "ring: chunk receives in flight")(
+      "ranks-per-node",
+      po::value(&o.communicator.testRanksPerNode)->default_value(o.communicator.testRanksPerNode),
+      "hierarchical, benchmarks only: every N consecutive ranks form a node (0: the real "
+      "nodes)")("json", po::value(&o.jsonPath), "also write the results to this JSON file")(
       "membw", po::bool_switch(&o.memoryBandwidth),
       "measure memory bandwidth first and report the ring's memory-traffic floor");
   try {
@@ -156,6 +163,7 @@ std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool&
     return "--iters must be at least 1 and --warmup_iters at least 0";
   if (o.average < 0 || o.average > 3) return "--average must be 0, 1, 2 or 3";
   if (o.communicator.ringPipelineDepth < 1) return "--ring-depth must be at least 1";
+  if (o.communicator.testRanksPerNode < 0) return "--ranks-per-node must be 0 or more";
   const auto parsedType = collectives::parseDataType(type);
   if (!parsedType) return "--datatype: unknown type '" + type + "'";
   o.type = *parsedType;
@@ -164,10 +172,13 @@ std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool&
   o.op = *parsedOp;
   o.backends = splitList(backends);
   if (o.backends.empty()) return "--backends: no backend given";
+  const auto known = collectives::communicatorBackends();
   for (const auto& b : o.backends) {
-    const auto known = collectives::communicatorBackends();
     if (std::find(known.begin(), known.end(), b) == known.end()) {
-      return "--backends: unknown backend '" + b + "' (known: mpi, ring)";
+      std::string names;
+      for (const auto& k : known)
+        names += (names.empty() ? "" : ", ") + k;
+      return "--backends: unknown backend '" + b + "' (known: " + names + ")";
     }
   }
   return std::nullopt;
@@ -426,6 +437,22 @@ int run(int argc, char** argv) {
         o.communicator.ringSmallMessageBytes, o.communicator.ringChunkBytes,
         o.communicator.ringPipelineDepth);
   }
+  for (const auto& comm : comms) {
+    const auto* hierarchical = dynamic_cast<const collectives::HierarchicalCommunicator*>(&*comm);
+    if (hierarchical == nullptr) continue;
+    const auto& topology = hierarchical->topology();
+    json["hierarchical"] = {{"nodes", topology.nodeCount()},
+                            {"largest_node_ranks", topology.largestNodeSize()},
+                            {"ranks_per_node_override", o.communicator.testRanksPerNode}};
+    if (root) {
+      std::cout << fmt::format(
+          "#  hierarchical: {} node(s) of up to {} ranks ({}), slices across nodes over MPI\n",
+          topology.nodeCount(), topology.largestNodeSize(),
+          o.communicator.testRanksPerNode > 0
+              ? fmt::format("--ranks-per-node {}: simulated nodes", o.communicator.testRanksPerNode)
+              : std::string("ranks sharing memory"));
+    }
+  }
   double membwPerRank = 0;
   if (o.memoryBandwidth) {
     membwPerRank = combineTime(measureMemoryBandwidth(), 1);
@@ -445,16 +472,16 @@ int run(int argc, char** argv) {
   if (root) {
     std::cout << "#\n"
               << fmt::format(
-                     "# {:>12} {:>12} {:>9} {:>6} {:>8}  {:>9} {:>7} {:>7} {:>6}  {:>9} {:>7} "
+                     "# {:>12} {:>12} {:>9} {:>6} {:>12}  {:>9} {:>7} {:>7} {:>6}  {:>9} {:>7} "
                      "{:>7} {:>6}\n",
                      "", "", "", "", "", "out-of-place", "", "", "", "in-place", "", "", "")
               << fmt::format(
-                     "# {:>12} {:>12} {:>9} {:>6} {:>8}  {:>9} {:>7} {:>7} {:>6}  {:>9} {:>7} "
+                     "# {:>12} {:>12} {:>9} {:>6} {:>12}  {:>9} {:>7} {:>7} {:>6}  {:>9} {:>7} "
                      "{:>7} {:>6}\n",
                      "size", "count", "type", "redop", "backend", "time", "algbw", "busbw",
                      "#wrong", "time", "algbw", "busbw", "#wrong")
               << fmt::format(
-                     "# {:>12} {:>12} {:>9} {:>6} {:>8}  {:>9} {:>7} {:>7} {:>6}  {:>9} {:>7} "
+                     "# {:>12} {:>12} {:>9} {:>6} {:>12}  {:>9} {:>7} {:>7} {:>6}  {:>9} {:>7} "
                      "{:>7} {:>6}\n",
                      "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
                      "(GB/s)", "(GB/s)", "");
@@ -484,7 +511,7 @@ int run(int argc, char** argv) {
       outOfPlaceBusbw.push_back(out.busbw);
       if (root) {
         std::cout << fmt::format(
-                         "  {:>12} {:>12} {:>9} {:>6} {:>8}  {:>9.2f} {:>7.2f} {:>7.2f} {:>6}  "
+                         "  {:>12} {:>12} {:>9} {:>6} {:>12}  {:>9.2f} {:>7.2f} {:>7.2f} {:>6}  "
                          "{:>9.2f} {:>7.2f} {:>7.2f} {:>6}\n",
                          count * e, count, name(o.type), name(o.op), o.backends[b], out.timeUs,
                          out.algbw, out.busbw, out.wrong, in.timeUs, in.algbw, in.busbw, in.wrong)
