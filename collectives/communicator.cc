@@ -6,6 +6,9 @@
 #include "collectives/mpi_check.h"
 #include "collectives/mpi_communicator.h"
 #include "collectives/ring_communicator.h"
+#ifdef RINGTRAIN_HAVE_NCCL
+#include "collectives/nccl_communicator.h"
+#endif
 #include "collectives/steady_clock.h"
 
 namespace ringtrain::collectives {
@@ -119,11 +122,21 @@ std::unique_ptr<Communicator> makeCommunicator(std::string_view backend, MPI_Com
   if (backend == "mpi") return std::make_unique<MpiCommunicator>(comm, options);
   if (backend == "ring") return std::make_unique<RingCommunicator>(comm, options);
   if (backend == "hierarchical") return std::make_unique<HierarchicalCommunicator>(comm, options);
+  // The one place that knows whether this build has the GPU path.
+  if (backend == "nccl") {
+#ifdef RINGTRAIN_HAVE_NCCL
+    return std::make_unique<NcclCommunicator>(comm, options);
+#else
+    throw std::invalid_argument(
+        "backend 'nccl' needs a build with CUDA and NCCL; this one was configured without them "
+        "(RINGTRAIN_CUDA=OFF, or CMake found no CUDA toolkit/NCCL)");
+#endif
+  }
   std::string known;
   for (const auto& name : communicatorBackends())
     known += (known.empty() ? "" : ", ") + name;
   throw std::invalid_argument("unknown backend '" + std::string(backend) + "' (known: " + known +
-                              ")");
+                              "; nccl for device buffers)");
 }
 
 }  // namespace ringtrain::collectives

@@ -162,9 +162,11 @@ class Communicator {
 
 // Backends by name: "mpi" (MPI's own collectives), "ring" (ringtrain's pipelined ring) and
 // "hierarchical" (reduce-scatter inside the node, all-reduce across nodes, all-gather inside the
-// node; see hierarchical_allreduce.h).
+// node; see hierarchical_allreduce.h): the backends for host buffers.
 std::vector<std::string> communicatorBackends();
-// Throws std::invalid_argument naming the known backends when `backend` is not one of them.
+// Also makes "nccl" (device buffers, nccl_communicator.h) in builds with CUDA and NCCL. Throws
+// std::invalid_argument naming the known backends when `backend` is not one of them, and saying
+// so when it is "nccl" in a build without the GPU path.
 std::unique_ptr<Communicator> makeCommunicator(std::string_view backend, MPI_Comm comm,
                                                const CommunicatorOptions& options = {});
 
