@@ -117,18 +117,32 @@ void NcclCommunicator::chooseDevice() {
   }
 }
 
-void NcclCommunicator::requireDeviceBuffer(const void* buffer, std::size_t count,
-                                           const char* what) const {
-  if (count == 0) return;
+std::string NcclCommunicator::hostBufferProblem(const void* buffer, std::size_t count,
+                                                const char* what) const {
+  if (count == 0) return "";
   cudaPointerAttributes attributes{};
   const cudaError_t rc = cudaPointerGetAttributes(&attributes, buffer);
   if (rc != cudaSuccess) (void)cudaGetLastError();
-  if (rc != cudaSuccess ||
-      (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged)) {
-    throw std::invalid_argument(std::string("nccl backend: ") + what +
-                                " buffer is not device memory; allocate it with cudaMalloc (the "
-                                "mpi, ring and hierarchical backends take host buffers)");
+  if (rc == cudaSuccess &&
+      (attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged)) {
+    return "";
   }
+  return std::string("nccl backend: ") + what +
+         " buffer is not device memory; allocate it with cudaMalloc (the mpi, ring and "
+         "hierarchical backends take host buffers)";
+}
+
+// A rank whose buffer is host memory still takes part in the agreement, with a signature no
+// valid call has (data type -1), so that the other ranks throw CollectiveMismatchError instead of
+// waiting in NCCL for it; it throws std::invalid_argument naming the buffer.
+void NcclCommunicator::agreeOnCall(CallSignature signature, const std::string& problem) {
+  if (!problem.empty()) signature.dataType = -1;
+  try {
+    agreement_.agree(signature);
+  } catch (const CollectiveMismatchError&) {
+    if (problem.empty()) throw;
+  }
+  if (!problem.empty()) throw std::invalid_argument(problem);
 }
 
 void NcclCommunicator::orderAfterCompute() {
@@ -164,10 +178,11 @@ void NcclCommunicator::waitForCompletion(const char* what) {
 
 void NcclCommunicator::allreduceImpl(const void* send, void* recv, std::size_t count, DataType type,
                                      ReduceOp op) {
-  agreement_.agree(makeSignature(collectiveCount(), CollectiveKind::kAllreduce, count, type,
-                                 static_cast<int>(op)));
-  requireDeviceBuffer(send, count, "all-reduce send");
-  requireDeviceBuffer(recv, count, "all-reduce recv");
+  std::string problem = hostBufferProblem(send, count, "all-reduce send");
+  if (problem.empty()) problem = hostBufferProblem(recv, count, "all-reduce recv");
+  agreeOnCall(makeSignature(collectiveCount(), CollectiveKind::kAllreduce, count, type,
+                            static_cast<int>(op)),
+              problem);
   const ncclRedOp_t reduction = ncclOp(type, op);
   orderAfterCompute();
   RINGTRAIN_NCCL_CHECK(ncclAllReduce(send, recv, count, ncclType(type), reduction, nccl_, stream_));
@@ -175,9 +190,8 @@ void NcclCommunicator::allreduceImpl(const void* send, void* recv, std::size_t c
 }
 
 void NcclCommunicator::broadcastImpl(void* buffer, std::size_t count, DataType type, int root) {
-  agreement_.agree(
-      makeSignature(collectiveCount(), CollectiveKind::kBroadcast, count, type, -1, root));
-  requireDeviceBuffer(buffer, count, "broadcast");
+  agreeOnCall(makeSignature(collectiveCount(), CollectiveKind::kBroadcast, count, type, -1, root),
+              hostBufferProblem(buffer, count, "broadcast"));
   orderAfterCompute();
   RINGTRAIN_NCCL_CHECK(ncclBroadcast(buffer, buffer, count, ncclType(type), root, nccl_, stream_));
   waitForCompletion("broadcast");
@@ -185,10 +199,13 @@ void NcclCommunicator::broadcastImpl(void* buffer, std::size_t count, DataType t
 
 void NcclCommunicator::allgatherImpl(const void* send, void* recv, std::size_t countPerRank,
                                      DataType type) {
-  agreement_.agree(
-      makeSignature(collectiveCount(), CollectiveKind::kAllgather, countPerRank, type));
-  requireDeviceBuffer(send, countPerRank, "all-gather send");
-  requireDeviceBuffer(recv, countPerRank * static_cast<std::size_t>(size()), "all-gather recv");
+  std::string problem = hostBufferProblem(send, countPerRank, "all-gather send");
+  if (problem.empty()) {
+    problem =
+        hostBufferProblem(recv, countPerRank * static_cast<std::size_t>(size()), "all-gather recv");
+  }
+  agreeOnCall(makeSignature(collectiveCount(), CollectiveKind::kAllgather, countPerRank, type),
+              problem);
   orderAfterCompute();
   // In place (send == recv + rank * countPerRank) is NCCL's own in-place all-gather.
   RINGTRAIN_NCCL_CHECK(ncclAllGather(send, recv, countPerRank, ncclType(type), nccl_, stream_));

@@ -2,6 +2,8 @@
 // per rank (GPU builds only).
 #pragma once
 
+#include <string>
+
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -16,11 +18,12 @@ namespace ringtrain::collectives {
 // Two ranks of a node on one GPU (more ranks than visible GPUs, or CUDA_VISIBLE_DEVICES showing
 // them the same device) are refused before NCCL is touched: NCCL does not allow it.
 //
-// Buffers must be device (or managed) memory; host pointers are refused with
-// std::invalid_argument. Types: float32, float64, float16, bfloat16, int32, int64; averages of
-// floating-point types only (NCCL's ncclAvg). Like the ring backend, every collective first
-// checks over MPI that all ranks call it with the same arguments (RecursiveDoubling): NCCL itself
-// would hang or read out of bounds on a mismatch.
+// Buffers must be device (or managed) memory; a host pointer is refused with
+// std::invalid_argument on its rank and CollectiveMismatchError on the others (none hangs). Types:
+// float32, float64, float16, bfloat16, int32, int64; averages of floating-point types only (NCCL's
+// ncclAvg). Like the ring backend, every collective first checks over MPI that all ranks call it
+// with the same arguments (RecursiveDoubling): NCCL itself would hang or read out of bounds on a
+// mismatch.
 //
 // Collectives run on this communicator's own stream. They start after the work already queued
 // on the compute stream (setComputeStream): an event recorded there is waited for on the device,
@@ -49,7 +52,10 @@ class NcclCommunicator final : public Communicator {
 
  private:
   void chooseDevice();
-  void requireDeviceBuffer(const void* buffer, std::size_t count, const char* what) const;
+  // "" when `buffer` is device (or managed) memory, else what is wrong with it.
+  std::string hostBufferProblem(const void* buffer, std::size_t count, const char* what) const;
+  // RecursiveDoubling's agreement, made to fail on every rank when any rank's buffer is bad.
+  void agreeOnCall(CallSignature signature, const std::string& problem);
   // Makes this communicator's stream wait for the work queued on the compute stream.
   void orderAfterCompute();
   // Waits until the enqueued collective has finished, polling for asynchronous NCCL errors.
