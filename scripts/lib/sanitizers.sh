@@ -41,20 +41,23 @@ ringtrain_build_fuzzers() {
 }
 
 # Prints "ringtrain" or "libhdf5": whose code the sanitizer or libFuzzer report in file $1
-# blames. Each stack of the report (where it failed, where the memory was allocated, where freed)
-# is read from its first frame down to the first that is either in libhdf5 or in a source file of
-# this repository; the report is libhdf5's only when every stack that reaches one reaches libhdf5
-# first. A buffer of ours overrun inside libhdf5 is therefore ours (its allocation stack reaches
-# our code first), and so is anything unclear: an UndefinedBehaviorSanitizer report (libhdf5 is
-# not instrumented), or a report with no decisive frame at all.
+# blames. A stack of the report is read from its first frame down to the first that is either in
+# libhdf5 or in a source file of this repository. The stack where it failed always counts. The
+# other stacks -- where the memory was allocated and freed -- count only for a write: libhdf5
+# writing past or into a freed buffer of ours means we handed it a wrong buffer (ours), while a
+# read past its own buffers may land in anyone's memory (its bug: one such read hit a vector of
+# ours freed long before). The report is libhdf5's only when every counted stack that reaches a
+# decisive frame reaches libhdf5; anything else is ours, including an UndefinedBehaviorSanitizer
+# report (libhdf5 is not instrumented) and a report with no decisive frame at all.
 ringtrain_fuzz_blame() {
   local root
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
   awk -v ours=" $root/" '
     /runtime error:/ { blame_ours = 1 }
+    /^READ of size|caused by a READ memory access/ { read_only = 1 }
     /^ *#[0-9]+ / {
-      if ($1 == "#0") decided = 0
-      if (decided) next
+      if ($1 == "#0") { stacks++; decided = 0 }
+      if (decided || (read_only && stacks > 1)) next
       if (index($0, "libhdf5")) { decided = 1; library = 1 }
       else if (index($0, ours)) { decided = 1; blame_ours = 1 }
     }
