@@ -18,9 +18,11 @@
 #include "models/flush_to_zero.h"
 #include "src/common/log.h"
 #include "src/common/startup_errors.h"
+#include "src/storage/tensorboard_writer.h"
 #include "src/trainer/batch_source.h"
 #include "src/trainer/config.h"
 #include "src/trainer/consistency_check.h"
+#include "src/trainer/sigterm_handler.h"
 #include "src/trainer/timeline.h"
 #include "src/trainer/trainer.h"
 
@@ -118,16 +120,43 @@ int train(int argc, char** argv, collectives::MpiEnvironment& env) {
     error = e.what();
   }
   exitEverywhereOnError(error);
+  // --logdir: rank 0 alone writes the TensorBoard files.
+  std::optional<storage::TrainingLog> trainingLog;
+  try {
+    if (!config.logdir.empty() && env.worldRank() == 0) trainingLog.emplace(config.logdir);
+  } catch (const std::exception& e) {
+    error = "--logdir " + config.logdir + ": " + e.what();
+  }
+  exitEverywhereOnError(error);
+  // SIGTERM from here on stops the training at a step all ranks agree on (Trainer::run).
+  std::optional<SigtermHandler> sigterm;
+  if (config.sigtermGraceSeconds > 0) {
+    sigterm.emplace(config.sigtermGraceSeconds, [grace = config.sigtermGraceSeconds] {
+      collectives::abortJob(fmt::format(
+          "error: SIGTERM: the job has not stopped {} s after the signal (--sigterm-grace); "
+          "aborting it, the last complete checkpoint stays usable",
+          grace));
+    });
+  }
 
   // Declared before the trainer so that it outlives it; started only after the start-up check,
   // which may end the job.
   std::optional<collectives::StallWatchdog> watchdog;
   TrainerEnvironment environment;
   environment.timeline = timeline ? &*timeline : nullptr;
+  environment.trainingLog = trainingLog ? &*trainingLog : nullptr;
+  environment.stopRequested = sigterm ? &SigtermHandler::received() : nullptr;
   environment.checkConsistency = [&env](const ConsistencyItems& items) {
     exitEverywhereOnError(findDisagreement(env.world(), items));
   };
   Trainer trainer(config, *sources.train, *sources.test, environment);
+  // --resume, before the watchdog starts: a refusal ends the job here, on every rank.
+  try {
+    trainer.resume();
+  } catch (const ResumeRefused& refused) {
+    error = refused.what();
+  }
+  exitEverywhereOnError(error);
   if (config.stallTimeoutSeconds > 0) {
     watchdog.emplace(env.world(), config.stallTimeoutSeconds);
     trainer.watchWith(*watchdog);
@@ -144,7 +173,8 @@ int train(int argc, char** argv, collectives::MpiEnvironment& env) {
   if (timeline) timeline->finish();
   if (env.worldRank() == 0) {
     std::string result =
-        sources.train->classes() > 0
+        summary.lastEvaluation.samples == 0 ? std::string("not evaluated yet")
+        : sources.train->classes() > 0
             ? fmt::format("final accuracy {:.4f}", summary.lastEvaluation.accuracy())
             : fmt::format("final test loss {:.6f}", summary.lastEvaluation.meanLoss());
     if (config.model == "linreg") {
@@ -152,12 +182,19 @@ int train(int argc, char** argv, collectives::MpiEnvironment& env) {
       logLine(fmt::format("learned y = {:.4f} x + {:.4f} (the data: y = 2 x + 10 + noise)",
                           parameters[0], parameters[1]));
     }
-    logLine(
-        fmt::format("done: {} steps in {:.2f} s of training ({:.2f} s wall), {:.0f} samples/s "
-                    "({:.0f} per rank), {}; replicas {}",
-                    summary.steps, summary.trainingSeconds, summary.wallSeconds,
-                    summary.samplesPerSecond, summary.samplesPerSecondPerRank, result,
-                    summary.replicasIdentical ? "identical" : "DIFFER"));
+    logLine(fmt::format(
+        "done: {} steps{} in {:.2f} s of training ({:.2f} s wall), {:.0f} samples/s "
+        "({:.0f} per rank), {}; replicas {}",
+        summary.steps,
+        summary.firstStep > 0
+            ? fmt::format(" (steps {} to {}, resumed)", summary.firstStep + 1, summary.lastStep)
+            : "",
+        summary.trainingSeconds, summary.wallSeconds, summary.samplesPerSecond,
+        summary.samplesPerSecondPerRank, result,
+        summary.replicasIdentical ? "identical" : "DIFFER"));
+    // Two runs that end with the same fingerprint hold the same parameters, bit for bit.
+    logLine(fmt::format("parameters after step {}: fingerprint {:016x}", summary.lastStep,
+                        summary.parameterFingerprint));
     const double total = std::max(1e-9, summary.trainingSeconds);
     const double steps = static_cast<double>(std::max<std::int64_t>(1, summary.steps));
     logLine(
@@ -173,12 +210,31 @@ int train(int argc, char** argv, collectives::MpiEnvironment& env) {
                       1000 * summary.reduceSeconds / steps,
                       100 * std::min(1.0, summary.waitSeconds / summary.reduceSeconds)));
     }
+    if (summary.stopCheckSeconds > 0) {
+      logLine(
+          fmt::format("the per-step SIGTERM check took {:.1f} us per step (--sigterm-grace 0 "
+                      "turns it off)",
+                      1e6 * summary.stopCheckSeconds / steps));
+    }
     if (summary.skippedSteps > 0) {
       logLine(fmt::format("{} step(s) skipped for non-finite gradients", summary.skippedSteps));
     }
     if (timeline) logLine("timeline written to " + config.timeline);
+    if (summary.checkpoints > 0) {
+      logLine(fmt::format(
+          "{} checkpoint(s) written, {:.1f} ms each on average; the last: {}", summary.checkpoints,
+          1e3 * summary.checkpointSeconds / summary.checkpoints, summary.lastCheckpoint));
+    }
+    if (trainingLog) logLine("TensorBoard logs in " + config.logdir);
+    if (summary.stoppedBySigterm) {
+      logLine(fmt::format("stopped by SIGTERM after step {}{}; exit status {}", summary.lastStep,
+                          config.checkpointDir.empty() ? " (no --checkpoint-dir: nothing saved)"
+                                                       : "; rerun with --resume auto to continue",
+                          config.sigtermExitCode));
+    }
   }
-  return summary.replicasIdentical ? 0 : 1;
+  if (!summary.replicasIdentical) return 1;
+  return summary.stoppedBySigterm ? config.sigtermExitCode : 0;
 }
 
 }  // namespace

@@ -85,9 +85,19 @@ po::options_description trainOptions(TrainConfig& c, RawOptions& raw) {
       ("lr-step-size", po::value(&c.lrStepSize)->default_value(c.lrStepSize), "step schedule: steps between decays")
       ("lr-gamma", po::value(&c.lrGamma)->default_value(c.lrGamma), "step schedule: decay factor")
       ("scale-lr", po::value(&c.scaleLr)->implicit_value(true)->default_value(false), "multiply the learning rate by the number of ranks");
+  po::options_description storage("Checkpoints, resume, logs, SIGTERM");
+  storage.add_options()
+      ("checkpoint-dir", po::value(&c.checkpointDir), "rank 0 writes checkpoints (ckpt-<step>.h5, `latest`) to this folder")
+      ("checkpoint-every", po::value(&c.checkpointEvery)->default_value(c.checkpointEvery), "steps between checkpoints (0: at each epoch's end); one more at the end and on SIGTERM")
+      ("keep", po::value(&c.keep)->default_value(c.keep), "checkpoints kept, the newest (0: all)")
+      ("resume", po::value(&c.resume)->default_value(c.resume), "none | auto (the newest good checkpoint of --checkpoint-dir; none there: start afresh) | a checkpoint file or folder")
+      ("on-resize", po::value(&c.onResize)->default_value(c.onResize), "resumed on another number of ranks: keep-global-batch (batch per rank = saved global batch / ranks) | keep-per-rank-batch (lr scaled by new/saved global batch)")
+      ("logdir", po::value(&c.logdir), "rank 0 writes TensorBoard event files (train/, test/) and metrics.jsonl here")
+      ("sigterm-grace", po::value(&c.sigtermGraceSeconds)->default_value(c.sigtermGraceSeconds), "on SIGTERM the ranks agree on a step, write a final checkpoint and exit within this many seconds (0: SIGTERM kills at once)")
+      ("sigterm-exit-code", po::value(&c.sigtermExitCode)->default_value(c.sigtermExitCode), "exit status of a run stopped by SIGTERM (143: rerun with --resume auto; 0: report success)");
   // clang-format on
   po::options_description all("ringtrain train options");
-  all.add(model).add(data).add(run).add(engine).add(optimiser);
+  all.add(model).add(data).add(run).add(engine).add(optimiser).add(storage);
   return all;
 }
 
@@ -109,8 +119,9 @@ std::optional<std::string> parseTrainConfig(int argc, const char* const* argv, T
   // Test-only fault injection: parsed, never shown in --help.
   po::options_description faults;
   faults.add_options()("test-stall-rank", po::value(&c.testStallRank))(
-      "test-stall-collective", po::value(&c.testStallCollective))("test-nan-step",
-                                                                  po::value(&c.testNanStep));
+      "test-stall-collective", po::value(&c.testStallCollective))(
+      "test-nan-step", po::value(&c.testNanStep))("test-step-sleep-ms",
+                                                  po::value(&c.testStepSleepMs));
   po::options_description commandLine;
   commandLine.add(generic).add(options).add(faults);
   po::options_description shown;
@@ -171,6 +182,7 @@ std::optional<std::string> parseTrainConfig(int argc, const char* const* argv, T
     return "--fusion-threshold '" + raw.fusionThreshold + "': expected a size like 64K or 8M";
   }
   c.fusionThresholdBytes = *threshold;
+  if (c.resume == "default" || c.resume.empty()) c.resume = "none";
   return validateTrainConfig(c);
 }
 
@@ -213,6 +225,20 @@ std::optional<std::string> validateTrainConfig(const TrainConfig& c) {
   if (c.lrStepSize < 1) return "--lr-step-size must be at least 1";
   if (!(c.lrGamma > 0) || c.lrGamma > 1) return "--lr-gamma must be in (0, 1]";
   if (c.evalEvery < 0 || c.logEvery < 0) return "--eval-every and --log-every must not be negative";
+  if (c.checkpointEvery < 0) return "--checkpoint-every must not be negative";
+  if (c.keep < 0) return "--keep must not be negative (0 keeps every checkpoint)";
+  if (c.resume == "auto" && c.checkpointDir.empty()) {
+    return "--resume auto needs --checkpoint-dir, the folder to look for checkpoints in";
+  }
+  if (!oneOf(c.onResize, {"keep-global-batch", "keep-per-rank-batch"})) {
+    return "--on-resize '" + c.onResize + "': expected keep-global-batch or keep-per-rank-batch";
+  }
+  if (!(c.sigtermGraceSeconds >= 0)) return "--sigterm-grace must not be negative";
+  if (c.sigtermExitCode < 0 || c.sigtermExitCode > 255) {
+    return "--sigterm-exit-code must be in [0, 255] (got " + std::to_string(c.sigtermExitCode) +
+           ")";
+  }
+  if (c.testStepSleepMs < 0) return "--test-step-sleep-ms must not be negative";
   if (c.syntheticClasses < 2) return "--synthetic-classes must be at least 2";
   if (c.syntheticSize < 1) return "--synthetic-size must be at least 1";
   if (!c.synthetic && c.model != "linreg") {
@@ -284,7 +310,25 @@ std::vector<std::pair<std::string, std::string>> comparableOptions(const TrainCo
       {"--compression", c.compression},
       {"--stall-timeout", number(c.stallTimeoutSeconds)},
       {"--check-finite", c.checkFinite},
+      // Every rank takes part in the per-step SIGTERM check, or none does.
+      {"--sigterm-grace", number(c.sigtermGraceSeconds)},
   };
+}
+
+std::string configLines(const TrainConfig& c) {
+  std::string text;
+  const auto add = [&](std::string_view name, const std::string& value) {
+    text.append(name).append(" = ").append(value).append("\n");
+  };
+  for (const auto& [option, value] : comparableOptions(c))
+    add(std::string_view(option).substr(2), value);
+  add("data", c.dataDir);
+  add("checkpoint-dir", c.checkpointDir);
+  add("checkpoint-every", std::to_string(c.checkpointEvery));
+  add("keep", std::to_string(c.keep));
+  add("on-resize", c.onResize);
+  add("logdir", c.logdir);
+  return text;
 }
 
 std::string describe(const TrainConfig& c) {

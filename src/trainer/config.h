@@ -60,10 +60,22 @@ struct TrainConfig {
   std::string checkFinite = "off";   // off | stop | skip: NaN/Inf in the averaged gradients
   std::string timeline;              // Chrome trace file to write ("" : none)
 
+  // Checkpoints, resume, logs and SIGTERM (see src/trainer/training_checkpoint.h)
+  std::string checkpointDir;         // rank 0 writes checkpoints here ("" : none)
+  std::int64_t checkpointEvery = 0;  // steps between checkpoints (0: at each epoch's end)
+  int keep = 3;                      // checkpoints kept in checkpointDir (0: all)
+  std::string resume = "none";       // none | auto (the newest good one in checkpointDir) | PATH
+  std::string onResize = "keep-global-batch";  // resumed on another rank count: keep-global-batch
+                                               // | keep-per-rank-batch (lr scaled with the batch)
+  std::string logdir;               // TensorBoard event files and metrics.jsonl ("" : none)
+  double sigtermGraceSeconds = 25;  // SIGTERM: stop, final checkpoint, exit within this (0: die)
+  int sigtermExitCode = 143;        // the status of a job stopped by SIGTERM
+
   // Test-only fault injection (hidden from --help).
   int testStallRank = -1;  // this rank stops at gradient collective testStallCollective
   std::uint64_t testStallCollective = 0;
   std::int64_t testNanStep = -1;  // rank 0 feeds a NaN into this step's batch
+  int testStepSleepMs = 0;        // every rank sleeps this long per step (slow runs to kill)
 
   // Where the options came from, for the log.
   std::string configFile;
@@ -85,8 +97,15 @@ std::optional<std::vector<int>> parseIntList(const std::string& text);
 std::string describe(const TrainConfig& config);
 
 // The options every rank must agree on, as (--name, value) pairs; paths that may differ from
-// node to node (--data, --config, --timeline) are left out.
+// node to node (--data, --config, --timeline) are left out, and so are the options only rank 0
+// acts on (--checkpoint-*, --keep, --resume, --on-resize, --logdir: rank 0 decides and
+// broadcasts what the others need).
 std::vector<std::pair<std::string, std::string>> comparableOptions(const TrainConfig& config);
+
+// The configuration as `name = value` lines, the format of a --config file, as a checkpoint
+// stores it: the comparable options, --data and the checkpoint options (not --resume, --config,
+// --timeline, which say how a run was started rather than what it trains).
+std::string configLines(const TrainConfig& config);
 
 // "8M" -> 8388608; "64K", "1G", plain bytes.
 std::optional<std::size_t> parseByteSize(const std::string& text);

@@ -38,6 +38,8 @@ class Optimizer {
   }
   virtual void finishStep() { ++steps_; }
   std::int64_t steps() const { return steps_; }
+  // Resuming from a checkpoint: the step count the saved optimiser had reached.
+  void restoreSteps(std::int64_t steps) { steps_ = steps; }
   // The optimiser's state (momentum, moments), for checkpoints.
   virtual std::vector<std::span<float>> state() = 0;
 

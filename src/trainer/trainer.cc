@@ -4,13 +4,20 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <filesystem>
 #include <limits>
+#include <thread>
+#include <variant>
 
 #include "collectives/fingerprint.h"
 #include "collectives/steady_clock.h"
 #include "src/common/log.h"
+#include "src/storage/checkpoint.h"
 
 namespace ringtrain {
 namespace {
@@ -280,6 +287,7 @@ void Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
   summary.trainingSeconds += secondsBetween(start, finished);
   windowLoss_ += result.lossSum;
   windowSamples_ += result.samples;
+  windowCorrect_ += result.correct;
 }
 
 models::BatchResult Trainer::evaluate() {
@@ -325,8 +333,201 @@ models::BatchResult Trainer::evaluate() {
   return global;
 }
 
+namespace {
+
+// A resume decision crosses the ranks as int64 words: what it is, the ResumePoint's numbers,
+// and for a refusal its text, packed into words.
+enum ResumeKind : std::int64_t { kFreshStart = 0, kResumed = 1, kRefused = 2 };
+
+void broadcastText(collectives::Communicator& comm, std::string& text) {
+  std::int64_t length = static_cast<std::int64_t>(text.size());
+  comm.broadcast(std::span<std::int64_t>(&length, 1), 0);
+  if (length == 0) return;
+  std::vector<std::int64_t> words(static_cast<std::size_t>(length + 7) / 8, 0);
+  if (comm.rank() == 0) std::memcpy(words.data(), text.data(), text.size());
+  comm.broadcast(std::span<std::int64_t>(words), 0);
+  text.assign(reinterpret_cast<const char*>(words.data()), static_cast<std::size_t>(length));
+}
+
+// A saved configuration without its "# ..." lines, to compare with this run's configLines.
+std::string withoutComments(std::string_view text) {
+  std::string kept;
+  while (!text.empty()) {
+    const std::size_t end = std::min(text.find('\n'), text.size());
+    if (!text.starts_with("#")) kept.append(text.substr(0, end)).append("\n");
+    text.remove_prefix(std::min(end + 1, text.size()));
+  }
+  return kept;
+}
+
+}  // namespace
+
+void Trainer::resume() {
+  std::array<std::int64_t, 7> words{};
+  std::string refusal;
+  if (control_->rank() == 0) {
+    std::optional<ResumePoint> point;
+    try {
+      point = resumePointOnRoot();
+    } catch (const std::exception& e) {
+      refusal = e.what();
+    }
+    words[0] = !refusal.empty() ? kRefused : point ? kResumed : kFreshStart;
+    if (point) {
+      words = {kResumed,
+               point->step,
+               point->sampler.epoch,
+               point->sampler.step,
+               point->optimizerSteps,
+               point->batchSize,
+               std::bit_cast<std::int64_t>(point->baseLr)};
+    }
+  }
+  control_->broadcast(std::span<std::int64_t>(words), 0);
+  if (words[0] == kRefused) {
+    broadcastText(*control_, refusal);
+    throw ResumeRefused(refusal);
+  }
+  if (words[0] == kFreshStart) return;
+  // Rank 0 has restored its model and optimiser from the file; the others take them from it.
+  control_->broadcast(model_.parameters(), 0);
+  for (const std::span<float> state : optimizer_->state())
+    control_->broadcast(state, 0);
+  ResumePoint point;
+  point.step = words[1];
+  point.sampler = {words[2], words[3]};
+  point.optimizerSteps = words[4];
+  point.batchSize = static_cast<int>(words[5]);
+  point.baseLr = std::bit_cast<double>(words[6]);
+  continueAt(point);
+}
+
+std::optional<ResumePoint> Trainer::resumePointOnRoot() {
+  namespace fs = std::filesystem;
+  std::optional<storage::ResumePlan> plan;
+  if (config_.resume != "none") {
+    plan = storage::resolveResume(config_.resume, config_.checkpointDir, model_.describe());
+  }
+  const std::int64_t start = plan ? plan->content.step : 0;
+  // Checkpoints of --checkpoint-dir newer than this run's start would be taken for this run's by
+  // a later --resume auto (and keep-N would prune this run's first). With --resume auto (or the
+  // folder itself) every newer one was unreadable, and was reported as skipped.
+  std::error_code ec;
+  const bool searchedTheFolder =
+      plan && !config_.checkpointDir.empty() &&
+      (config_.resume == "auto" || fs::equivalent(config_.resume, config_.checkpointDir, ec));
+  if (!config_.checkpointDir.empty() && !searchedTheFolder) {
+    const std::vector<std::int64_t> steps = storage::checkpointSteps(config_.checkpointDir);
+    if (!steps.empty() && steps.front() > start) {
+      throw storage::CheckpointError(fmt::format(
+          "--checkpoint-dir {} already holds checkpoints up to step {} ({}), newer than this "
+          "run's start at step {}: continue them with --resume auto, or move them away",
+          config_.checkpointDir, steps.front(), storage::checkpointFileName(steps.front()), start));
+    }
+  }
+  if (!plan) {
+    if (config_.resume == "auto") {
+      log("no checkpoint in " + config_.checkpointDir + " yet: starting from step 0");
+    }
+    return std::nullopt;
+  }
+  auto decision = planResume(plan->content, config_, control_->size(), train_.size());
+  if (const std::string* refusal = std::get_if<std::string>(&decision)) {
+    throw storage::CheckpointError(plan->path.string() + ": " + *refusal);
+  }
+  const ResumePoint point = std::get<ResumePoint>(decision);
+  restoreCheckpoint(plan->content, model_, *optimizer_, config_.optimizer, plan->path);
+  log(storage::describeResume(*plan));
+  TrainConfig resumed = config_;
+  resumed.batchSize = point.batchSize;
+  // Where this run keeps its files is no change worth a line.
+  std::string changes;
+  for (const std::string& change :
+       storage::configChanges(withoutComments(plan->content.config), configLines(resumed))) {
+    const bool whereFilesGo = change.starts_with("checkpoint-dir:") ||
+                              change.starts_with("checkpoint-every:") ||
+                              change.starts_with("keep:") || change.starts_with("logdir:");
+    if (!whereFilesGo) changes += (changes.empty() ? "" : "; ") + change;
+  }
+  if (!changes.empty()) log("options changed since that checkpoint: " + changes);
+  for (const std::string& note : point.notes)
+    log(note);
+  if (environment_.trainingLog) environment_.trainingLog->markResumed(point.step);
+  return point;
+}
+
+void Trainer::continueAt(const ResumePoint& point) {
+  firstStep_ = point.step;
+  lastCheckpointStep_ = point.step;
+  optimizer_->restoreSteps(point.optimizerSteps);
+  if (point.batchSize != config_.batchSize) {
+    config_.batchSize = point.batchSize;
+    model_.reserve(config_.batchSize);
+    const std::size_t sampleSize = static_cast<std::size_t>(train_.sampleShape().elements());
+    inputs_.resize(static_cast<std::size_t>(config_.batchSize) * sampleSize);
+    labels_.resize(static_cast<std::size_t>(config_.batchSize));
+    values_.resize(static_cast<std::size_t>(config_.batchSize));
+  }
+  sampler_ = data::ShardedSampler(samplerOptions(config_, train_.size(), *control_), point.sampler);
+  stepsPerEpoch_ = sampler_.stepsPerEpoch();
+  if (config_.steps > 0) {
+    plannedSteps_ = std::max(config_.steps, firstStep_);
+  } else {
+    // The rest of this epoch and the epochs after it, in this run's layout.
+    const data::SamplerPosition at = sampler_.position();
+    const std::int64_t left =
+        config_.epochs * stepsPerEpoch_ - (at.epoch * stepsPerEpoch_ + at.step);
+    plannedSteps_ = firstStep_ + std::max<std::int64_t>(0, left);
+  }
+  schedule_.baseLr = point.baseLr;
+  schedule_.totalSteps = plannedSteps_;
+}
+
+void Trainer::saveCheckpoint(std::int64_t step, TrainingSummary& summary) {
+  lastCheckpointStep_ = step;
+  if (control_->rank() != 0 || config_.checkpointDir.empty()) return;
+  const std::int64_t start = collectives::steadyNowNs();
+  storage::CheckpointWriteResult written;
+  try {
+    written = storage::writeCheckpoint(
+        config_.checkpointDir,
+        checkpointContent(model_, *optimizer_, config_, step, sampler_.position(), control_->size(),
+                          schedule_.baseLr),
+        config_.keep);
+  } catch (const std::exception& e) {
+    // The checkpoints written before are intact; training on without the ones asked for could
+    // throw hours away at the next failure.
+    collectives::abortJob(fmt::format("error: checkpoint at step {}: {}", step, e.what()));
+  }
+  traceSpan("checkpoint", "checkpoint", start);
+  const double seconds = secondsBetween(start, collectives::steadyNowNs());
+  ++summary.checkpoints;
+  summary.checkpointSeconds += seconds;
+  summary.lastCheckpoint = written.path.string();
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(written.path, ec);
+  log(fmt::format("checkpoint {} written ({:.1f} MB in {:.1f} ms)", written.path.string(),
+                  ec ? 0.0 : static_cast<double>(bytes) / 1e6, seconds * 1e3));
+  for (const std::string& warning : written.warnings)
+    log("warning: " + warning);
+}
+
+bool Trainer::stopRequestedAnywhere() {
+  std::int32_t flag = environment_.stopRequested->load(std::memory_order_relaxed) ? 1 : 0;
+  control_->allreduce(std::span<std::int32_t>(&flag, 1), collectives::ReduceOp::kMax);
+  return flag != 0;
+}
+
+void Trainer::logScalars(std::string_view split, std::int64_t step,
+                         std::initializer_list<storage::Scalar> scalars) const {
+  if (environment_.trainingLog && control_->rank() == 0) {
+    environment_.trainingLog->write(split, step, scalars);
+  }
+}
+
 TrainingSummary Trainer::run() {
   TrainingSummary summary;
+  summary.firstStep = firstStep_;
   const std::int64_t wallStart = collectives::steadyNowNs();
   const std::int64_t globalBatch = static_cast<std::int64_t>(config_.batchSize) * control_->size();
   log(fmt::format(
@@ -334,59 +535,110 @@ TrainingSummary Trainer::run() {
       "({} per rank), {} steps per epoch; {} gradient bucket(s) up to {} KiB, "
       "overlap {}, compression {}",
       config_.model, model_.parameterCount(), control_->size(), control_->backendName(),
-      plannedSteps_, globalBatch, config_.batchSize, stepsPerEpoch_, reducer_->buckets().size(),
+      firstStep_ > 0 ? fmt::format("{} (from {} to {})", plannedSteps_ - firstStep_, firstStep_ + 1,
+                                   plannedSteps_)
+                     : std::to_string(plannedSteps_),
+      globalBatch, config_.batchSize, stepsPerEpoch_, reducer_->buckets().size(),
       config_.fusionThresholdBytes >> 10, config_.overlap ? "on" : "off", config_.compression));
   log("data: " + train_.describe() + "; test: " + test_.describe());
 
   auto evaluateAndLog = [&](std::int64_t step) {
     summary.lastEvaluation = evaluate();
-    const std::int64_t epoch = step / stepsPerEpoch_;
+    const std::int64_t epoch = sampler_.position().epoch;  // epochs completed
+    const models::BatchResult& result = summary.lastEvaluation;
     if (isClassification()) {
       log(fmt::format("Accuracy at step {}: {:.4f}  (test loss {:.4f}, epoch {}, {} test samples)",
-                      step, summary.lastEvaluation.accuracy(), summary.lastEvaluation.meanLoss(),
-                      epoch, summary.lastEvaluation.samples));
+                      step, result.accuracy(), result.meanLoss(), epoch, result.samples));
+      logScalars("test", step, {{"loss", result.meanLoss()}, {"accuracy", result.accuracy()}});
     } else {
       log(fmt::format("Test loss at step {}: {:.6f}  (epoch {}, {} test samples)", step,
-                      summary.lastEvaluation.meanLoss(), epoch, summary.lastEvaluation.samples));
+                      result.meanLoss(), epoch, result.samples));
+      logScalars("test", step, {{"loss", result.meanLoss()}});
     }
   };
 
   double windowSeconds = 0;
+  double windowReduceSeconds = 0;
+  std::int64_t windowSteps = 0;
   std::int64_t samplesTrained = 0;
-  for (std::int64_t step = 0; step < plannedSteps_; ++step) {
+  std::int64_t step = firstStep_;
+  while (step < plannedSteps_) {
+    const data::SamplerPosition at = sampler_.position();
     const double before = summary.trainingSeconds;
+    const double reducedBefore = summary.reduceSeconds;
     trainStep(step, summary);
+    if (config_.testStepSleepMs > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(config_.testStepSleepMs));
+    }
     windowSeconds += summary.trainingSeconds - before;
-    samplesTrained += sampler_.batchSizeAt(step % stepsPerEpoch_) * control_->size();
+    windowReduceSeconds += summary.reduceSeconds - reducedBefore;
+    ++windowSteps;
+    samplesTrained += sampler_.batchSizeAt(at.step) * control_->size();
 
-    const std::int64_t done = step + 1;
+    const std::int64_t done = ++step;
     if (config_.logEvery > 0 && (done % config_.logEvery == 0 || done == plannedSteps_)) {
       // The loss over the window, all ranks: one small all-reduce every logEvery steps.
-      std::array<double, 2> window = {windowLoss_, static_cast<double>(windowSamples_)};
+      std::array<double, 3> window = {windowLoss_, static_cast<double>(windowSamples_),
+                                      static_cast<double>(windowCorrect_)};
       control_->allreduce(std::span<double>(window), collectives::ReduceOp::kSum);
       summary.lastTrainingLoss = window[1] > 0 ? window[0] / window[1] : 0;
       const double rate = window[1] / std::max(windowSeconds, 1e-9);
+      const double lr = learningRateAt(schedule_, done - 1);
       log(fmt::format("step {} (epoch {})  loss {:.4f}  lr {:.5f}  {:.0f} samples/s ({:.0f}/rank)",
-                      done, step / stepsPerEpoch_, summary.lastTrainingLoss,
-                      learningRateAt(schedule_, step), rate, rate / control_->size()));
+                      done, at.epoch, summary.lastTrainingLoss, lr, rate, rate / control_->size()));
+      const double reduceMs = 1e3 * windowReduceSeconds / static_cast<double>(windowSteps);
+      if (isClassification()) {
+        logScalars("train", done,
+                   {{"loss", summary.lastTrainingLoss},
+                    {"accuracy", window[1] > 0 ? window[2] / window[1] : 0},
+                    {"learning_rate", lr},
+                    {"samples_per_second", rate},
+                    {"allreduce_ms", reduceMs}});
+      } else {
+        logScalars("train", done,
+                   {{"loss", summary.lastTrainingLoss},
+                    {"learning_rate", lr},
+                    {"samples_per_second", rate},
+                    {"allreduce_ms", reduceMs}});
+      }
       windowLoss_ = 0;
       windowSamples_ = 0;
+      windowCorrect_ = 0;
       windowSeconds = 0;
+      windowReduceSeconds = 0;
+      windowSteps = 0;
     }
-    const bool epochEnd = done % stepsPerEpoch_ == 0;
+    const bool epochEnd = sampler_.position().step == 0;
     const bool periodic = config_.evalEvery > 0 && done % config_.evalEvery == 0;
     if (epochEnd || periodic || done == plannedSteps_) evaluateAndLog(done);
+    const bool checkpointDue =
+        config_.checkpointEvery > 0 ? done % config_.checkpointEvery == 0 : epochEnd;
+    if (checkpointDue && done < plannedSteps_) saveCheckpoint(done, summary);
+    // Every rank learns whether any was sent SIGTERM, and all stop after the same step.
+    if (environment_.stopRequested && done < plannedSteps_) {
+      const std::int64_t checkStart = collectives::steadyNowNs();
+      const bool stop = stopRequestedAnywhere();
+      summary.stopCheckSeconds += secondsBetween(checkStart, collectives::steadyNowNs());
+      if (stop) {
+        log(fmt::format("SIGTERM: stopping after step {} of {}", done, plannedSteps_));
+        summary.stoppedBySigterm = true;
+        break;
+      }
+    }
   }
+  if (step > firstStep_ && lastCheckpointStep_ != step) saveCheckpoint(step, summary);
 
-  summary.steps = plannedSteps_;
+  summary.steps = step - firstStep_;
+  summary.lastStep = step;
   // The slowest rank's time is the job's.
   double slowest = summary.trainingSeconds;
   control_->allreduce(std::span<double>(&slowest, 1), collectives::ReduceOp::kMax);
-  summary.samplesPerSecond = static_cast<double>(samplesTrained) / slowest;
+  summary.samplesPerSecond = static_cast<double>(samplesTrained) / std::max(slowest, 1e-9);
   summary.samplesPerSecondPerRank = summary.samplesPerSecond / control_->size();
   summary.trainingSeconds = slowest;
   const std::uint64_t print =
       collectives::fingerprint(model_.parameters().data(), model_.parameters().size_bytes());
+  summary.parameterFingerprint = print;
   // One all-reduce gives min and max: the minimum of ~x is ~(maximum of x).
   std::array<std::int64_t, 2> range = {static_cast<std::int64_t>(print),
                                        ~static_cast<std::int64_t>(print)};

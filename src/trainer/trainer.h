@@ -10,9 +10,12 @@
 // per-batch mean).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -26,17 +29,26 @@
 #include "data/sharded_sampler.h"
 #include "models/model.h"
 #include "models/model_factory.h"
+#include "src/storage/tensorboard_writer.h"
 #include "src/trainer/batch_source.h"
 #include "src/trainer/config.h"
 #include "src/trainer/consistency_check.h"
 #include "src/trainer/lr_schedule.h"
 #include "src/trainer/optimizer.h"
 #include "src/trainer/timeline.h"
+#include "src/trainer/training_checkpoint.h"
 
 namespace ringtrain {
 
 // Thrown on every rank, with the same text, when training must stop (--check-finite stop).
 class TrainingStopped : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Thrown by Trainer::resume on every rank, with the same text, when the checkpoint to resume
+// from is refused (damaged, another model, cannot be re-sharded onto this rank count).
+class ResumeRefused : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
@@ -50,12 +62,24 @@ struct TrainerEnvironment {
   // Called on every rank with what all ranks must agree on, before the first collective whose
   // shape depends on it (the weights' broadcast); it ends the job on a disagreement.
   std::function<void(const ConsistencyItems&)> checkConsistency;
+  storage::TrainingLog* trainingLog = nullptr;  // --logdir, on rank 0 (null elsewhere)
+  // Set by SIGTERM (SigtermHandler::received()). Non-null: the ranks compare their flags after
+  // every step and stop together; null on one rank means null on all (--sigterm-grace agrees).
+  const std::atomic<bool>* stopRequested = nullptr;
 };
 
 struct TrainingSummary {
-  std::int64_t steps = 0;
-  std::int64_t skippedSteps = 0;  // --check-finite skip
-  double trainingSeconds = 0;     // the steps alone, evaluation excluded (the slowest rank's)
+  std::int64_t steps = 0;      // trained by this run
+  std::int64_t firstStep = 0;  // > 0: resumed there
+  std::int64_t lastStep = 0;   // the steps done when the run ended
+  bool stoppedBySigterm = false;
+  int checkpoints = 0;  // written by rank 0
+  double checkpointSeconds = 0;
+  std::string lastCheckpoint;
+  std::uint64_t parameterFingerprint = 0;  // of the final parameters, for comparing runs
+  double stopCheckSeconds = 0;             // the per-step SIGTERM checks, on rank 0
+  std::int64_t skippedSteps = 0;           // --check-finite skip
+  double trainingSeconds = 0;  // the steps alone, evaluation excluded (the slowest rank's)
   double wallSeconds = 0;
   double samplesPerSecond = 0;  // all ranks together, over the training time
   double samplesPerSecondPerRank = 0;
@@ -81,6 +105,13 @@ class Trainer {
   // Lets `watchdog` watch this trainer's communicators until the trainer goes (the watchdog must
   // outlive the trainer).
   void watchWith(collectives::StallWatchdog& watchdog);
+  // Collective; after construction, before run(). Continues from --resume: rank 0 reads the
+  // checkpoint (with --resume auto, the newest good one of --checkpoint-dir), fits it to this
+  // run (src/trainer/training_checkpoint.h) and broadcasts parameters, optimiser state and
+  // position. Throws ResumeRefused on every rank when it cannot; also when --checkpoint-dir
+  // holds checkpoints newer than where this run starts (a later --resume auto would take them
+  // for this run's).
+  void resume();
   TrainingSummary run();
   // The test set, sharded across ranks; counts added up over all ranks.
   models::BatchResult evaluate();
@@ -88,12 +119,26 @@ class Trainer {
   models::Model<float>& model() { return model_; }
   const collectives::GradientReducer& reducer() const { return *reducer_; }
   std::int64_t plannedSteps() const { return plannedSteps_; }
+  std::int64_t firstStep() const { return firstStep_; }
+  int batchSize() const { return config_.batchSize; }
+  double baseLearningRate() const { return schedule_.baseLr; }
+  const Optimizer& optimizer() const { return *optimizer_; }
+  std::vector<std::span<float>> optimizerState() { return optimizer_->state(); }
 
  private:
   void trainStep(std::int64_t step, TrainingSummary& summary);
   void log(const std::string& line) const;
   bool isClassification() const { return train_.classes() > 0; }
   void traceSpan(std::string_view name, std::string_view category, std::int64_t start) const;
+  // Rank 0 writes a checkpoint of the state after `step` steps (a failure aborts the job).
+  void saveCheckpoint(std::int64_t step, TrainingSummary& summary);
+  // Collective: has any rank received SIGTERM?
+  bool stopRequestedAnywhere();
+  // Rank 0's part of resume(): the point to continue from, or nullopt for a fresh start.
+  std::optional<ResumePoint> resumePointOnRoot();
+  void continueAt(const ResumePoint& point);
+  void logScalars(std::string_view split, std::int64_t step,
+                  std::initializer_list<storage::Scalar> scalars) const;
 
   TrainConfig config_;
   const BatchSource& train_;
@@ -110,6 +155,8 @@ class Trainer {
   LrScheduleOptions schedule_;
   std::int64_t plannedSteps_ = 0;
   std::int64_t stepsPerEpoch_ = 0;
+  std::int64_t firstStep_ = 0;            // a resumed run's first step
+  std::int64_t lastCheckpointStep_ = -1;  // the step of this run's newest checkpoint
   // The averaged gradients, reduced out of place into a persistent huge-page buffer: in place the
   // ring overwrites lines the other rank has just read (allreduce_perf, 2 ranks, 2.7 MB: 0.30 ms
   // in place against 0.17 out of place). One rank averages nothing and uses the gradients.
@@ -122,6 +169,7 @@ class Trainer {
   std::vector<float> values_;
   double windowLoss_ = 0;  // sum of this rank's per-sample losses since the last log line
   std::int64_t windowSamples_ = 0;
+  std::int64_t windowCorrect_ = 0;
 };
 
 // The model spec of a configuration and the data it trains on.
