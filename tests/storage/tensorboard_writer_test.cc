@@ -1,7 +1,8 @@
-// TensorBoard logs, decoded without the writer's help: the TFRecord framing is parsed here and
-// every length and data CRC checked with the test's own bitwise CRC-32C; each record's bytes are
-// then decoded by `protoc --decode_raw` (no schema at all) and by the generated Event class; the
-// tags, steps and values must be the ones written. metrics.jsonl is parsed as JSON.
+// TensorBoard logs, decoded without the writer's help: the TFRecord framing is parsed and every
+// length and data CRC checked with the tests' own bitwise CRC-32C (event_file_reader.h); each
+// record's bytes are then decoded by `protoc --decode_raw` (no schema at all) and by the generated
+// Event class; the tags, steps and values must be the ones written. metrics.jsonl is parsed as
+// JSON.
 #include "src/storage/tensorboard_writer.h"
 
 #include <gmock/gmock.h>
@@ -17,6 +18,7 @@
 
 #include "tensorboard_event.pb.h"
 #include "tests/data/data_test_support.h"
+#include "tests/storage/event_file_reader.h"
 #include "tests/storage/storage_test_support.h"
 
 namespace ringtrain::storage {
@@ -26,58 +28,13 @@ namespace fs = std::filesystem;
 using data::testing::readRaw;
 using data::testing::TempFolder;
 using ::testing::ElementsAre;
+using testing::floatBits;
 using ::testing::HasSubstr;
+using testing::readRecords;
 
-std::uint64_t littleEndian(const std::uint8_t* p, int bytes) {
-  std::uint64_t value = 0;
-  for (int i = 0; i < bytes; ++i)
-    value |= std::uint64_t{p[i]} << (8 * i);
-  return value;
-}
-
-// Every record's data, after checking its framing: length, masked CRC of the length, data,
-// masked CRC of the data, and nothing after the last record.
-std::vector<std::vector<std::uint8_t>> readRecords(const fs::path& path) {
-  const std::vector<std::uint8_t> bytes = readRaw(path);
-  std::vector<std::vector<std::uint8_t>> records;
-  std::size_t at = 0;
-  while (at < bytes.size()) {
-    EXPECT_GE(bytes.size() - at, 12u) << "a record header is cut short at " << at;
-    if (bytes.size() - at < 12) break;
-    const std::uint64_t length = littleEndian(&bytes[at], 8);
-    EXPECT_EQ(littleEndian(&bytes[at + 8], 4),
-              testing::referenceMaskedCrc32c(std::span(&bytes[at], 8)))
-        << "length CRC of the record at " << at;
-    EXPECT_LE(at + 12 + length + 4, bytes.size()) << "a record's data is cut short at " << at;
-    if (at + 12 + length + 4 > bytes.size()) break;
-    const std::span<const std::uint8_t> data(&bytes[at + 12], length);
-    EXPECT_EQ(littleEndian(&bytes[at + 12 + length], 4), testing::referenceMaskedCrc32c(data))
-        << "data CRC of the record at " << at;
-    records.emplace_back(data.begin(), data.end());
-    at += 12 + length + 4;
-  }
-  return records;
-}
-
-// protoc's schema-less decoding of one record's bytes.
+// protoc's decoding of one record, through a scratch file in `folder`.
 std::string decodeRaw(const std::vector<std::uint8_t>& record, const TempFolder& folder) {
-  const fs::path input = folder / "record.bin";
-  data::testing::writeRaw(input, record);
-  const std::string command = std::string(RINGTRAIN_PROTOC) + " --decode_raw < " + input.string();
-  std::FILE* pipe = popen(command.c_str(), "r");
-  EXPECT_NE(pipe, nullptr);
-  std::string text;
-  char buffer[4096];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;)
-    text.append(buffer, n);
-  EXPECT_EQ(pclose(pipe), 0) << "protoc --decode_raw failed on a record: " << text;
-  return text;
-}
-
-std::string floatBits(float value) {
-  char text[16];
-  std::snprintf(text, sizeof text, "0x%08x", std::bit_cast<std::uint32_t>(value));
-  return text;
+  return testing::decodeRaw(record, folder / "record.bin", RINGTRAIN_PROTOC);
 }
 
 // The one event file of a folder.
