@@ -1,0 +1,236 @@
+#!/usr/bin/env bash
+# Scaling sweep on a cluster simulated on one machine (netns_cluster.sh): the all-reduce benchmark
+# and the synthetic training benchmark for 1, 2, 4 ranks, one rank per host, at several link
+# speeds, for each backend, with overlap and compression on and off. Every measurement leaves its
+# log (and allreduce_perf's JSON) under OUT/raw/ and one line in OUT/raw/runs.jsonl; the report
+# step merges them into OUT/scaling.json, OUT/tables.md and PNG plots (gnuplot).
+#
+#   scripts/mpirun/scaling_sweep.sh [options] [PART...]
+#   scripts/mpirun/scaling_sweep.sh                       # every part, results in docs/scaling/
+#   scripts/mpirun/scaling_sweep.sh --lock /tmp/ringtrain-cpu.lock path allreduce
+#   scripts/mpirun/scaling_sweep.sh --quick --out /tmp/sweep   # CI smoke test, about a minute
+#
+# Parts, in this order when none is named (path targets allreduce baseline train baseline report;
+# each can run alone, and results accumulate in OUT):
+#   path       the unshaped namespace path: allreduce_perf on 2 hosts without shaping, to know
+#              the rate above which a shaped link would measure the machine, not the link
+#   targets    the issue's two targets in one run, on 1 Gbit/s links: (a) ring bus bandwidth
+#              against the link rate and against MPI_Allreduce, 2 and 4 hosts; (b) a model of
+#              28.4M parameters, the engine against plain per-layer all-reduce without overlap
+#   allreduce  allreduce_perf (ring and MPI_Allreduce side by side) on 2 and 4 hosts per rate
+#   baseline   the training benchmark on 1 host (the denominator of scaling efficiency)
+#   train      ringtrain train --synthetic on 2 and 4 hosts per rate, both backends, engine
+#              settings per-layer (no fusion, no overlap), overlap, overlap+fp16
+#   report     scaling.json, tables.md and the plots from what OUT/raw holds
+#
+# Options:
+#   --out DIR     results folder (default docs/scaling)
+#   --bin DIR     folder with ringtrain and allreduce_perf (default build-cluster/bin, else build/bin)
+#   --rates LIST  shaped link rates for allreduce and train (default 1gbit,300mbit,100mbit; the
+#                 word "unshaped" adds runs without shaping)
+#   --hosts LIST  host counts above 1 (default 2,4; 1 host is always the training baseline)
+#   --quick       tiny sizes and few steps, 2 hosts, 1gbit only: checks the machinery, measures
+#                 nothing worth keeping
+#   --lock FILE   hold `flock -x FILE` around each part (the training part: each link rate),
+#                 never around the whole sweep, so builds and tests sharing the machine neither
+#                 disturb the measurements nor wait long
+#   --fresh       delete OUT/raw first
+# Needs root (network namespaces), Open MPI, python3 and, for the plots, gnuplot.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
+say() { printf '[scaling-sweep] %s\n' "$*" >&2; }
+die() { say "error: $*"; exit 2; }
+
+out="$root/docs/scaling" bin="" rates="1gbit,300mbit,100mbit" host_counts="2,4" quick=0 lock="" fresh=0
+parts=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) out="${2:?--out needs a folder}"; shift 2 ;;
+    --bin) bin="${2:?--bin needs a folder}"; shift 2 ;;
+    --rates) rates="${2:?--rates needs a list like 1gbit,100mbit}"; shift 2 ;;
+    --hosts) host_counts="${2:?--hosts needs a list like 2,4}"; shift 2 ;;
+    --quick) quick=1; shift ;;
+    --lock) lock="${2:?--lock needs a file}"; shift 2 ;;
+    --fresh) fresh=1; shift ;;
+    -h | --help) usage; exit 0 ;;
+    path | allreduce | baseline | train | targets | report) parts+=("$1"); shift ;;
+    *) die "unknown option or part '$1' (see --help)" ;;
+  esac
+done
+[ "${#parts[@]}" -gt 0 ] || parts=(path targets allreduce baseline train baseline report)
+if [ -z "$bin" ]; then
+  bin="$root/build-cluster/bin"
+  [ -x "$bin/ringtrain" ] || bin="$root/build/bin"
+fi
+for program in ringtrain allreduce_perf; do
+  [ -x "$bin/$program" ] || die "$bin/$program not found: build first (cmake --build build-cluster)"
+done
+IFS=, read -r -a rate_list <<<"$rates"
+IFS=, read -r -a host_list <<<"$host_counts"
+for rate in "${rate_list[@]}"; do
+  [[ "$rate" =~ ^(unshaped|[0-9]+(\.[0-9]+)?[kmg]?bit)$ ]] || die "--rates: '$rate' is not a rate like 1gbit"
+done
+for hosts in "${host_list[@]}"; do
+  [[ "$hosts" =~ ^[2-9]$|^[1-9][0-9]+$ ]] || die "--hosts: '$hosts' is not a host count above 1"
+done
+
+cluster="$root/scripts/mpirun/netns_cluster.sh"
+quick_flag=()
+[ "$quick" -eq 0 ] || quick_flag=(--quick)
+raw="$out/raw"
+[ "$fresh" -eq 0 ] || rm -rf "$raw"
+mkdir -p "$raw"
+
+# The sizes and lengths of each kind of measurement. The all-reduce sweep stops at 16 MiB below
+# 1 Gbit/s (32 MiB at 100 Mbit/s is 4 s per call); training runs long enough that start-up and
+# the first step's page faults are a few percent of the time.
+if [ "$quick" -eq 1 ]; then
+  rate_list=(1gbit) host_list=(2)
+  allreduce_sizes=(-b 64K -e 1M -f 4 -w 1 -n 2)
+  path_sizes=(-b 1M -e 4M -f 4 -w 1 -n 2)
+  scaling_model=(--model mlp --hidden 256 --batch-size 32) scaling_steps=(--steps 5)
+  target_model=(--model mlp --hidden "512,512" --batch-size 32) target_steps=(--steps 4)
+  target_sizes=(-b 1M -e 4M -f 4 -w 1 -n 2)
+else
+  allreduce_sizes=(-b 64K -e 16M -f 4 -w 2 -n 5)
+  path_sizes=(-b 64K -e 64M -f 4 -w 2 -n 10)
+  # The MLP 784-1024-1024-10 (1.86M parameters, 7.4 MB of gradients), 512 samples per rank.
+  scaling_model=(--model mlp --hidden "1024,1024" --batch-size 512) scaling_steps=(--steps 20)
+  # The MLP 784-4096-4096-2048-10: 28.4M parameters, 114 MB of gradients per step.
+  target_model=(--model mlp --hidden "4096,4096,2048" --batch-size 64) target_steps=(--steps 12)
+  target_sizes=(-b 1M -e 32M -f 2 -w 2 -n 5)
+fi
+common_train=(train --synthetic --log-every 0 --lr 0.01 --seed 1)
+
+# Engine settings by name: how the gradients of a step are averaged.
+#   per-layer     one all-reduce per layer (a fusion threshold of 1 byte makes every layer its
+#                 own bucket), after backward, nothing overlapped: plain data parallelism
+#   fused         one bucket of up to 64 MiB (the whole model here), after backward
+#   overlap       buckets of 8 MiB (the default) reduced while backward runs
+#   overlap-fp16  the same, gradients cross the wire as float16 (bf16 likewise)
+engine_options() {
+  case "$1" in
+    per-layer) echo "--overlap off --fusion-threshold 1 --compression none" ;;
+    fused) echo "--overlap off --fusion-threshold 64M --compression none" ;;
+    overlap) echo "--overlap on --fusion-threshold 8M --compression none" ;;
+    overlap-fp16) echo "--overlap on --fusion-threshold 8M --compression fp16" ;;
+    overlap-bf16) echo "--overlap on --fusion-threshold 8M --compression bf16" ;;
+    *) die "unknown engine setting $1" ;;
+  esac
+}
+
+# measure NAME HOSTS RATE FIELDS_JSON COMMAND...: runs COMMAND on a fresh cluster of HOSTS hosts
+# with links at RATE, logs to raw/NAME.log and appends a record to raw/runs.jsonl. FIELDS_JSON
+# is extra JSON members (without braces) describing the run.
+measure() {
+  local name="$1" hosts="$2" rate="$3" fields="$4" status=0 shaping=() started
+  shift 4
+  [ "$rate" = unshaped ] || shaping=(--rate "$rate")
+  local runner=("$cluster" --hosts "$hosts" "${shaping[@]}" --)
+  say "$name: $hosts host(s), links $rate: $*"
+  started="$(date -u +%FT%TZ)"
+  timeout 600 "${runner[@]}" "$@" >"$raw/$name.log" 2>&1 || status=$?
+  [ "$status" -eq 0 ] || say "$name failed (exit status $status): see $raw/$name.log"
+  printf '{"name":"%s","hosts":%d,"rate":"%s","status":%d,"started":"%s",%s}\n' \
+    "$name" "$hosts" "$rate" "$status" "$started" "$fields" >>"$raw/runs.jsonl"
+}
+
+# allreduce NAME HOSTS RATE SIZES... [-- EXTRA...]: allreduce_perf, ring and mpi side by side.
+allreduce() {
+  local name="$1" hosts="$2" rate="$3"
+  shift 3
+  measure "$name" "$hosts" "$rate" "\"kind\":\"allreduce\",\"json\":\"$name.json\",\"options\":\"$*\"" \
+    mpirun -np "$hosts" "$bin/allreduce_perf" "$@" --json "$raw/$name.json"
+}
+
+# train NAME HOSTS RATE BACKEND ENGINE MODEL_ARGS...: one ringtrain run, one rank per host.
+train() {
+  local name="$1" hosts="$2" rate="$3" backend="$4" engine="$5" engine_args
+  shift 5
+  read -r -a engine_args <<<"$(engine_options "$engine")"
+  measure "$name" "$hosts" "$rate" \
+    "\"kind\":\"train\",\"backend\":\"$backend\",\"engine\":\"$engine\",\"model_args\":\"$*\"" \
+    mpirun -np "$hosts" "$bin/ringtrain" "${common_train[@]}" --expect-world-size "$hosts" \
+    --backend "$backend" "${engine_args[@]}" "$@"
+}
+
+part_path() {
+  allreduce "path-2hosts-unshaped" 2 unshaped "${path_sizes[@]}"
+}
+
+part_allreduce() {
+  local rate hosts
+  for rate in "${rate_list[@]}"; do
+    for hosts in "${host_list[@]}"; do
+      allreduce "allreduce-${hosts}hosts-$rate" "$hosts" "$rate" "${allreduce_sizes[@]}"
+    done
+  done
+}
+
+part_train() {
+  local rate hosts backend engine
+  for rate in "${rate_list[@]}"; do
+    for hosts in "${host_list[@]}"; do
+      for backend in ring mpi; do
+        for engine in per-layer overlap overlap-fp16; do
+          train "train-${hosts}hosts-$rate-$backend-$engine" "$hosts" "$rate" "$backend" "$engine" \
+            "${scaling_model[@]}" "${scaling_steps[@]}"
+        done
+      done
+    done
+  done
+}
+
+# One rank: no all-reduce at all (backend and engine do not matter), the baseline of every
+# efficiency. The default order runs it before and after the training part, to see the drift.
+part_baseline() {
+  local name="train-1host-a"
+  if grep -q '"name":"train-1host-a"' "$raw/runs.jsonl" 2>/dev/null; then name="train-1host-b"; fi
+  train "$name" 1 unshaped ring per-layer "${scaling_model[@]}" "${scaling_steps[@]}"
+}
+
+part_targets() {
+  local hosts engine
+  local rate=1gbit
+  for hosts in "${host_list[@]}"; do
+    allreduce "target-a-${hosts}hosts" "$hosts" "$rate" "${target_sizes[@]}"
+  done
+  train "target-b-1host" 1 unshaped ring per-layer "${target_model[@]}" "${target_steps[@]}"
+  for hosts in "${host_list[@]}"; do
+    train "target-b-${hosts}hosts-mpi-per-layer" "$hosts" "$rate" mpi per-layer \
+      "${target_model[@]}" "${target_steps[@]}"
+    for engine in per-layer fused overlap overlap-fp16 overlap-bf16; do
+      train "target-b-${hosts}hosts-ring-$engine" "$hosts" "$rate" ring "$engine" \
+        "${target_model[@]}" "${target_steps[@]}"
+    done
+  done
+}
+
+part_report() {
+  local machine
+  machine="$(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), $(uname -r), $(mpirun --version 2>/dev/null | head -1)"
+  python3 "$root/scripts/mpirun/scaling_report.py" --raw "$raw" --out "$out" --machine "$machine" \
+    --quick "$quick"
+}
+
+[ "$(id -u)" -eq 0 ] || [ "${parts[*]}" = report ] || die "needs root to make network namespaces (run with sudo)"
+# With --lock, each part runs under one exclusive hold (the training part once per link rate), so
+# that no hold lasts much over five minutes and the sweep needs few gaps in others' work.
+for part in "${parts[@]}"; do
+  if [ -z "$lock" ] || [ "$part" = report ]; then
+    say "part $part"
+    "part_$part"
+  elif [ "$part" = train ]; then
+    for rate in "${rate_list[@]}"; do
+      say "part train, links $rate: waiting for the lock $lock"
+      flock -x "$lock" "${BASH_SOURCE[0]}" --out "$out" --bin "$bin" --rates "$rate" --hosts "$host_counts" \
+        "${quick_flag[@]}" train
+    done
+  else
+    say "part $part: waiting for the lock $lock"
+    flock -x "$lock" "${BASH_SOURCE[0]}" --out "$out" --bin "$bin" --rates "$rates" --hosts "$host_counts" \
+      "${quick_flag[@]}" "$part"
+  fi
+done
