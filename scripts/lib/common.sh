@@ -12,8 +12,9 @@ RINGTRAIN_PACKAGES=(
   libgtest-dev
   # fuzzing and sanitizers (libFuzzer needs clang)
   clang libclang-rt-14-dev libfuzzer-14-dev
-  # the Kubernetes manifest validator, multi-host simulation and plots
-  python3-yaml python3-jsonschema iproute2 gnuplot-nox
+  # the Kubernetes manifest checks (CRD schema, API types), shellcheck of the cluster scripts,
+  # multi-host simulation and plots
+  python3-yaml python3-jsonschema python3-kubernetes shellcheck iproute2 gnuplot-nox
 )
 
 ringtrain_say() { printf '[ringtrain] %s\n' "$*" >&2; }
