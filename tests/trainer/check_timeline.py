@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Checks a ringtrain --timeline file: valid JSON in Chrome's trace format with, on every rank,
 forward and backward spans for every layer, each bucket's all-reduce with its bytes and backend,
-waits, optimiser updates and evaluation (and checkpoints when asked).
+waits, optimiser updates and evaluation (and, when asked, checkpoints on rank 0).
 
   check_timeline.py FILE --ranks N --layers fc1,relu1,... --backend ring [--require CATEGORY]...
+                     [--require-rank0 CATEGORY]...
 
 Prints one line per problem and exits 1 if there is any.
 """
@@ -20,7 +21,9 @@ def main():
     parser.add_argument("--layers", required=True, help="comma-separated layer names")
     parser.add_argument("--backend", required=True)
     parser.add_argument("--require", action="append", default=[],
-                        help="a further category every rank must have (e.g. checkpoint)")
+                        help="a further category every rank must have")
+    parser.add_argument("--require-rank0", action="append", default=[],
+                        help="a further category rank 0 must have (checkpoint: rank 0 writes)")
     args = parser.parse_args()
 
     try:
@@ -72,7 +75,8 @@ def main():
                                 f"want {args.backend!r}: {e}")
                 break
         categories = {e["cat"] for e in mine}
-        for category in ["wait", "optimizer", "evaluation", "data"] + args.require:
+        wanted = ["wait", "optimizer", "evaluation", "data"] + args.require
+        for category in wanted + (args.require_rank0 if rank == 0 else []):
             if category not in categories:
                 problems.append(f"rank {rank}: no '{category}' span")
     for p in problems[:20]:

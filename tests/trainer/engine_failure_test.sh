@@ -4,7 +4,7 @@
 # the stall watchdog and the job ends within the time-out plus a few seconds, for each backend;
 # ranks started with different options are stopped at start-up with the differing rank and value;
 # a NaN in the averaged gradients stops the job (--check-finite stop) or skips the step (skip);
-# --timeline writes a trace with the expected events on every rank. After every case no ringtrain
+# --timeline writes a trace with the expected events on every rank (rank 0's checkpoints included). After every case no ringtrain
 # process is left.
 #   engine_failure_test.sh RINGTRAIN CHECK_TIMELINE_PY MPIEXEC [MPIEXEC FLAGS...]
 set -uo pipefail
@@ -120,9 +120,9 @@ for backend in ring mpi; do
   trace="$work/timeline-$backend.json"
   expect "timeline, $backend backend" 0 60 "timeline written to $trace" \
     -np 2 "${train[@]}" --steps 30 --backend "$backend" --fusion-threshold 256K \
-    --timeline "$trace" &&
+    --timeline "$trace" --checkpoint-dir "$work/checkpoints-$backend" --checkpoint-every 10 &&
     if ! python3 "$check_timeline" "$trace" --ranks 2 --backend "$backend" \
-      --layers fc1,relu1,fc2,relu2,fc3; then
+      --layers fc1,relu1,fc2,relu2,fc3 --require-rank0 checkpoint; then
       fail "timeline, $backend backend: the trace lacks events"
     fi
 done
