@@ -1,5 +1,7 @@
 #include "src/trainer/config.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <cctype>
@@ -29,6 +31,11 @@ std::optional<std::vector<int>> parseIntList(const std::string& text) {
 }
 
 namespace {
+
+// A default as --help shows it: 0.1, not 0.10000000000000001.
+std::string shortest(double value) {
+  return fmt::format("{}", value);
+}
 
 struct RawOptions {
   std::string hidden = "512,512";
@@ -60,7 +67,7 @@ po::options_description trainOptions(TrainConfig& c, RawOptions& raw) {
       ("seed", po::value(&c.seed)->default_value(c.seed), "seed of the initial weights and the data order")
       ("eval-every", po::value(&c.evalEvery)->default_value(c.evalEvery), "also evaluate every N steps (0: at each epoch's end only)")
       ("log-every", po::value(&c.logEvery)->default_value(c.logEvery), "log the training loss every N steps")
-      ("backend", po::value(&c.backend)->default_value(c.backend), "gradient all-reduce: mpi | ring")
+      ("backend", po::value(&c.backend)->default_value(c.backend), "gradient all-reduce: mpi | ring | hierarchical")
       ("expect-world-size", po::value(&c.expectWorldSize)->default_value(c.expectWorldSize), "refuse to run unless mpirun started exactly this many ranks (0: any)");
   po::options_description engine("Gradient engine");
   engine.add_options()
@@ -73,17 +80,17 @@ po::options_description trainOptions(TrainConfig& c, RawOptions& raw) {
   po::options_description optimiser("Optimiser");
   optimiser.add_options()
       ("optimizer", po::value(&c.optimizer)->default_value(c.optimizer), "sgd | adam | adamw")
-      ("lr", po::value(&c.learningRate)->default_value(c.learningRate), "learning rate")
-      ("momentum", po::value(&c.momentum)->default_value(c.momentum), "sgd momentum")
+      ("lr", po::value(&c.learningRate)->default_value(c.learningRate, shortest(c.learningRate)), "learning rate")
+      ("momentum", po::value(&c.momentum)->default_value(c.momentum, shortest(c.momentum)), "sgd momentum")
       ("nesterov", po::value(&c.nesterov)->implicit_value(true)->default_value(false), "sgd: Nesterov momentum")
-      ("weight-decay", po::value(&c.weightDecay)->default_value(c.weightDecay), "L2 penalty (sgd, adam) or decoupled decay (adamw)")
-      ("beta1", po::value(&c.beta1)->default_value(c.beta1), "adam: first-moment decay")
-      ("beta2", po::value(&c.beta2)->default_value(c.beta2), "adam: second-moment decay")
-      ("epsilon", po::value(&c.epsilon)->default_value(c.epsilon), "adam: denominator term")
+      ("weight-decay", po::value(&c.weightDecay)->default_value(c.weightDecay, shortest(c.weightDecay)), "L2 penalty (sgd, adam) or decoupled decay (adamw)")
+      ("beta1", po::value(&c.beta1)->default_value(c.beta1, shortest(c.beta1)), "adam: first-moment decay")
+      ("beta2", po::value(&c.beta2)->default_value(c.beta2, shortest(c.beta2)), "adam: second-moment decay")
+      ("epsilon", po::value(&c.epsilon)->default_value(c.epsilon, shortest(c.epsilon)), "adam: denominator term")
       ("lr-schedule", po::value(&c.lrSchedule)->default_value(c.lrSchedule), "constant | step | cosine")
       ("warmup-steps", po::value(&c.warmupSteps)->default_value(c.warmupSteps), "linear warm-up steps")
       ("lr-step-size", po::value(&c.lrStepSize)->default_value(c.lrStepSize), "step schedule: steps between decays")
-      ("lr-gamma", po::value(&c.lrGamma)->default_value(c.lrGamma), "step schedule: decay factor")
+      ("lr-gamma", po::value(&c.lrGamma)->default_value(c.lrGamma, shortest(c.lrGamma)), "step schedule: decay factor")
       ("scale-lr", po::value(&c.scaleLr)->implicit_value(true)->default_value(false), "multiply the learning rate by the number of ranks");
   po::options_description storage("Checkpoints, resume, logs, SIGTERM");
   storage.add_options()
@@ -199,8 +206,8 @@ std::optional<std::string> validateTrainConfig(const TrainConfig& c) {
   if (!oneOf(c.lrSchedule, {"constant", "step", "cosine"})) {
     return "--lr-schedule '" + c.lrSchedule + "': unknown schedule (constant, step, cosine)";
   }
-  if (!oneOf(c.backend, {"mpi", "ring"})) {
-    return "--backend '" + c.backend + "': unknown backend (mpi, ring)";
+  if (!oneOf(c.backend, {"mpi", "ring", "hierarchical"})) {
+    return "--backend '" + c.backend + "': unknown backend (mpi, ring, hierarchical)";
   }
   if (c.expectWorldSize < 0) return "--expect-world-size must not be negative";
   if (!oneOf(c.compression, {"none", "fp16", "bf16"})) {

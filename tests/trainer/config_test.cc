@@ -94,7 +94,7 @@ TEST_F(ConfigTest, EveryBadValueGetsOneLineNamingTheOption) {
       {{"--hidden", "512,abc"}, "--hidden '512,abc': expected positive sizes like 512,512"},
       {{"--hidden", "512,0"}, "--hidden '512,0'"},
       {{"--optimizer", "lbfgs"}, "--optimizer 'lbfgs': unknown"},
-      {{"--backend", "tcp"}, "--backend 'tcp': unknown backend (mpi, ring)"},
+      {{"--backend", "tcp"}, "--backend 'tcp': unknown backend (mpi, ring, hierarchical)"},
       {{"--momentum", "1.5"}, "--momentum must be in [0, 1)"},
       {{"--epochs", "0"}, "--epochs must be at least 1"},
       {{"--lr-schedule", "linear"}, "--lr-schedule 'linear': unknown"},

@@ -116,7 +116,8 @@ TEST_P(ExactDataParallelism, NRanksWithBatchBEqualOneRankWithBatchNB) {
   EXPECT_TRUE(differing.empty()) << "rank " << differing.front() << " holds other parameters";
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, ExactDataParallelism, ::testing::Values("ring", "mpi"),
+INSTANTIATE_TEST_SUITE_P(Backends, ExactDataParallelism,
+                         ::testing::Values("ring", "mpi", "hierarchical"),
                          [](const auto& param) { return param.param; });
 
 // With overlap each bucket is averaged on the communication thread while backward runs, and its
