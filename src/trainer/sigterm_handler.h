@@ -1,8 +1,8 @@
 // SIGTERM, what Kubernetes sends a pod before evicting it (and mpirun its ranks when it is
 // itself told to stop): the process is not killed but told, through a flag the training loop
-// reads once a step. The ranks then agree on a step to stop at (one small all-reduce, since one
-// rank may have been signalled and another not), rank 0 writes a final checkpoint, and every
-// rank exits (src/trainer/trainer.h, Trainer::run).
+// reads once a step. The ranks then agree on a step to stop at (one small non-blocking
+// all-reduce a step, since one rank may have been signalled and another not: stop_agreement.h),
+// rank 0 writes a final checkpoint, and every rank exits (Trainer::run).
 //
 // The grace period bounds all of it: should the process still be running `graceSeconds` after
 // the first SIGTERM (a rank stuck in a collective, a checkpoint folder that hangs), a timer

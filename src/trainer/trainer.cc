@@ -18,6 +18,7 @@
 #include "collectives/steady_clock.h"
 #include "src/common/log.h"
 #include "src/storage/checkpoint.h"
+#include "src/trainer/stop_agreement.h"
 
 namespace ringtrain {
 namespace {
@@ -512,12 +513,6 @@ void Trainer::saveCheckpoint(std::int64_t step, TrainingSummary& summary) {
     log("warning: " + warning);
 }
 
-bool Trainer::stopRequestedAnywhere() {
-  std::int32_t flag = environment_.stopRequested->load(std::memory_order_relaxed) ? 1 : 0;
-  control_->allreduce(std::span<std::int32_t>(&flag, 1), collectives::ReduceOp::kMax);
-  return flag != 0;
-}
-
 void Trainer::logScalars(std::string_view split, std::int64_t step,
                          std::initializer_list<storage::Scalar> scalars) const {
   if (environment_.trainingLog && control_->rank() == 0) {
@@ -561,6 +556,8 @@ TrainingSummary Trainer::run() {
   double windowReduceSeconds = 0;
   std::int64_t windowSteps = 0;
   std::int64_t samplesTrained = 0;
+  std::optional<StopAgreement> stopAgreement;
+  if (environment_.stopRequested) stopAgreement.emplace(environment_.comm);
   std::int64_t step = firstStep_;
   while (step < plannedSteps_) {
     const data::SamplerPosition at = sampler_.position();
@@ -614,10 +611,12 @@ TrainingSummary Trainer::run() {
     const bool checkpointDue =
         config_.checkpointEvery > 0 ? done % config_.checkpointEvery == 0 : epochEnd;
     if (checkpointDue && done < plannedSteps_) saveCheckpoint(done, summary);
-    // Every rank learns whether any was sent SIGTERM, and all stop after the same step.
-    if (environment_.stopRequested && done < plannedSteps_) {
+    // Every rank learns whether any was sent SIGTERM (up to the step before), and all stop
+    // after the same step.
+    if (stopAgreement && done < plannedSteps_) {
       const std::int64_t checkStart = collectives::steadyNowNs();
-      const bool stop = stopRequestedAnywhere();
+      const bool stop =
+          stopAgreement->exchange(environment_.stopRequested->load(std::memory_order_relaxed));
       summary.stopCheckSeconds += secondsBetween(checkStart, collectives::steadyNowNs());
       if (stop) {
         log(fmt::format("SIGTERM: stopping after step {} of {}", done, plannedSteps_));
@@ -626,6 +625,7 @@ TrainingSummary Trainer::run() {
       }
     }
   }
+  stopAgreement.reset();  // completes the last exchange, on every rank
   if (step > firstStep_ && lastCheckpointStep_ != step) saveCheckpoint(step, summary);
 
   summary.steps = step - firstStep_;

@@ -64,7 +64,8 @@ struct TrainerEnvironment {
   std::function<void(const ConsistencyItems&)> checkConsistency;
   storage::TrainingLog* trainingLog = nullptr;  // --logdir, on rank 0 (null elsewhere)
   // Set by SIGTERM (SigtermHandler::received()). Non-null: the ranks compare their flags after
-  // every step and stop together; null on one rank means null on all (--sigterm-grace agrees).
+  // every step (StopAgreement) and stop together; null on one rank means null on all
+  // (--sigterm-grace agrees).
   const std::atomic<bool>* stopRequested = nullptr;
 };
 
@@ -132,8 +133,6 @@ class Trainer {
   void traceSpan(std::string_view name, std::string_view category, std::int64_t start) const;
   // Rank 0 writes a checkpoint of the state after `step` steps (a failure aborts the job).
   void saveCheckpoint(std::int64_t step, TrainingSummary& summary);
-  // Collective: has any rank received SIGTERM?
-  bool stopRequestedAnywhere();
   // Rank 0's part of resume(): the point to continue from, or nullopt for a fresh start.
   std::optional<ResumePoint> resumePointOnRoot();
   void continueAt(const ResumePoint& point);
