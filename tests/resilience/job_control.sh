@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # job_status, job_seconds, job_pid are for the caller
 # Helpers of the end-to-end resilience tests (sourced): start an mpirun job in the background,
 # find its ranks, wait for it with a bound, and make sure nothing is left behind. Every process is
 # addressed by the id it got when this script started it (or as a child of one), never by name.
@@ -98,7 +99,7 @@ check() {  # check DESCRIPTION CONDITION...: runs the condition, counts a failur
 step_of() { local name="${1##*ckpt-}"; name="${name%.h5}"; echo $((10#$name)); }
 
 # The newest checkpoint file of a folder.
-newest_checkpoint() { ls "$1"/ckpt-*.h5 2>/dev/null | sort | tail -n 1; }
+newest_checkpoint() { find "$1" -maxdepth 1 -name 'ckpt-*.h5' | sort | tail -n 1; }
 
 # The fingerprint of a run's final parameters, from its log.
 fingerprint_in() { sed -n 's/.*parameters after step [0-9]*: fingerprint \([0-9a-f]*\).*/\1/p' "$1"; }

@@ -7,6 +7,7 @@ set -uo pipefail
 ringtrain="$1"
 shift
 mpirun=("$@")
+# shellcheck source=tests/resilience/job_control.sh
 source "$(dirname "$0")/job_control.sh"
 work="$(mktemp -d)"
 trap 'cleanup_jobs; rm -rf "$work"' EXIT
@@ -23,7 +24,7 @@ if ! wait_for_file "$work/ck/latest" 30; then
   cat "$work/killed.log"
   exit 1
 fi
-ranks=($(ranks_of "$killed_job"))
+mapfile -t ranks < <(ranks_of "$killed_job")
 check "mpirun started 2 ranks (${ranks[*]})" test "${#ranks[@]}" -eq 2
 saved_before=$(step_of "$(cat "$work/ck/latest")")
 kill -9 "${ranks[1]}"

@@ -11,6 +11,7 @@ set -uo pipefail
 ringtrain="$1"
 shift
 mpirun=("$@")
+# shellcheck source=tests/resilience/job_control.sh
 source "$(dirname "$0")/job_control.sh"
 work="$(mktemp -d)"
 trap 'cleanup_jobs; rm -rf "$work"' EXIT
@@ -40,7 +41,8 @@ stop_and_resume() {
     failures=$((failures + 1))
     return
   fi
-  local ranks=($(ranks_of "$job"))
+  local ranks
+  mapfile -t ranks < <(ranks_of "$job")
   if [ "$target" = mpirun ]; then kill -TERM "$job"; else kill -TERM "${ranks[1]}"; fi
   wait_bounded "$job" 20
   local stopped
@@ -55,7 +57,8 @@ stop_and_resume() {
   fi
   check "$name: no rank is left running" gone_within 5 "${ranks[@]}"
   check "$name: all ranks stopped at one step, past 50" test "${stopped:-0}" -ge 50 -a "${stopped:-300}" -lt 300
-  local final="$dir/$(printf 'ckpt-%08d.h5' "${stopped:-0}")"
+  local final
+  final="$dir/$(printf 'ckpt-%08d.h5' "${stopped:-0}")"
   check "$name: the final checkpoint is $final" grep -q "checkpoint $final written" "$log"
   check "$name: \`latest\` names it" test "$(cat "$dir/latest" 2>/dev/null)" = "${final##*/}"
   check "$name: rank 0 said how to continue" grep -q "stopped by SIGTERM after step ${stopped:-x}; rerun with --resume auto" "$log"
@@ -84,7 +87,7 @@ start_job "$log" "${mpirun[@]}" -np 2 "$ringtrain" train "${options[@]}" --check
   --stall-timeout 0 --test-stall-rank 1 --test-stall-collective 40 --sigterm-grace 2
 job=$job_pid
 if wait_for_line "$log" "test fault: not taking part" 30; then
-  ranks=($(ranks_of "$job"))
+  mapfile -t ranks < <(ranks_of "$job")
   kill -TERM "${ranks[@]}"
   wait_bounded "$job" 20
   echo "     stuck: SIGTERM to both ranks, status $job_status in ${job_seconds} s"
