@@ -14,9 +14,11 @@
 # each can run alone, and results accumulate in OUT):
 #   path       the unshaped namespace path: allreduce_perf on 2 hosts without shaping, to know
 #              the rate above which a shaped link would measure the machine, not the link
-#   targets    the two targets in one run, on 1 Gbit/s links: (a) ring bus bandwidth
-#              against the link rate and against MPI_Allreduce, 2 and 4 hosts; (b) a model of
-#              28.4M parameters, the engine against plain per-layer all-reduce without overlap
+#   targets    the two targets in one run, on 1 Gbit/s links (also separately, as
+#              target-a and target-b): (a) ring bus bandwidth against the link rate and against
+#              MPI_Allreduce, 2 and 4 hosts, with Open MPI's defaults and with the ring's chunks
+#              sent eagerly; (b) a model of 28.4M parameters, the engine against plain per-layer
+#              all-reduce without overlap
 #   allreduce  allreduce_perf (ring and MPI_Allreduce side by side) on 2 and 4 hosts per rate
 #   baseline   the training benchmark on 1 host (the denominator of scaling efficiency)
 #   train      ringtrain train --synthetic on 2 and 4 hosts per rate, both backends, engine
@@ -55,11 +57,12 @@ while [ $# -gt 0 ]; do
     --lock) lock="${2:?--lock needs a file}"; shift 2 ;;
     --fresh) fresh=1; shift ;;
     -h | --help) usage; exit 0 ;;
-    path | allreduce | baseline | train | targets | report) parts+=("$1"); shift ;;
+    path | allreduce | baseline | train | target-a | target-b | report) parts+=("$1"); shift ;;
+    targets) parts+=(target-a target-b); shift ;;
     *) die "unknown option or part '$1' (see --help)" ;;
   esac
 done
-[ "${#parts[@]}" -gt 0 ] || parts=(path targets allreduce baseline train baseline report)
+[ "${#parts[@]}" -gt 0 ] || parts=(path target-a target-b allreduce baseline train baseline report)
 if [ -z "$bin" ]; then
   bin="$root/build-cluster/bin"
   [ -x "$bin/ringtrain" ] || bin="$root/build/bin"
@@ -103,6 +106,8 @@ else
   target_sizes=(-b 1M -e 32M -f 2 -w 2 -n 5)
 fi
 common_train=(train --synthetic --log-every 0 --lr 0.01 --seed 1)
+eager_mca=(--mca btl_tcp_eager_limit 1048576 --mca btl_tcp_rndv_eager_limit 1048576
+  --mca btl_tcp_max_send_size 1048576)
 
 # Engine settings by name: how the gradients of a step are averaged.
 #   per-layer     one all-reduce per layer (a fusion threshold of 1 byte makes every layer its
@@ -137,12 +142,16 @@ measure() {
     "$name" "$hosts" "$rate" "$status" "$started" "$fields" >>"$raw/runs.jsonl"
 }
 
-# allreduce NAME HOSTS RATE SIZES... [-- EXTRA...]: allreduce_perf, ring and mpi side by side.
+# allreduce NAME HOSTS RATE SIZES... [-- MPIRUN_OPTION...]: allreduce_perf, ring and mpi side by
+# side.
 allreduce() {
-  local name="$1" hosts="$2" rate="$3"
+  local name="$1" hosts="$2" rate="$3" sizes=() mpirun_options=()
   shift 3
-  measure "$name" "$hosts" "$rate" "\"kind\":\"allreduce\",\"json\":\"$name.json\",\"options\":\"$*\"" \
-    mpirun -np "$hosts" "$bin/allreduce_perf" "$@" --json "$raw/$name.json"
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do sizes+=("$1"); shift; done
+  [ $# -eq 0 ] || { shift; mpirun_options=("$@"); }
+  measure "$name" "$hosts" "$rate" \
+    "\"kind\":\"allreduce\",\"json\":\"$name.json\",\"options\":\"${sizes[*]}\",\"mpirun_options\":\"${mpirun_options[*]}\"" \
+    mpirun -np "$hosts" "${mpirun_options[@]}" "$bin/allreduce_perf" "${sizes[@]}" --json "$raw/$name.json"
 }
 
 # train NAME HOSTS RATE BACKEND ENGINE MODEL_ARGS...: one ringtrain run, one rank per host.
@@ -191,12 +200,19 @@ part_baseline() {
   train "$name" 1 unshaped ring per-layer "${scaling_model[@]}" "${scaling_steps[@]}"
 }
 
-part_targets() {
-  local hosts engine
-  local rate=1gbit
+part_target-a() {
+  local hosts rate=1gbit
+  # Open MPI's defaults, then the ring's 512 KiB chunks sent eagerly: above btl_tcp_eager_limit
+  # (64 KiB) a message waits for the receiver's go-ahead, and with 2 ranks that answer queues on
+  # the one TCP connection behind the other direction's megabytes of data.
   for hosts in "${host_list[@]}"; do
     allreduce "target-a-${hosts}hosts" "$hosts" "$rate" "${target_sizes[@]}"
+    allreduce "target-a-${hosts}hosts-eager" "$hosts" "$rate" "${target_sizes[@]}" -- "${eager_mca[@]}"
   done
+}
+
+part_target-b() {
+  local hosts engine rate=1gbit
   train "target-b-1host" 1 unshaped ring per-layer "${target_model[@]}" "${target_steps[@]}"
   for hosts in "${host_list[@]}"; do
     train "target-b-${hosts}hosts-mpi-per-layer" "$hosts" "$rate" mpi per-layer \
