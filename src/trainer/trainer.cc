@@ -193,6 +193,19 @@ ConsistencyItems Trainer::consistencyItems() const {
   return items;
 }
 
+models::Batch<float> Trainer::batchView(const float* inputs, const std::int32_t* labels,
+                                        const float* values, std::size_t count,
+                                        std::size_t sampleSize) const {
+  models::Batch<float> batch;
+  batch.inputs = {inputs, count * sampleSize};
+  if (isClassification()) {
+    batch.labels = {labels, count};
+  } else {
+    batch.values = {values, count};
+  }
+  return batch;
+}
+
 void Trainer::log(const std::string& line) const {
   if (log_) logLine(line);
 }
@@ -213,13 +226,8 @@ void Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
   if (step == config_.testNanStep && control_->rank() == 0) {
     inputs_[0] = std::numeric_limits<float>::quiet_NaN();  // test-only fault injection
   }
-  models::Batch<float> input;
-  input.inputs = {inputs_.data(), batch * sampleSize};
-  if (isClassification()) {
-    input.labels = {labels_.data(), batch};
-  } else {
-    input.values = {values_.data(), batch};
-  }
+  const models::Batch<float> input =
+      batchView(inputs_.data(), labels_.data(), values_.data(), batch, sampleSize);
   const std::int64_t gathered = collectives::steadyNowNs();
   traceSpan("data", "data", start);
 
@@ -259,6 +267,7 @@ void Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
           if (element >= entry.offset && element < entry.offset + entry.count) {
             problem = fmt::format("step {}: the averaged gradient of {} holds {} (element {})",
                                   step + 1, entry.name, averaged[element], element - entry.offset);
+            break;
           }
         }
       }
@@ -310,14 +319,8 @@ models::BatchResult Trainer::evaluate() {
     for (std::int64_t i = begin; i < end; ++i)
       indices.push_back(i);
     test_.gather(indices, inputs.data(), labels.data(), values.data());
-    models::Batch<float> batch;
-    batch.inputs = {inputs.data(), indices.size() * sampleSize};
-    if (isClassification()) {
-      batch.labels = {labels.data(), indices.size()};
-    } else {
-      batch.values = {values.data(), indices.size()};
-    }
-    const models::BatchResult part = model_.evaluate(batch);
+    const models::BatchResult part = model_.evaluate(
+        batchView(inputs.data(), labels.data(), values.data(), indices.size(), sampleSize));
     local.lossSum += part.lossSum;
     local.correct += part.correct;
     local.samples += part.samples;
