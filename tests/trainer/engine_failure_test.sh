@@ -13,7 +13,17 @@ check_timeline="$2"
 shift 2
 mpirun=("$@")
 work="$(mktemp -d)"
-trap 'pkill -KILL -f "^$ringtrain " 2>/dev/null; rm -rf "$work"' EXIT
+# This test's ranks carry this tag in their environment (mpirun passes it on), so that the
+# leftover check and the clean-up touch no other test's ringtrain running beside this one.
+export RINGTRAIN_TEST_TAG="engine-failures-$$"
+own_ranks() {
+  local pid
+  for pid in $(pgrep -f "^$ringtrain "); do
+    grep -qz "^RINGTRAIN_TEST_TAG=$RINGTRAIN_TEST_TAG\$" "/proc/$pid/environ" 2>/dev/null && echo "$pid"
+  done
+}
+kill_own_ranks() { own_ranks | xargs -r kill -KILL 2>/dev/null; }
+trap 'kill_own_ranks; rm -rf "$work"' EXIT
 failures=0
 
 fail() {
@@ -25,11 +35,11 @@ fail() {
 no_leftovers() {
   local i
   for ((i = 0; i < 50; ++i)); do
-    pgrep -f "^$ringtrain " >/dev/null || return 0
+    [[ -z "$(own_ranks)" ]] && return 0
     sleep 0.1
   done
-  fail "$1: processes left behind: $(pgrep -af "^$ringtrain " | tr '\n' ';')"
-  pkill -KILL -f "^$ringtrain "
+  fail "$1: processes left behind: $(own_ranks | xargs -r ps -o pid=,args= -p | tr '\n' ';')"
+  kill_own_ranks
 }
 
 # run NAME LIMIT ARGS...: runs mpirun ARGS; sets $output, $status and $elapsed.
