@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The GPU checks of docs/gpu.md in one command, for a machine with an NVIDIA GPU, CUDA at
+# /usr/local/cuda, NCCL, Open MPI and the Debian/Ubuntu -dev packages of README "Build".
+#
+#   scripts/gpu/device_check.sh [--out DIR] [--build DIR] [STEP ...]
+#
+# STEP: build (configure + build with the GPU path ON), gpu-tests (ctest -L gpu), share-refused
+# (two ranks on one GPU must stop with a clear message), all-tests (the whole suite), bench
+# (allreduce_perf on device buffers, ringtrain train --device cuda, the PyTorch reference).
+# Default: build gpu-tests share-refused. Logs go to --out (default: ./device-out, or $OUT).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${OUT:-$PWD/device-out}
+build=build-device
+steps=()
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --out) out=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) steps+=("$1"); shift ;;
+  esac
+done
+[[ ${#steps[@]} -gt 0 ]] || steps=(build gpu-tests share-refused)
+mkdir -p "$out"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+jobs=$(nproc)
+status=0
+note() { printf '== %s\n' "$*" | tee -a "$out/summary.txt"; }
+
+for step in "${steps[@]}"; do
+  case $step in
+    build)
+      nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+      start=$SECONDS
+      if ! cmake -S . -B "$build" -G Ninja -DRINGTRAIN_CUDA=ON -DRINGTRAIN_WERROR=ON \
+            >"$out/configure.log" 2>&1; then
+        tail -30 "$out/configure.log"; note "configure FAILED"; exit 1
+      fi
+      if ! cmake --build "$build" -j "$jobs" >"$out/build.log" 2>&1; then
+        grep -E "error|Error" "$out/build.log" | head -40; note "build FAILED"; exit 1
+      fi
+      note "build ok in $((SECONDS - start)) s"
+      ;;
+    gpu-tests)
+      ctest --test-dir "$build" -L gpu --output-on-failure >"$out/ctest_gpu.log" 2>&1 || status=1
+      tail -15 "$out/ctest_gpu.log"; note "gpu tests: $(grep -E 'tests passed|tests failed' "$out/ctest_gpu.log")"
+      ;;
+    share-refused)
+      # Two ranks, one GPU: must end non-zero, saying which local ranks would share which GPU.
+      count=$(nvidia-smi -L | wc -l)
+      timeout 120 mpirun -np $((count + 1)) --oversubscribe "$build/bin/collectives_gpu_tests" \
+        --gtest_filter='*Allreduce*' >"$out/share_refused.log" 2>&1
+      rc=$?
+      grep -m1 -E "would share GPU" "$out/share_refused.log" && [[ $rc -ne 0 ]] \
+        && note "share-refused ok (exit $rc)" || { note "share-refused FAILED (exit $rc)"; tail -20 "$out/share_refused.log"; status=1; }
+      ;;
+    all-tests)
+      ctest --test-dir "$build" -j "$((jobs / 2))" --output-on-failure >"$out/ctest_all.log" 2>&1 || status=1
+      grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|Not Run|Skipped" "$out/ctest_all.log" | tail -20
+      note "all tests: $(grep -E 'tests passed|tests failed' "$out/ctest_all.log")"
+      ;;
+    bench)
+      if [[ -x scripts/gpu/device_bench.sh ]]; then
+        scripts/gpu/device_bench.sh "$build" "$out" || status=1
+      else
+        note "no scripts/gpu/device_bench.sh yet"
+      fi
+      ;;
+    *) echo "device_check.sh: unknown step '$step'" >&2; exit 2 ;;
+  esac
+done
+cat "$out/summary.txt"
+exit $status
