@@ -10,13 +10,28 @@ if(RINGTRAIN_WERROR)
   list(APPEND RINGTRAIN_WARNINGS -Werror)
 endif()
 
+# The flags above are the C++ compiler's: they reach C++ sources only, never nvcc (CUDA sources
+# get RINGTRAIN_CUDA_FLAGS through ringtrain_cuda_target_options).
 function(ringtrain_target_options target)
-  target_compile_options(${target} PRIVATE ${RINGTRAIN_WARNINGS}
-                                           # `#pragma omp simd` without the OpenMP runtime.
-                                           -fopenmp-simd)
+  target_compile_options(${target} PRIVATE
+                         "$<$<COMPILE_LANGUAGE:CXX>:${RINGTRAIN_WARNINGS}>"
+                         # `#pragma omp simd` without the OpenMP runtime.
+                         $<$<COMPILE_LANGUAGE:CXX>:-fopenmp-simd>)
   if(RINGTRAIN_ARCH)
-    target_compile_options(${target} PRIVATE -march=${RINGTRAIN_ARCH})
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-march=${RINGTRAIN_ARCH}>)
   endif()
   # Whole-repository includes: #include "collectives/communicator.h".
   target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
+endfunction()
+
+# nvcc's flags for the .cu files of a target (GPU builds only): the host compiler's warnings
+# through -Xcompiler, nvcc's own warnings, and both as errors with RINGTRAIN_WERROR.
+set(RINGTRAIN_CUDA_FLAGS -Xcompiler=-Wall,-Wextra)
+if(RINGTRAIN_WERROR)
+  list(APPEND RINGTRAIN_CUDA_FLAGS -Werror=all-warnings -Xcompiler=-Werror)
+endif()
+
+function(ringtrain_cuda_target_options target)
+  ringtrain_target_options(${target})
+  target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:${RINGTRAIN_CUDA_FLAGS}>")
 endfunction()

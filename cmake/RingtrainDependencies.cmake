@@ -61,6 +61,28 @@ else()
 endif()
 message(STATUS "ringtrain GPU path: ${RINGTRAIN_CUDA_STATUS}")
 
+# The model kernels (models/cuda/*.cu) need the CUDA language: nvcc from the toolkit that was
+# found, with the C++ compiler as its host compiler. The default architectures cover the A100
+# (80) and the H100/H200 (90); pass -DCMAKE_CUDA_ARCHITECTURES=... for others ("native" builds
+# for the GPUs of the build machine). Enabled here, at the top level, because it must be enabled
+# in the directory common to every target that compiles or links CUDA code.
+if(RINGTRAIN_HAVE_CUDA)
+  if(NOT CMAKE_CUDA_COMPILER)
+    set(CMAKE_CUDA_COMPILER "${CUDAToolkit_NVCC_EXECUTABLE}")
+  endif()
+  if(NOT CMAKE_CUDA_HOST_COMPILER)
+    set(CMAKE_CUDA_HOST_COMPILER "${CMAKE_CXX_COMPILER}")
+  endif()
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES "80;90" CACHE STRING "GPU architectures of the CUDA kernels")
+  endif()
+  enable_language(CUDA)
+  # C++17: CMake 3.25 knows no C++20 flag for nvcc, and the kernels need nothing newer.
+  set(CMAKE_CUDA_STANDARD 17)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  set(CMAKE_CUDA_EXTENSIONS OFF)
+endif()
+
 function(_ringtrain_found_line label found version)
   if(found)
     message(STATUS "  ${label}${version}")
@@ -78,6 +100,9 @@ function(ringtrain_print_summary)
   _ringtrain_found_line("CUDA           : " "${CUDAToolkit_FOUND}" "${CUDAToolkit_VERSION} (${CUDAToolkit_BIN_DIR})")
   _ringtrain_found_line("NCCL           : " "${NCCL_FOUND}" "${NCCL_VERSION} (${NCCL_LIBRARY})")
   message(STATUS "  GPU path       : ${RINGTRAIN_CUDA_STATUS}")
+  if(RINGTRAIN_HAVE_CUDA)
+    message(STATUS "  CUDA kernels   : nvcc ${CMAKE_CUDA_COMPILER_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES}")
+  endif()
   _ringtrain_found_line("Eigen          : " "${Eigen3_FOUND}" "${Eigen3_VERSION}")
   _ringtrain_found_line("HDF5           : " "${HDF5_FOUND}" "${HDF5_VERSION}")
   _ringtrain_found_line("zlib           : " "${ZLIB_FOUND}" "${ZLIB_VERSION_STRING}")

@@ -50,6 +50,8 @@ class Conv2d final : public Layer<Scalar> {
   void backwardInput(ConstBatchView<Scalar> x, ConstBatchView<Scalar> y, ConstBatchView<Scalar> dy,
                      BatchView<Scalar> dx) override;
 
+  const Conv2dOptions& options() const { return options_; }
+
   // O × K, K = kernel·kernel·C in (i, j, c) order.
   WeightView<Scalar> weight() { return {this->parameterData(), options_.outChannels, fieldSize()}; }
   VectorView<Scalar> bias() {

@@ -21,6 +21,8 @@ class MaxPool2d final : public Layer<Scalar> {
   MaxPool2d(std::string name, SampleShape input, Index kernel, Index stride = 0);
 
   std::string_view kind() const override { return "max_pool2d"; }
+  Index kernel() const { return kernel_; }
+  Index stride() const { return stride_; }
   void reserve(Index batch) override;
   void forward(ConstBatchView<Scalar> x, BatchView<Scalar> y) override;
   void backwardInput(ConstBatchView<Scalar> x, ConstBatchView<Scalar> y, ConstBatchView<Scalar> dy,

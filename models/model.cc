@@ -148,23 +148,23 @@ BatchView<Scalar> Model<Scalar>::outputGradient(std::size_t layer, Index batch) 
           batch};
 }
 
-template <class Scalar>
-Index Model<Scalar>::checkBatch(const Batch<Scalar>& batch) const {
-  const auto sampleSize = static_cast<std::size_t>(input_.size());
-  if (batch.inputs.empty() || batch.inputs.size() % sampleSize != 0)
-    throw std::invalid_argument(
-        "model '" + name_ + "': a batch of " + std::to_string(batch.inputs.size()) +
-        " input values is not a whole, non-zero number of " + toString(input_) + " samples");
-  const auto samples = batch.inputs.size() / sampleSize;
+Index BatchRequirements::countSamples(std::size_t inputs, std::size_t labelCount,
+                                      std::size_t values) const {
+  const auto sampleSize = static_cast<std::size_t>(input.size());
+  if (inputs == 0 || inputs % sampleSize != 0)
+    throw std::invalid_argument("model '" + model + "': a batch of " + std::to_string(inputs) +
+                                " input values is not a whole, non-zero number of " +
+                                toString(input) + " samples");
+  const auto samples = inputs / sampleSize;
   // Checked here as well as in the loss: evaluate() cuts the targets into chunks first.
-  if (loss_->needsLabels() && batch.labels.size() != samples)
-    throw std::invalid_argument("model '" + name_ + "': " + std::to_string(batch.labels.size()) +
+  if (labels && labelCount != samples)
+    throw std::invalid_argument("model '" + model + "': " + std::to_string(labelCount) +
                                 " labels for a batch of " + std::to_string(samples) + " samples");
-  const auto values = samples * static_cast<std::size_t>(outputSize());
-  if (!loss_->needsLabels() && batch.values.size() != values)
-    throw std::invalid_argument("model '" + name_ + "': " + std::to_string(batch.values.size()) +
+  const auto expectedValues = samples * static_cast<std::size_t>(outputs);
+  if (!labels && values != expectedValues)
+    throw std::invalid_argument("model '" + model + "': " + std::to_string(values) +
                                 " target values for a batch of " + std::to_string(samples) +
-                                " samples of " + std::to_string(outputSize()) + " outputs");
+                                " samples of " + std::to_string(outputs) + " outputs");
   return static_cast<Index>(samples);
 }
 
@@ -199,7 +199,7 @@ BatchResult Model<Scalar>::run(const Scalar* inputs, Index batch, const Targets<
 template <class Scalar>
 BatchResult Model<Scalar>::forward(const Batch<Scalar>& batch) {
   backwardPending_ = false;
-  const Index samples = checkBatch(batch);
+  const Index samples = batchRequirements().countSamples(batch);
   const BatchResult result =
       run(batch.inputs.data(), samples, {batch.labels, batch.values}, /*training=*/true);
   backwardPending_ = true;
@@ -236,7 +236,7 @@ void Model<Scalar>::backward(const GradientReadyCallback& onGradientsReady) {
 template <class Scalar>
 BatchResult Model<Scalar>::evaluate(const Batch<Scalar>& batch) {
   backwardPending_ = false;
-  const Index samples = checkBatch(batch);
+  const Index samples = batchRequirements().countSamples(batch);
   if (capacity_ == 0) reserve(std::min<Index>(samples, 256));
   const Index chunk = capacity_;
   const auto sampleSize = static_cast<std::size_t>(input_.size());

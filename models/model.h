@@ -68,6 +68,22 @@ struct Batch {
   std::span<const Scalar> values;
 };
 
+// What a model needs of a batch's sizes. countSamples() returns the batch's sample count, or
+// throws std::invalid_argument naming `model` when the sizes do not fit: what Model::forward
+// and evaluate (and the GPU mirror's) throw.
+struct BatchRequirements {
+  std::string model;
+  SampleShape input;
+  Index outputs = 0;
+  bool labels = true;  // class labels (else one target value per output)
+
+  template <class Scalar>
+  Index countSamples(const Batch<Scalar>& batch) const {
+    return countSamples(batch.inputs.size(), batch.labels.size(), batch.values.size());
+  }
+  Index countSamples(std::size_t inputs, std::size_t labelCount, std::size_t values) const;
+};
+
 // Sums over the samples of a batch (add them up across batches and ranks, then divide).
 struct BatchResult {
   double lossSum = 0;
@@ -105,6 +121,9 @@ class Model {
   std::span<Scalar> gradients() { return {gradients_.data(), size()}; }
   std::span<const Scalar> gradients() const { return {gradients_.data(), size()}; }
   std::size_t parameterCount() const { return size(); }
+  BatchRequirements batchRequirements() const {
+    return {name_, input_, outputSize(), loss_->needsLabels()};
+  }
 
   // Every parameter tensor, in buffer order.
   std::span<const ParameterEntry> parameterTable() const { return table_; }
@@ -144,7 +163,6 @@ class Model {
  private:
   std::size_t size() const { return static_cast<std::size_t>(parameters_.size()); }
   void buildParameterTable();
-  Index checkBatch(const Batch<Scalar>& batch) const;
   BatchResult run(const Scalar* inputs, Index batch, const Targets<Scalar>& targets, bool training);
   BatchView<Scalar> outputGradient(std::size_t layer, Index batch);
 

@@ -5,9 +5,7 @@
 #include <string>
 
 namespace ringtrain::models {
-namespace {
-
-void checkLabels(std::span<const std::int32_t> labels, Index classes, Index batch) {
+void checkClassLabels(std::span<const std::int32_t> labels, Index classes, Index batch) {
   if (static_cast<Index>(labels.size()) != batch)
     throw std::invalid_argument("softmax cross-entropy: " + std::to_string(labels.size()) +
                                 " labels for a batch of " + std::to_string(batch));
@@ -18,8 +16,6 @@ void checkLabels(std::span<const std::int32_t> labels, Index classes, Index batc
                                   std::to_string(classes) + ")");
   }
 }
-
-}  // namespace
 
 template <class Scalar>
 void SoftmaxCrossEntropy<Scalar>::reserve(Index outputs, Index batch) {
@@ -33,7 +29,7 @@ LossTotals SoftmaxCrossEntropy<Scalar>::compute(ConstBatchView<Scalar> logits,
   using Row = Eigen::Map<Eigen::Array<Scalar, 1, Eigen::Dynamic>>;
   const Index classes = logits.rows();
   const Index batch = logits.cols();
-  checkLabels(targets.labels, classes, batch);
+  checkClassLabels(targets.labels, classes, batch);
 
   // The exponentials go straight into the gradient buffer when there is one: the gradient is
   // those same values, scaled, with 1/B taken off at each label.

@@ -6,11 +6,16 @@
 // going through the softmax's Jacobian would cost a C×C product per sample and lose precision.
 #pragma once
 
+#include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "models/loss.h"
 
 namespace ringtrain::models {
+
+// Throws std::invalid_argument unless there are `batch` labels, each in [0, classes).
+void checkClassLabels(std::span<const std::int32_t> labels, Index classes, Index batch);
 
 template <class Scalar>
 class SoftmaxCrossEntropy final : public Loss<Scalar> {

@@ -1,0 +1,308 @@
+#include "models/cuda/layer_kernels.h"
+
+#include <algorithm>
+
+#include "models/cuda/cuda_errors.h"
+
+namespace ringtrain::models::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+// One block per loss: deterministic sums, and a batch's loss is too small to need more.
+constexpr int kLossThreads = 512;
+
+// Enough blocks to cover `count` with grid-stride loops, capped: beyond a few waves of the
+// largest GPU more blocks only add scheduling.
+unsigned blocksFor(std::int64_t count) {
+  const std::int64_t blocks = (count + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, 65536));
+}
+
+// Grid-stride loop index helpers.
+__device__ std::int64_t firstIndex() {
+  return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ std::int64_t gridStride() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
+
+__global__ void addBiasKernel(float* y, const float* bias, std::int64_t rows, std::int64_t count,
+                              float* reluOutput) {
+  for (std::int64_t i = firstIndex(); i < count; i += gridStride()) {
+    const float v = y[i] + bias[i % rows];
+    y[i] = v;
+    if (reluOutput != nullptr) reluOutput[i] = v < 0.0f ? 0.0f : v;
+  }
+}
+
+__global__ void reluKernel(const float* x, float* y, std::int64_t count) {
+  // `x < 0 ? 0 : x` as on the CPU: a NaN passes through instead of being hidden.
+  for (std::int64_t i = firstIndex(); i < count; i += gridStride())
+    y[i] = x[i] < 0.0f ? 0.0f : x[i];
+}
+
+__global__ void reluBackwardKernel(const float* y, const float* dy, float* dx, std::int64_t count) {
+  for (std::int64_t i = firstIndex(); i < count; i += gridStride())
+    dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+__global__ void fillKernel(float* values, float value, std::int64_t count) {
+  for (std::int64_t i = firstIndex(); i < count; i += gridStride())
+    values[i] = value;
+}
+
+// (c, h, w) of value v of a channels-last sample.
+struct Pixel {
+  int c, h, w;
+};
+__device__ Pixel channelsLastPixel(int v, int channels, int width) {
+  return {v % channels, v / (channels * width), (v / channels) % width};
+}
+
+__device__ std::int64_t imageOffset(const ConvGeometry& g, int c, int h, int w) {
+  return g.channelsFirst ? (static_cast<std::int64_t>(c) * g.height + h) * g.width + w
+                         : (static_cast<std::int64_t>(h) * g.width + w) * g.channels + c;
+}
+
+// One thread per entry of the K×N column matrix: consecutive threads write consecutive entries.
+__global__ void im2colKernel(const float* x, float* columns, ConvGeometry g, std::int64_t count) {
+  const std::int64_t fieldSize = static_cast<std::int64_t>(g.kernel) * g.kernel * g.channels;
+  const std::int64_t pixels = static_cast<std::int64_t>(g.outHeight) * g.outWidth;
+  const std::int64_t sampleSize = static_cast<std::int64_t>(g.channels) * g.height * g.width;
+  for (std::int64_t e = firstIndex(); e < count; e += gridStride()) {
+    const std::int64_t field = e / fieldSize;
+    const int k = static_cast<int>(e - field * fieldSize);
+    const std::int64_t b = field / pixels;
+    const int pixel = static_cast<int>(field - b * pixels);
+    const int c = k % g.channels;
+    const int j = (k / g.channels) % g.kernel;
+    const int i = k / (g.channels * g.kernel);
+    const int h = (pixel / g.outWidth) * g.stride - g.padding + i;
+    const int w = (pixel % g.outWidth) * g.stride - g.padding + j;
+    const bool inside = h >= 0 && h < g.height && w >= 0 && w < g.width;
+    columns[e] = inside ? x[b * sampleSize + imageOffset(g, c, h, w)] : 0.0f;
+  }
+}
+
+// One thread per input value: it gathers the column entries that read it (no atomics, so the
+// sums come out the same every run).
+__global__ void col2imKernel(const float* columns, float* dx, ConvGeometry g, std::int64_t count) {
+  const std::int64_t fieldSize = static_cast<std::int64_t>(g.kernel) * g.kernel * g.channels;
+  const std::int64_t pixels = static_cast<std::int64_t>(g.outHeight) * g.outWidth;
+  const int sampleSize = g.channels * g.height * g.width;
+  for (std::int64_t t = firstIndex(); t < count; t += gridStride()) {
+    const std::int64_t b = t / sampleSize;
+    const int v = static_cast<int>(t - b * sampleSize);
+    int c, h, w;
+    if (g.channelsFirst) {
+      c = v / (g.height * g.width);
+      h = (v / g.width) % g.height;
+      w = v % g.width;
+    } else {
+      const Pixel p = channelsLastPixel(v, g.channels, g.width);
+      c = p.c;
+      h = p.h;
+      w = p.w;
+    }
+    float sum = 0.0f;
+    for (int i = 0; i < g.kernel; ++i) {
+      const int hs = h + g.padding - i;  // = ho * stride
+      if (hs < 0 || hs % g.stride != 0 || hs / g.stride >= g.outHeight) continue;
+      for (int j = 0; j < g.kernel; ++j) {
+        const int ws = w + g.padding - j;
+        if (ws < 0 || ws % g.stride != 0 || ws / g.stride >= g.outWidth) continue;
+        const std::int64_t field = b * pixels + (hs / g.stride) * g.outWidth + ws / g.stride;
+        sum += columns[field * fieldSize + (i * g.kernel + j) * g.channels + c];
+      }
+    }
+    dx[b * sampleSize + imageOffset(g, c, h, w)] = sum;
+  }
+}
+
+__global__ void maxPoolForwardKernel(const float* x, float* y, std::int32_t* winners,
+                                     PoolGeometry g, std::int64_t count) {
+  const int outSize = g.channels * g.outHeight * g.outWidth;
+  const int inSize = g.channels * g.height * g.width;
+  for (std::int64_t o = firstIndex(); o < count; o += gridStride()) {
+    const std::int64_t b = o / outSize;
+    const int v = static_cast<int>(o - b * outSize);
+    const Pixel out = channelsLastPixel(v, g.channels, g.outWidth);
+    const int c = out.c, ho = out.h, wo = out.w;
+    const float* sample = x + b * inSize;
+    // The same order and comparison as the CPU: the first maximum wins, and a NaN in the first
+    // position stays.
+    float best = 0.0f;
+    int winner = 0;
+    for (int i = 0; i < g.kernel; ++i) {
+      for (int j = 0; j < g.kernel; ++j) {
+        const int offset = ((ho * g.stride + i) * g.width + wo * g.stride + j) * g.channels + c;
+        const float candidate = sample[offset];
+        if ((i == 0 && j == 0) || candidate > best) {
+          best = candidate;
+          winner = offset;
+        }
+      }
+    }
+    y[o] = best;
+    winners[o] = winner;
+  }
+}
+
+// One thread per input value: it adds the gradients of the outputs it won (several when windows
+// overlap), so no atomics are needed.
+__global__ void maxPoolBackwardKernel(const float* dy, const std::int32_t* winners, float* dx,
+                                      PoolGeometry g, std::int64_t count) {
+  const int outSize = g.channels * g.outHeight * g.outWidth;
+  const int inSize = g.channels * g.height * g.width;
+  for (std::int64_t t = firstIndex(); t < count; t += gridStride()) {
+    const std::int64_t b = t / inSize;
+    const int v = static_cast<int>(t - b * inSize);
+    const Pixel in = channelsLastPixel(v, g.channels, g.width);
+    const int c = in.c, h = in.h, w = in.w;
+    const int hoFirst = h < g.kernel ? 0 : (h - g.kernel) / g.stride + 1;
+    const int hoLast = min(h / g.stride, g.outHeight - 1);
+    const int woFirst = w < g.kernel ? 0 : (w - g.kernel) / g.stride + 1;
+    const int woLast = min(w / g.stride, g.outWidth - 1);
+    float sum = 0.0f;
+    for (int ho = hoFirst; ho <= hoLast; ++ho) {
+      for (int wo = woFirst; wo <= woLast; ++wo) {
+        const std::int64_t o = b * outSize + (ho * g.outWidth + wo) * g.channels + c;
+        if (winners[o] == v) sum += dy[o];
+      }
+    }
+    dx[t] = sum;
+  }
+}
+
+// Block-wide sums of each thread's (loss, correct); thread 0 writes them.
+__device__ void writeBlockSums(double loss, long long correct, LossSums* sums) {
+  __shared__ double losses[kLossThreads];
+  __shared__ long long corrects[kLossThreads];
+  losses[threadIdx.x] = loss;
+  corrects[threadIdx.x] = correct;
+  __syncthreads();
+  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      losses[threadIdx.x] += losses[threadIdx.x + half];
+      corrects[threadIdx.x] += corrects[threadIdx.x + half];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *sums = {losses[0], corrects[0]};
+}
+
+// One block; each thread takes whole samples (a sample's classes are few).
+__global__ void softmaxCrossEntropyKernel(const float* logits, const std::int32_t* labels,
+                                          std::int64_t classes, std::int64_t batch,
+                                          float* gradient, LossSums* sums) {
+  double loss = 0;
+  long long correct = 0;
+  const float inverseBatch = 1.0f / static_cast<float>(batch);
+  for (std::int64_t b = threadIdx.x; b < batch; b += blockDim.x) {
+    const float* z = logits + b * classes;
+    const int label = labels[b];
+    float maximum = z[0];
+    for (std::int64_t k = 1; k < classes; ++k)
+      maximum = fmaxf(maximum, z[k]);
+    float sum = 0.0f;
+    for (std::int64_t k = 0; k < classes; ++k)
+      sum += expf(z[k] - maximum);
+    // (m − z) first, as on the CPU: adding log Σ to m first would round it away.
+    loss += static_cast<double>(maximum - z[label]) + static_cast<double>(logf(sum));
+    bool first = z[label] == maximum;
+    for (int k = 0; k < label && first; ++k)
+      first = z[k] < z[label];
+    correct += first ? 1 : 0;
+    if (gradient != nullptr) {
+      const float scale = inverseBatch / sum;
+      float* g = gradient + b * classes;
+      for (std::int64_t k = 0; k < classes; ++k)
+        g[k] = expf(z[k] - maximum) * scale;
+      g[label] -= inverseBatch;
+    }
+  }
+  writeBlockSums(loss, correct, sums);
+}
+
+__global__ void meanSquaredErrorKernel(const float* outputs, const float* targets,
+                                       std::int64_t rows, std::int64_t count, float* gradient,
+                                       LossSums* sums) {
+  const float scale = 2.0f / static_cast<float>(count);
+  double squares = 0;
+  for (std::int64_t i = threadIdx.x; i < count; i += blockDim.x) {
+    const float d = outputs[i] - targets[i];
+    squares += static_cast<double>(d * d);
+    if (gradient != nullptr) gradient[i] = d * scale;
+  }
+  writeBlockSums(squares / static_cast<double>(rows), 0, sums);
+}
+
+}  // namespace
+
+void addBias(float* y, const float* bias, std::int64_t rows, std::int64_t columns,
+             float* reluOutput, cudaStream_t stream) {
+  const std::int64_t count = rows * columns;
+  addBiasKernel<<<blocksFor(count), kThreads, 0, stream>>>(y, bias, rows, count, reluOutput);
+  RINGTRAIN_MODELS_CUDA_LAUNCHED(addBiasKernel);
+}
+
+void relu(const float* x, float* y, std::int64_t count, cudaStream_t stream) {
+  reluKernel<<<blocksFor(count), kThreads, 0, stream>>>(x, y, count);
+  RINGTRAIN_MODELS_CUDA_LAUNCHED(reluKernel);
+}
+
+void reluBackward(const float* y, const float* dy, float* dx, std::int64_t count,
+                  cudaStream_t stream) {
+  reluBackwardKernel<<<blocksFor(count), kThreads, 0, stream>>>(y, dy, dx, count);
+  RINGTRAIN_MODELS_CUDA_LAUNCHED(reluBackwardKernel);
+}
+
+void fill(float* values, float value, std::int64_t count, cudaStream_t stream) {
+  fillKernel<<<blocksFor(count), kThreads, 0, stream>>>(values, value, count);
+  RINGTRAIN_MODELS_CUDA_LAUNCHED(fillKernel);
+}
+
+void im2col(const float* x, float* columns, const ConvGeometry& g, std::int64_t batch,
+            cudaStream_t stream) {
+  const std::int64_t count = static_cast<std::int64_t>(g.kernel) * g.kernel * g.channels *
+                             g.outHeight * g.outWidth * batch;
+  im2colKernel<<<blocksFor(count), kThreads, 0, stream>>>(x, columns, g, count);
+  RINGTRAIN_MODELS_CUDA_LAUNCHED(im2colKernel);
+}
+
+void col2im(const float* columns, float* dx, const ConvGeometry& g, std::int64_t batch,
+            cudaStream_t stream) {
+  const std::int64_t count = static_cast<std::int64_t>(g.channels) * g.height * g.width * batch;
+  col2imKernel<<<blocksFor(count), kThreads, 0, stream>>>(columns, dx, g, count);
+  RINGTRAIN_MODELS_CUDA_LAUNCHED(col2imKernel);
+}
+
+void maxPoolForward(const float* x, float* y, std::int32_t* winners, const PoolGeometry& g,
+                    std::int64_t batch, cudaStream_t stream) {
+  const std::int64_t count = static_cast<std::int64_t>(g.channels) * g.outHeight * g.outWidth *
+                             batch;
+  maxPoolForwardKernel<<<blocksFor(count), kThreads, 0, stream>>>(x, y, winners, g, count);
+  RINGTRAIN_MODELS_CUDA_LAUNCHED(maxPoolForwardKernel);
+}
+
+void maxPoolBackward(const float* dy, const std::int32_t* winners, float* dx,
+                     const PoolGeometry& g, std::int64_t batch, cudaStream_t stream) {
+  const std::int64_t count = static_cast<std::int64_t>(g.channels) * g.height * g.width * batch;
+  maxPoolBackwardKernel<<<blocksFor(count), kThreads, 0, stream>>>(dy, winners, dx, g, count);
+  RINGTRAIN_MODELS_CUDA_LAUNCHED(maxPoolBackwardKernel);
+}
+
+void softmaxCrossEntropy(const float* logits, const std::int32_t* labels, std::int64_t classes,
+                         std::int64_t batch, float* gradient, LossSums* sums,
+                         cudaStream_t stream) {
+  softmaxCrossEntropyKernel<<<1, kLossThreads, 0, stream>>>(logits, labels, classes, batch,
+                                                            gradient, sums);
+  RINGTRAIN_MODELS_CUDA_LAUNCHED(softmaxCrossEntropyKernel);
+}
+
+void meanSquaredError(const float* outputs, const float* targets, std::int64_t rows,
+                      std::int64_t batch, float* gradient, LossSums* sums, cudaStream_t stream) {
+  meanSquaredErrorKernel<<<1, kLossThreads, 0, stream>>>(outputs, targets, rows, rows * batch,
+                                                         gradient, sums);
+  RINGTRAIN_MODELS_CUDA_LAUNCHED(meanSquaredErrorKernel);
+}
+
+}  // namespace ringtrain::models::cuda
