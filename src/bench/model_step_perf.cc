@@ -6,6 +6,10 @@
 // between the two rows is everything else a step does (bias, ReLU, loss, bookkeeping).
 //
 //   build/bin/model_step_perf --batch 64 --hidden 512,512
+//   build/bin/model_step_perf --device cuda   (GPU builds: the GPU model on the current device)
+//
+// On the GPU a step is what the trainer does: copy the batch in, forward, backward, an SGD
+// momentum update of the parameters, and wait for the loss (one synchronisation per step).
 //
 // Each configuration runs --repeats rounds of at least --seconds each and prints the median
 // and the best round; GFLOP/s counts the matrix products only.
@@ -19,11 +23,19 @@
 #include <iostream>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "models/flush_to_zero.h"
 #include "models/model_factory.h"
+#ifdef RINGTRAIN_MODEL_STEP_PERF_CUDA
+#include <cuda_runtime_api.h>
+
+#include "models/cuda/cuda_errors.h"
+#include "models/cuda/gpu_model.h"
+#include "models/cuda/update_kernels.h"
+#endif
 
 namespace ringtrain {
 namespace {
@@ -38,6 +50,7 @@ struct Options {
   double seconds = 1.0;
   int repeats = 5;
   bool flushToZero = true;
+  std::string device = "cpu";
 };
 
 // The comma-separated items of `text`, empty ones skipped.
@@ -59,6 +72,7 @@ std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool&
       "models", po::value(&modelList)->default_value(modelList), "comma-separated: mlp, cnn")(
       "seconds", po::value(&o.seconds)->default_value(o.seconds), "least time per round")(
       "repeats", po::value(&o.repeats)->default_value(o.repeats), "timed rounds")(
+      "device", po::value(&o.device)->default_value(o.device), "cpu, or cuda (GPU builds)")(
       "ftz", po::value(&o.flushToZero)->default_value(o.flushToZero),
       "flush denormals to zero (1) or not (0)");
   try {
@@ -161,6 +175,33 @@ Timing timeModel(models::Model<float>& model, const SyntheticBatch& data, const 
       o);
 }
 
+#ifdef RINGTRAIN_MODEL_STEP_PERF_CUDA
+Timing timeGpuModel(models::Model<float>& model, const SyntheticBatch& data, const Options& o) {
+  model.initialize(1);
+  models::cuda::GpuModel gpu(model);
+  gpu.reserve(o.batch);
+  float* velocity = nullptr;
+  RINGTRAIN_MODELS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&velocity), gpu.parameterCount() * sizeof(float)));
+  RINGTRAIN_MODELS_CUDA_CHECK(cudaMemset(velocity, 0, gpu.parameterCount() * sizeof(float)));
+  const models::Batch<float> batch{data.inputs, data.labels, {}};
+  std::size_t announced = 0;
+  const models::GradientReadyCallback onReady = [&](const models::LayerParameters& layer) {
+    announced += layer.count;
+  };
+  const Timing timing = timeSteps(
+      [&] {
+        gpu.forward(batch);
+        gpu.backward(onReady);
+        models::cuda::sgdUpdate(gpu.parameters(), gpu.gradients(), velocity, gpu.parameterCount(),
+                                1e-3f, 0.9f, false, 0.0f, gpu.stream());
+        gpu.lastResult();
+      },
+      o);
+  RINGTRAIN_MODELS_CUDA_CHECK(cudaFree(velocity));
+  return timing;
+}
+#endif
+
 // The eight products of an mlp step (for hidden {512, 512}) as bare Eigen calls, same shapes,
 // same storage orders (row-major weights, column-major batches), no bias, activation or loss.
 Timing timeBareProducts(const std::vector<Index>& widths, const SyntheticBatch& data,
@@ -190,6 +231,12 @@ Timing timeBareProducts(const std::vector<Index>& widths, const SyntheticBatch& 
 }
 
 int run(const Options& o) {
+  if (o.device != "cpu" && o.device != "cuda")
+    throw std::invalid_argument("--device must be cpu or cuda, not '" + o.device + "'");
+#ifndef RINGTRAIN_MODEL_STEP_PERF_CUDA
+  if (o.device == "cuda")
+    throw std::invalid_argument("--device cuda needs a GPU build (RINGTRAIN_CUDA, see README)");
+#endif
   const bool ftz = o.flushToZero && models::enableFlushToZero();
   fmt::print("model_step_perf: one thread, Eigen {}.{}.{}, flush-to-zero {}\n", EIGEN_WORLD_VERSION,
              EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION, ftz ? "on" : "off");
@@ -206,6 +253,13 @@ int run(const Options& o) {
         label += "-" + std::to_string(w);
       label += "-10";
     }
+#ifdef RINGTRAIN_MODEL_STEP_PERF_CUDA
+    if (o.device == "cuda") {
+      printRow(label + " GPU step", o.batch, model.parameterCount(), flops,
+               timeGpuModel(model, data, o));
+      continue;
+    }
+#endif
     const Timing step = timeModel(model, data, o);
     printRow(label + " step", o.batch, model.parameterCount(), flops, step);
     if (name == "mlp") {
