@@ -8,6 +8,7 @@
 #include "collectives/ring_communicator.h"
 #ifdef RINGTRAIN_HAVE_NCCL
 #include "collectives/nccl_communicator.h"
+#include "collectives/nccl_intra_node.h"
 #endif
 #include "collectives/steady_clock.h"
 
@@ -112,6 +113,21 @@ std::vector<std::string> communicatorBackends() {
   return {"mpi", "ring", "hierarchical"};
 }
 
+std::vector<std::string> deviceCommunicatorBackends() {
+  return {"nccl", "hierarchical-nccl"};
+}
+
+namespace {
+
+std::string deviceBackendList() {
+  std::string names;
+  for (const auto& name : deviceCommunicatorBackends())
+    names += (names.empty() ? "" : ", ") + name;
+  return names;
+}
+
+}  // namespace
+
 CommunicatorOptions withoutTestFault(CommunicatorOptions options) {
   options.testStallRank = -1;
   return options;
@@ -123,20 +139,23 @@ std::unique_ptr<Communicator> makeCommunicator(std::string_view backend, MPI_Com
   if (backend == "ring") return std::make_unique<RingCommunicator>(comm, options);
   if (backend == "hierarchical") return std::make_unique<HierarchicalCommunicator>(comm, options);
   // The one place that knows whether this build has the GPU path.
-  if (backend == "nccl") {
+  if (backend == "nccl" || backend == "hierarchical-nccl") {
 #ifdef RINGTRAIN_HAVE_NCCL
-    return std::make_unique<NcclCommunicator>(comm, options);
+    if (backend == "nccl") return std::make_unique<NcclCommunicator>(comm, options);
+    return std::make_unique<HierarchicalCommunicator>(comm, options, "hierarchical-nccl",
+                                                      makeNcclIntraNode);
 #else
-    throw std::invalid_argument(
-        "backend 'nccl' needs a build with CUDA and NCCL; this one was configured without them "
-        "(RINGTRAIN_CUDA=OFF, or CMake found no CUDA toolkit/NCCL)");
+    throw std::invalid_argument("backend '" + std::string(backend) +
+                                "' needs a build with CUDA and NCCL; this one was configured "
+                                "without them (RINGTRAIN_CUDA=OFF, or CMake found no CUDA "
+                                "toolkit/NCCL)");
 #endif
   }
   std::string known;
   for (const auto& name : communicatorBackends())
     known += (known.empty() ? "" : ", ") + name;
   throw std::invalid_argument("unknown backend '" + std::string(backend) + "' (known: " + known +
-                              "; nccl for device buffers)");
+                              "; for device buffers: " + deviceBackendList() + ")");
 }
 
 }  // namespace ringtrain::collectives

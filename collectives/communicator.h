@@ -164,9 +164,12 @@ class Communicator {
 // "hierarchical" (reduce-scatter inside the node, all-reduce across nodes, all-gather inside the
 // node; see hierarchical_allreduce.h): the backends for host buffers.
 std::vector<std::string> communicatorBackends();
-// Also makes "nccl" (device buffers, nccl_communicator.h) in builds with CUDA and NCCL. Throws
-// std::invalid_argument naming the known backends when `backend` is not one of them, and saying
-// so when it is "nccl" in a build without the GPU path.
+// The backends for device buffers: "nccl" (nccl_communicator.h) and "hierarchical-nccl" (the
+// hierarchical backend with NCCL inside the node, hierarchical_communicator.h). Listed in every
+// build; only builds with CUDA and NCCL make them.
+std::vector<std::string> deviceCommunicatorBackends();
+// Makes any of the above. Throws std::invalid_argument naming the known backends when `backend`
+// is not one of them, and saying so when it is a device backend in a build without the GPU path.
 std::unique_ptr<Communicator> makeCommunicator(std::string_view backend, MPI_Comm comm,
                                                const CommunicatorOptions& options = {});
 

@@ -44,11 +44,16 @@ void HierarchicalAllreduce::run(const void* send, void* recv, std::size_t count,
   }
   // Carried slices in ascending order on every rank: each cross-node communicator's members
   // reach it after finishing the lower-numbered ones, so the blocking calls cannot deadlock.
+  // The slice goes through host memory (a pinned copy for device buffers; the slice itself for
+  // host buffers), where MPI reduces it and the one division of an average happens.
   for (auto& [slice, crossNode] : crossNode_) {
     std::byte* data = out + slices.begin(slice) * elementSize;
     const std::size_t length = slices.length(slice);
-    if (crossNode->size() > 1) crossNode->allreduce(data, data, length, type, partial);
-    if (op == ReduceOp::kAverage) divideArray(type, data, length, worldSize_);
+    if (crossNode->size() == 1 && op != ReduceOp::kAverage) continue;
+    std::byte* host = intraNode_.hostCopyOf(data, length * elementSize);
+    if (crossNode->size() > 1) crossNode->allreduce(host, host, length, type, partial);
+    if (op == ReduceOp::kAverage) divideArray(type, host, length, worldSize_);
+    intraNode_.copy(data, host, length * elementSize);
   }
   if (fullNode) {
     intraNode_.allgather(recv, slices, type);

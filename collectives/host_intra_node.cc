@@ -62,4 +62,8 @@ void HostIntraNode::broadcast(void* buffer, std::size_t count, DataType type, in
   if (localSize() > 1) mpi_.broadcast(buffer, count, type, localRoot);
 }
 
+void HostIntraNode::copy(void* destination, const void* source, std::size_t bytes) {
+  if (destination != source && bytes > 0) std::memcpy(destination, source, bytes);
+}
+
 }  // namespace ringtrain::collectives

@@ -26,6 +26,11 @@ class HostIntraNode final : public IntraNodeCollectives {
   void allreduce(const void* send, void* recv, std::size_t count, DataType type,
                  ReduceOp op) override;
   void broadcast(void* buffer, std::size_t count, DataType type, int localRoot) override;
+  // Host buffers are where MPI reads them: no copies.
+  bool takesDeviceBuffers() const override { return false; }
+  std::string bufferProblem(const void*, std::size_t, const char*) const override { return ""; }
+  std::byte* hostCopyOf(void* data, std::size_t) override { return static_cast<std::byte*>(data); }
+  void copy(void* destination, const void* source, std::size_t bytes) override;
 
  private:
   RingLayout ringLayout(const SliceLayout& layout, DataType type) const;

@@ -4,12 +4,14 @@
 // inside the node onto one rank (reduce-scatter), all-reduces that slice across nodes over MPI,
 // and spreads the result back inside the node (all-gather). Only the inside-the-node stages
 // depend on where the data lives: on the CPU they are HostIntraNode's ring passes over MPI; with
-// device buffers they are to be NCCL's reduce-scatter and all-gather on the node's GPUs. This
-// interface is the seam between the algorithm and those two implementations.
+// device buffers they are NCCL's reduce-scatter and all-gather on the node's GPUs (NcclIntraNode).
+// This interface is the seam between the algorithm and those two implementations; it also says
+// where the buffers live, and moves a slice to host memory for the MPI stage across nodes.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
+#include <string>
 
 #include "collectives/data_type.h"
 
@@ -51,6 +53,20 @@ class IntraNodeCollectives {
   virtual void allreduce(const void* send, void* recv, std::size_t count, DataType type,
                          ReduceOp op) = 0;
   virtual void broadcast(void* buffer, std::size_t count, DataType type, int localRoot) = 0;
+
+  // Where the buffers live: host memory (false) or device memory (true).
+  virtual bool takesDeviceBuffers() const = 0;
+  // "" when `buffer` (of `count` elements; count > 0) is memory of the kind this implementation
+  // takes, else what is wrong with it, naming `what` ("all-reduce send").
+  virtual std::string bufferProblem(const void* buffer, std::size_t count,
+                                    const char* what) const = 0;
+  // The MPI stages read and write host memory. hostCopyOf returns host memory holding the
+  // `bytes` bytes at `data`: `data` itself for host buffers; for device buffers a pinned copy
+  // owned by this object, valid until the next call of hostCopyOf.
+  virtual std::byte* hostCopyOf(void* data, std::size_t bytes) = 0;
+  // Copies `bytes` bytes between this implementation's buffers and hostCopyOf's memory, in any
+  // direction; returns when done. Nothing happens when destination == source.
+  virtual void copy(void* destination, const void* source, std::size_t bytes) = 0;
 };
 
 }  // namespace ringtrain::collectives

@@ -5,18 +5,19 @@
 #include <string>
 
 #include <cuda_runtime_api.h>
-#include <nccl.h>
 
 #include "collectives/communicator.h"
+#include "collectives/nccl_channel.h"
 #include "collectives/recursive_doubling.h"
 
 namespace ringtrain::collectives {
 
-// Bootstrap: each rank takes GPU local_rank % device_count (local rank among the ranks sharing
-// its node); rank 0 creates the NCCL unique id, MPI broadcasts it, every rank calls
-// ncclCommInitRank. Rank 0 prints the NCCL version; NCCL_DEBUG=INFO makes NCCL say what it chose.
-// Two ranks of a node on one GPU (more ranks than visible GPUs, or CUDA_VISIBLE_DEVICES showing
-// them the same device) are refused before NCCL is touched: NCCL does not allow it.
+// Bootstrap (nccl_channel.h, shared with `hierarchical-nccl`): each rank takes GPU
+// local_rank % device_count (local rank among the ranks sharing its node); rank 0 creates the NCCL
+// unique id, MPI broadcasts it, every rank calls ncclCommInitRank. Rank 0 prints the NCCL version;
+// NCCL_DEBUG=INFO makes NCCL say what it chose. Two ranks of a node on one GPU (more ranks than
+// visible GPUs, or CUDA_VISIBLE_DEVICES showing them the same device) are refused before NCCL is
+// touched: NCCL does not allow it.
 //
 // Buffers must be device (or managed) memory; a host pointer is refused with
 // std::invalid_argument on its rank and CollectiveMismatchError on the others (none hangs). Types:
@@ -34,11 +35,10 @@ namespace ringtrain::collectives {
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(MPI_Comm comm, const CommunicatorOptions& options);
-  ~NcclCommunicator() override;
   std::string_view backendName() const override { return "nccl"; }
 
-  int device() const { return device_; }
-  cudaStream_t stream() const { return stream_; }
+  int device() const { return channel_.device(); }
+  cudaStream_t stream() const { return channel_.stream(); }
   // The stream whose queued work produces the buffers (default: the legacy default stream).
   void setComputeStream(cudaStream_t stream) { computeStream_ = stream; }
 
@@ -51,23 +51,14 @@ class NcclCommunicator final : public Communicator {
   void barrierImpl() override;
 
  private:
-  void chooseDevice();
-  // "" when `buffer` is device (or managed) memory, else what is wrong with it.
-  std::string hostBufferProblem(const void* buffer, std::size_t count, const char* what) const;
-  // RecursiveDoubling's agreement, made to fail on every rank when any rank's buffer is bad.
-  void agreeOnCall(CallSignature signature, const std::string& problem);
-  // Makes this communicator's stream wait for the work queued on the compute stream.
-  void orderAfterCompute();
-  // Waits until the enqueued collective has finished, polling for asynchronous NCCL errors.
-  void waitForCompletion(const char* what);
+  // The collective on this communicator's stream, after the compute stream's queued work;
+  // returns when it has finished.
+  template <class Enqueue>
+  void runOnStream(const char* what, Enqueue enqueue);
 
   RecursiveDoubling agreement_;
-  int device_ = -1;
-  cudaStream_t stream_ = nullptr;
+  NcclChannel channel_;
   cudaStream_t computeStream_ = nullptr;
-  cudaEvent_t computeReady_ = nullptr;
-  cudaEvent_t done_ = nullptr;
-  ncclComm_t nccl_ = nullptr;
 };
 
 }  // namespace ringtrain::collectives

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
 #include "collectives/communicator.h"
@@ -205,6 +206,17 @@ void RecursiveDoubling::throwDisagreement(const CallSignature& mine) {
   RINGTRAIN_MPI_CHECK(MPI_Allgather(&mine, sizeof(CallSignature), MPI_BYTE, all.data(),
                                     sizeof(CallSignature), MPI_BYTE, comm_));
   throw CollectiveMismatchError(disagreementMessage(all));
+}
+
+void agreeUnlessRefused(RecursiveDoubling& agreement, CallSignature signature,
+                        const std::string& problem) {
+  if (!problem.empty()) signature.dataType = -1;
+  try {
+    agreement.agree(signature);
+  } catch (const CollectiveMismatchError&) {
+    if (problem.empty()) throw;
+  }
+  if (!problem.empty()) throw std::invalid_argument(problem);
 }
 
 }  // namespace ringtrain::collectives

@@ -26,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <mpi.h>
@@ -73,5 +74,12 @@ class RecursiveDoubling {
   std::vector<MPI_Request> sends_;
   std::vector<MPI_Request> receives_;
 };
+
+// agreement.agree(signature) for a call this rank already knows it cannot make (`problem` not
+// empty, e.g. a host pointer given to a backend of device buffers): it still takes part, with a
+// signature no valid call has (data type -1), so that the other ranks throw
+// CollectiveMismatchError instead of waiting for it; then it throws std::invalid_argument(problem).
+void agreeUnlessRefused(RecursiveDoubling& agreement, CallSignature signature,
+                        const std::string& problem);
 
 }  // namespace ringtrain::collectives

@@ -1,5 +1,6 @@
 #include "tests/collectives/collective_test_support.h"
 
+#include <cmath>
 #include <cstring>
 
 #include <mpi.h>
@@ -127,6 +128,35 @@ double unitRoundoff(DataType type) {
     default:
       return 0;
   }
+}
+
+std::size_t countDifferences(DataType type, collectives::ReduceOp op, std::uint64_t seed, int ranks,
+                             std::size_t count, const void* result, const void* reference) {
+  using collectives::ReduceOp;
+  const bool exact = !isFloatingPoint(type) || op == ReduceOp::kMin || op == ReduceOp::kMax;
+  if (exact) {
+    // Integer sums are exact in any order; min and max do not round.
+    std::size_t wrong = 0;
+    const std::size_t e = sizeOf(type);
+    for (std::size_t i = 0; i < count; ++i) {
+      const auto* a = static_cast<const std::byte*>(result) + i * e;
+      const auto* b = static_cast<const std::byte*>(reference) + i * e;
+      wrong += std::memcmp(a, b, e) != 0;
+    }
+    return wrong;
+  }
+  std::size_t wrong = 0;
+  const double u = unitRoundoff(type);
+  for (std::size_t i = 0; i < count; ++i) {
+    double absSum = 0;
+    for (int r = 0; r < ranks; ++r)
+      absSum += std::fabs(inputValue(type, inputKey(seed, r), i));
+    double tolerance = 2 * (ranks + 1) * u * absSum;
+    if (op == ReduceOp::kAverage) tolerance /= ranks;
+    const double difference = elementAt(type, result, i) - elementAt(type, reference, i);
+    wrong += !(std::fabs(difference) <= tolerance);
+  }
+  return wrong;
 }
 
 collectives::AlignedBuffer& scratchBuffer(int which) {

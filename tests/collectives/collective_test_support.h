@@ -54,6 +54,14 @@ double elementAt(collectives::DataType type, const void* data, std::size_t i);
 // once per hop.
 double unitRoundoff(collectives::DataType type);
 
+// The number of elements of `result` that differ from `reference` (the mpi backend's result for
+// the inputs fillInput(type, seed, r, count) of `ranks` ranks) by more than two reassociations
+// of the reduction allow: none for integers, min and max; for floating-point sums and averages
+// 2 (ranks + 1) u times the sum of the inputs' magnitudes (divided by ranks for averages).
+std::size_t countDifferences(collectives::DataType type, collectives::ReduceOp op,
+                             std::uint64_t seed, int ranks, std::size_t count, const void* result,
+                             const void* reference);
+
 // Buffers that grow and are kept for the whole test program: first-touch page faults are slow
 // on the CI machine, and 16 Mi-element tests would otherwise pay them in every test.
 collectives::AlignedBuffer& scratchBuffer(int which);

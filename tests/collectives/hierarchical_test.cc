@@ -5,7 +5,6 @@
 // per node; this file varies the split.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -68,36 +67,6 @@ TEST(HierarchicalTopology, WithoutOverrideTheNodeIsTheSharedMemoryNode) {
   EXPECT_EQ(comm.topology().localRank(), mpiEnvironment().localRank());
   EXPECT_EQ(comm.topology().localSize(), mpiEnvironment().localSize());
   EXPECT_EQ(comm.topology().nodeCount(), mpiEnvironment().nodeCount());
-}
-
-// Compares the hierarchical result with the mpi backend's for the same inputs; returns the
-// number of elements that differ by more than the two reassociations allow.
-std::size_t countDifferences(DataType type, ReduceOp op, std::uint64_t seed, int ranks,
-                             std::size_t count, const void* hierarchical, const void* mpi) {
-  const bool exact = !isFloatingPoint(type) || op == ReduceOp::kMin || op == ReduceOp::kMax;
-  if (exact) {
-    // Integer sums are exact in any order; min and max do not round.
-    std::size_t wrong = 0;
-    const std::size_t e = sizeOf(type);
-    for (std::size_t i = 0; i < count; ++i) {
-      const auto* a = static_cast<const std::byte*>(hierarchical) + i * e;
-      const auto* b = static_cast<const std::byte*>(mpi) + i * e;
-      wrong += std::memcmp(a, b, e) != 0;
-    }
-    return wrong;
-  }
-  std::size_t wrong = 0;
-  const double u = unitRoundoff(type);
-  for (std::size_t i = 0; i < count; ++i) {
-    double absSum = 0;
-    for (int r = 0; r < ranks; ++r)
-      absSum += std::fabs(inputValue(type, inputKey(seed, r), i));
-    double tolerance = 2 * (ranks + 1) * u * absSum;
-    if (op == ReduceOp::kAverage) tolerance /= ranks;
-    const double difference = elementAt(type, hierarchical, i) - elementAt(type, mpi, i);
-    wrong += !(std::fabs(difference) <= tolerance);
-  }
-  return wrong;
 }
 
 class HierarchicalSplitTest : public ::testing::TestWithParam<int> {};

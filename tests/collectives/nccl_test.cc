@@ -19,6 +19,7 @@
 #include "collectives/cuda_check.h"
 #include "collectives/fingerprint.h"
 #include "tests/collectives/collective_test_support.h"
+#include "tests/collectives/device_test_support.h"
 #include "tests/support/mpi_test_environment.h"
 
 namespace ringtrain::testing {
@@ -27,41 +28,10 @@ namespace {
 using collectives::DataType;
 using collectives::ReduceOp;
 
-// cudaMalloc'd bytes, freed on scope exit.
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(std::size_t bytes) {
-    RINGTRAIN_CUDA_CHECK(cudaMalloc(&data_, std::max<std::size_t>(bytes, 1)));
-  }
-  ~DeviceBuffer() { cudaFree(data_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* data() const { return data_; }
-
- private:
-  void* data_ = nullptr;
-};
-
-// Why this job cannot run the nccl backend ("" when it can); the same answer on every rank.
-std::string reasonToSkip() {
-  std::string why;
-  const int devices = collectives::visibleCudaDevices(&why);
-  const int tooFew = devices < mpiEnvironment().localSize() ? 1 : 0;
-  int fewest = devices, anyTooFew = 0;
-  MPI_Allreduce(&devices, &fewest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(&tooFew, &anyTooFew, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (fewest == 0) {
-    return "no GPU visible" + (why.empty() ? std::string() : " (" + why + ")") +
-           ": the nccl backend is compiled and linked but not run here";
-  }
-  if (anyTooFew) return "a node has more ranks than GPUs; NCCL needs one GPU per rank";
-  return "";
-}
-
 class NcclTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string why = reasonToSkip();
+    const std::string why = reasonToSkip("nccl", mpiEnvironment().localSize());
     if (!why.empty()) GTEST_SKIP() << why;
     comm_ = collectives::makeCommunicator("nccl", MPI_COMM_WORLD);
     reference_ = collectives::makeCommunicator("mpi", MPI_COMM_WORLD);
@@ -99,8 +69,8 @@ TEST_F(NcclTest, AllreduceMatchesTheCpuBackend) {
 
           // NCCL's average multiplies by 1/ranks (a premultiplied sum) where the CPU backends
           // divide the sum, so even one rank's average may differ in the last bit.
-          const bool exact = (ranks == 1 && op == ReduceOp::kSum) || op == ReduceOp::kMin ||
-                             op == ReduceOp::kMax;
+          const bool exact =
+              (ranks == 1 && op == ReduceOp::kSum) || op == ReduceOp::kMin || op == ReduceOp::kMax;
           std::size_t wrong = 0;
           std::string first;
           for (std::size_t i = 0; i < count; ++i) {
@@ -108,10 +78,10 @@ TEST_F(NcclTest, AllreduceMatchesTheCpuBackend) {
             const double want = elementAt(type, expected.data(), i);
             // Both results are within (ranks + 1) u |sum| of the exact sum (|inputs| < 1).
             const double tolerance = exact ? 0 : 2 * (ranks + 1) * unitRoundoff(type) * ranks;
-            const bool bad = exact ? std::memcmp(result.data() + i * sizeOf(type),
-                                                 expected.data() + i * sizeOf(type),
-                                                 sizeOf(type)) != 0
-                                   : !(std::fabs(got - want) <= tolerance);
+            const bool bad =
+                exact ? std::memcmp(result.data() + i * sizeOf(type),
+                                    expected.data() + i * sizeOf(type), sizeOf(type)) != 0
+                      : !(std::fabs(got - want) <= tolerance);
             if (bad && first.empty()) {
               std::ostringstream text;
               text << std::setprecision(9) << "element " << i << ": got " << got << ", want "
@@ -131,34 +101,7 @@ TEST_F(NcclTest, AllreduceMatchesTheCpuBackend) {
 }
 
 TEST_F(NcclTest, BroadcastAndAllgatherDeliverEveryRanksBytes) {
-  const auto ranks = static_cast<std::size_t>(comm_->size());
-  const DataType type = DataType::kFloat32;
-  for (const std::size_t count : {std::size_t{0}, std::size_t{7}, std::size_t{100003}}) {
-    SCOPED_TRACE(::testing::Message() << "count " << count);
-    const std::size_t bytes = count * sizeOf(type);
-    auto& host = scratchBuffer(0);
-    auto& expected = scratchBuffer(1);
-    host.resize(ranks * bytes + 1);
-    expected.resize(ranks * bytes + 1);
-    for (int root = 0; root < comm_->size(); ++root) {
-      fillInput(type, 50 + count, comm_->rank(), count, host.data());
-      fillInput(type, 50 + count, root, count, expected.data());
-      DeviceBuffer data(bytes);
-      RINGTRAIN_CUDA_CHECK(cudaMemcpy(data.data(), host.data(), bytes, cudaMemcpyHostToDevice));
-      comm_->broadcast(data.data(), count, type, root);
-      RINGTRAIN_CUDA_CHECK(cudaMemcpy(host.data(), data.data(), bytes, cudaMemcpyDeviceToHost));
-      EXPECT_EQ(std::memcmp(host.data(), expected.data(), bytes), 0) << "root " << root;
-    }
-    for (std::size_t r = 0; r < ranks; ++r)
-      fillInput(type, 60 + count, static_cast<int>(r), count, expected.data() + r * bytes);
-    fillInput(type, 60 + count, comm_->rank(), count, host.data());
-    DeviceBuffer send(bytes), recv(ranks * bytes);
-    RINGTRAIN_CUDA_CHECK(cudaMemcpy(send.data(), host.data(), bytes, cudaMemcpyHostToDevice));
-    comm_->allgather(send.data(), recv.data(), count, type);
-    RINGTRAIN_CUDA_CHECK(
-        cudaMemcpy(host.data(), recv.data(), ranks * bytes, cudaMemcpyDeviceToHost));
-    EXPECT_EQ(std::memcmp(host.data(), expected.data(), ranks * bytes), 0);
-  }
+  expectBroadcastAndAllgatherDeliverEveryRanksBytes(*comm_, 50);
 }
 
 TEST_F(NcclTest, HostBuffersAreRefusedOnEveryRank) {
