@@ -9,6 +9,10 @@
 //   mpirun -np 2 build/bin/allreduce_perf -b 8 -e 256M -f 2 --json out.json
 //   mpirun -np 4 build/bin/allreduce_perf --backends mpi,ring,hierarchical --ranks-per-node 2
 // (--ranks-per-node lets one machine stand in for several nodes: 4 ranks as 2 nodes x 2.)
+//   mpirun -np 2 build/bin/allreduce_perf --device cuda --backends nccl,hierarchical-nccl
+// (--device cuda: buffers from cudaMalloc on GPU local_rank % devices, for the device backends;
+// each row then also shows the GPU's device-to-device copy bandwidth at that size, the figure to
+// hold the bus bandwidth against. The results are copied back to the host to be checked.)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -19,6 +23,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -33,6 +38,7 @@
 #include "collectives/float16.h"
 #include "collectives/hierarchical_communicator.h"
 #include "collectives/mpi_check.h"
+#include "src/bench/bench_device.h"
 #include "src/common/startup_errors.h"
 
 namespace ringtrain {
@@ -59,6 +65,8 @@ struct Options {
   collectives::CommunicatorOptions communicator;
   std::string jsonPath;
   bool memoryBandwidth = false;
+  // "cpu": host buffers and the host backends; "cuda": device buffers and the device backends.
+  std::string device = "cpu";
 };
 
 // "8", "64K", "256M", "1G" (binary multiples, as nccl-tests reads them).
@@ -126,11 +134,16 @@ std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool&
       "hierarchical, benchmarks only: every N consecutive ranks form a node (0: the real "
       "nodes)")("json", po::value(&o.jsonPath), "also write the results to this JSON file")(
       "membw", po::bool_switch(&o.memoryBandwidth),
-      "measure memory bandwidth first and report the ring's memory-traffic floor");
+      "measure memory bandwidth first and report the ring's memory-traffic floor")(
+      "device", po::value(&o.device)->default_value(o.device),
+      "cpu: host buffers (backends mpi, ring, hierarchical); cuda: cudaMalloc'd buffers on GPU "
+      "local_rank % devices (backends nccl, hierarchical-nccl; default nccl)");
+  bool backendsGiven = false;
   try {
     po::variables_map vm;
     po::store(po::command_line_parser(argc, argv).options(description).run(), vm);
     po::notify(vm);
+    backendsGiven = !vm["backends"].defaulted();
     if (vm.count("help")) {
       help = true;
       std::cout << description << "\n";
@@ -170,10 +183,19 @@ std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool&
   const auto parsedOp = collectives::parseReduceOp(op);
   if (!parsedOp) return "--op: unknown reduction '" + op + "' (sum, avg, min, max)";
   o.op = *parsedOp;
-  o.backends = splitList(backends);
+  if (o.device != "cpu" && o.device != "cuda") return "--device: '" + o.device + "' (cpu, cuda)";
+  const bool onDevice = o.device == "cuda";
+  o.backends = splitList(onDevice && !backendsGiven ? std::string("nccl") : backends);
   if (o.backends.empty()) return "--backends: no backend given";
-  const auto known = collectives::communicatorBackends();
+  const auto known =
+      onDevice ? collectives::deviceCommunicatorBackends() : collectives::communicatorBackends();
+  const auto other =
+      onDevice ? collectives::communicatorBackends() : collectives::deviceCommunicatorBackends();
   for (const auto& b : o.backends) {
+    if (std::find(other.begin(), other.end(), b) != other.end()) {
+      return "--backends: '" + b + "' takes " + (onDevice ? "host" : "device") +
+             " buffers: use --device " + (onDevice ? "cpu" : "cuda");
+    }
     if (std::find(known.begin(), known.end(), b) == known.end()) {
       std::string names;
       for (const auto& k : known)
@@ -317,17 +339,45 @@ double combineTime(double seconds, int mode) {
   return result;
 }
 
-struct Buffers {
-  AlignedBuffer send;
-  AlignedBuffer recv;
+// The benchmark's two buffers: host memory, or device memory with host copies where the inputs
+// are written and the results checked.
+class Buffers {
+ public:
+  Buffers(std::size_t bytes, bool onDevice) {
+    host_[0].resize(bytes);
+    host_[1].resize(bytes);
+    if (onDevice) {
+      device_[0] = std::make_unique<bench::DeviceBytes>(bytes);
+      device_[1] = std::make_unique<bench::DeviceBytes>(bytes);
+    }
+  }
+  // What the communicator gets: 0 send, 1 recv.
+  std::byte* data(int which) {
+    return device_[which] ? device_[which]->data() : host_[which].data();
+  }
+  // Writes the input pattern into the send buffer.
+  void fillSend(std::size_t count, const std::vector<std::byte>& pattern, std::size_t e) {
+    fillPeriodic(host_[0].data(), count, pattern, e);
+    if (device_[0]) bench::copyToDevice(device_[0]->data(), host_[0].data(), count * e);
+  }
+  // Buffer `which`'s first `bytes` bytes in host memory.
+  const std::byte* onHost(int which, std::size_t bytes) {
+    if (device_[which]) bench::copyToHost(host_[which].data(), device_[which]->data(), bytes);
+    return host_[which].data();
+  }
+
+ private:
+  AlignedBuffer host_[2];
+  std::unique_ptr<bench::DeviceBytes> device_[2];
 };
 
 Measurement measure(Communicator& comm, Buffers& buffers, const Patterns& patterns,
                     std::size_t count, const Options& o, bool inPlace) {
   const std::size_t e = sizeOf(o.type);
-  std::byte* send = buffers.send.data();
-  std::byte* recv = inPlace ? send : buffers.recv.data();
-  fillPeriodic(send, count, patterns.input, e);
+  std::byte* send = buffers.data(0);
+  const int result = inPlace ? 0 : 1;
+  std::byte* recv = buffers.data(result);
+  buffers.fillSend(count, patterns.input, e);
   for (int i = 0; i < o.warmupIters; ++i)
     comm.allreduce(send, recv, count, o.type, o.op);
   comm.barrier();
@@ -343,11 +393,12 @@ Measurement measure(Communicator& comm, Buffers& buffers, const Patterns& patter
   m.algbw = bytes / perIteration / 1e9;
   m.busbw = m.algbw * 2.0 * (n - 1) / n;
   if (o.check) {
-    fillPeriodic(send, count, patterns.input, e);
+    buffers.fillSend(count, patterns.input, e);
     comm.allreduce(send, recv, count, o.type, o.op);
-    std::uint64_t wrong = countWrongElements(recv, count, patterns.expected, e);
+    const std::byte* got = buffers.onHost(result, count * e);
+    std::uint64_t wrong = countWrongElements(got, count, patterns.expected, e);
     // A rank whose bytes differ from rank 0's counts as one more wrong value.
-    std::uint64_t hash = collectives::fingerprint(recv, count * e);
+    std::uint64_t hash = collectives::fingerprint(got, count * e);
     std::uint64_t rootHash = hash;
     RINGTRAIN_MPI_CHECK(MPI_Bcast(&rootHash, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD));
     wrong += hash != rootHash;
@@ -406,6 +457,22 @@ int run(int argc, char** argv) {
   const bool root = env.worldRank() == 0;
   const int n = env.worldSize();
   const std::size_t e = sizeOf(o.type);
+  const bool onDevice = o.device == "cuda";
+  std::string gpuName;
+  int gpu = -1;
+  if (onDevice) {
+    // The GPU the device backends take: the local rank, simulated under --ranks-per-node as
+    // hierarchical-nccl simulates it (the nccl backend always takes the real one; on one GPU
+    // both are GPU 0).
+    const int perNode = o.communicator.testRanksPerNode;
+    const int localRank = perNode > 0 ? env.worldRank() % perNode : env.localRank();
+    try {
+      gpu = bench::selectDevice(localRank, &gpuName);
+    } catch (const std::exception& problem) {
+      error = problem.what();
+    }
+    exitEverywhereOnError(error);
+  }
   std::vector<std::unique_ptr<Communicator>> comms;
   for (const auto& b : o.backends) {
     comms.push_back(collectives::makeCommunicator(b, MPI_COMM_WORLD, o.communicator));
@@ -422,6 +489,8 @@ int run(int argc, char** argv) {
   json["warmup_iters"] = o.warmupIters;
   json["iters"] = o.iters;
   json["time"] = std::vector<std::string>{"rank0", "average", "min", "max"}[o.average];
+  json["device"] = o.device;
+  if (onDevice) json["gpu"] = {{"name", gpuName}, {"rank0_device", gpu}};
   json["ring"] = {{"small_message_bytes", o.communicator.ringSmallMessageBytes},
                   {"chunk_bytes", o.communicator.ringChunkBytes},
                   {"pipeline_depth", o.communicator.ringPipelineDepth}};
@@ -436,6 +505,12 @@ int run(int argc, char** argv) {
         "#  ring: recursive doubling up to {} B, chunks of {} B, {} in flight\n",
         o.communicator.ringSmallMessageBytes, o.communicator.ringChunkBytes,
         o.communicator.ringPipelineDepth);
+    if (onDevice) {
+      std::cout << fmt::format(
+          "#  device buffers: cudaMalloc on GPU local_rank % devices (rank 0: GPU {}, {}); "
+          "d2d copy = cudaMemcpy device to device on rank 0, bytes read + written\n",
+          gpu, gpuName);
+    }
   }
   for (const auto& comm : comms) {
     const auto* hierarchical = dynamic_cast<const collectives::HierarchicalCommunicator*>(&*comm);
@@ -470,28 +545,33 @@ int run(int argc, char** argv) {
     }
   }
   if (root) {
+    // On device buffers one more column: the GPU's copy bandwidth at the row's size.
+    const auto extra = [&](const char* text) {
+      return onDevice ? fmt::format(" {:>9}", text) : std::string();
+    };
     std::cout << "#\n"
               << fmt::format(
                      "# {:>12} {:>12} {:>9} {:>6} {:>12}  {:>9} {:>7} {:>7} {:>6}  {:>9} {:>7} "
-                     "{:>7} {:>6}\n",
+                     "{:>7} {:>6}",
                      "", "", "", "", "", "out-of-place", "", "", "", "in-place", "", "", "")
+              << extra("d2d copy") << "\n"
               << fmt::format(
                      "# {:>12} {:>12} {:>9} {:>6} {:>12}  {:>9} {:>7} {:>7} {:>6}  {:>9} {:>7} "
-                     "{:>7} {:>6}\n",
+                     "{:>7} {:>6}",
                      "size", "count", "type", "redop", "backend", "time", "algbw", "busbw",
                      "#wrong", "time", "algbw", "busbw", "#wrong")
+              << extra("bw") << "\n"
               << fmt::format(
                      "# {:>12} {:>12} {:>9} {:>6} {:>12}  {:>9} {:>7} {:>7} {:>6}  {:>9} {:>7} "
-                     "{:>7} {:>6}\n",
+                     "{:>7} {:>6}",
                      "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
-                     "(GB/s)", "(GB/s)", "");
+                     "(GB/s)", "(GB/s)", "")
+              << extra("(GB/s)") << "\n";
   }
 
   // One allocation of the largest size, written once, for every size and backend.
-  Buffers buffers;
   const std::size_t maxCount = o.maxBytes / e;
-  buffers.send.resize(std::max<std::size_t>(maxCount * e, 64));
-  buffers.recv.resize(std::max<std::size_t>(maxCount * e, 64));
+  Buffers buffers(std::max<std::size_t>(maxCount * e, 64), onDevice);
   const Patterns patterns = makePatterns(o.type, o.op, env.worldRank(), n);
 
   std::map<std::string, std::pair<double, int>> busbwSums;
@@ -500,6 +580,17 @@ int run(int argc, char** argv) {
   std::vector<std::pair<std::size_t, std::vector<double>>> ratioRows;
   for (std::size_t bytes = std::max(o.minBytes, e); bytes <= o.maxBytes; bytes *= o.stepFactor) {
     const std::size_t count = bytes / e;
+    // The reference on device buffers, taken on rank 0 alone so that no other rank's copy
+    // shares its GPU meanwhile.
+    double copyGbps = 0;
+    if (onDevice) {
+      if (root) {
+        copyGbps = bench::deviceCopyBandwidth(buffers.data(0), buffers.data(1), count * e,
+                                              o.warmupIters, o.iters) /
+                   1e9;
+      }
+      RINGTRAIN_MPI_CHECK(MPI_Bcast(&copyGbps, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    }
     std::vector<double> outOfPlaceBusbw;
     for (std::size_t b = 0; b < comms.size(); ++b) {
       const Measurement out = measure(*comms[b], buffers, patterns, count, o, false);
@@ -512,9 +603,10 @@ int run(int argc, char** argv) {
       if (root) {
         std::cout << fmt::format(
                          "  {:>12} {:>12} {:>9} {:>6} {:>12}  {:>9.2f} {:>7.2f} {:>7.2f} {:>6}  "
-                         "{:>9.2f} {:>7.2f} {:>7.2f} {:>6}\n",
+                         "{:>9.2f} {:>7.2f} {:>7.2f} {:>6}",
                          count * e, count, name(o.type), name(o.op), o.backends[b], out.timeUs,
                          out.algbw, out.busbw, out.wrong, in.timeUs, in.algbw, in.busbw, in.wrong)
+                  << (onDevice ? fmt::format(" {:>9.2f}", copyGbps) : std::string()) << "\n"
                   << std::flush;
       }
       auto toJson = [](const Measurement& m) {
@@ -528,6 +620,7 @@ int run(int argc, char** argv) {
                       {"count", count},
                       {"out_of_place", toJson(out)},
                       {"in_place", toJson(in)}});
+      if (onDevice) rows.back()["d2d_copy_gbps"] = copyGbps;
     }
     ratioRows.emplace_back(count * e, outOfPlaceBusbw);
   }
