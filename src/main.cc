@@ -7,6 +7,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <variant>
 
 #include "collectives/communicator.h"
 #include "collectives/environment.h"
@@ -22,6 +23,7 @@
 #include "src/trainer/batch_source.h"
 #include "src/trainer/config.h"
 #include "src/trainer/consistency_check.h"
+#include "src/trainer/device_choice.h"
 #include "src/trainer/sigterm_handler.h"
 #include "src/trainer/timeline.h"
 #include "src/trainer/trainer.h"
@@ -93,6 +95,14 @@ int train(int argc, char** argv, collectives::MpiEnvironment& env) {
             " rank(s) in this job: check the launcher's hostfile and mpirun arguments";
   }
   exitEverywhereOnError(error);
+  // --device and --backend auto become what this job can run, the same on every rank.
+  const auto choice = chooseDevice(config, deviceFacts(config, env));
+  if (const std::string* refusal = std::get_if<std::string>(&choice)) error = *refusal;
+  exitEverywhereOnError(error);
+  const DeviceChoice& device = std::get<DeviceChoice>(choice);
+  const std::string askedDevice = config.device;
+  config.device = device.device;
+  config.backend = device.backend;
   models::enableFlushToZero();
 
   // Every rank reads its data; a bad file stops all of them with the first rank's message.
@@ -112,6 +122,8 @@ int train(int argc, char** argv, collectives::MpiEnvironment& env) {
   if (env.worldRank() == 0) {
     logLine(fmt::format("ringtrain train: {} rank(s) on {} node(s); {}", env.worldSize(),
                         env.nodeCount(), describe(config)));
+    logLine(fmt::format("device {} (--device {}{}{})", device.device, askedDevice,
+                        device.reason.empty() ? "" : ": ", device.reason));
   }
   std::optional<Timeline> timeline;
   try {

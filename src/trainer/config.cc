@@ -67,7 +67,9 @@ po::options_description trainOptions(TrainConfig& c, RawOptions& raw) {
       ("seed", po::value(&c.seed)->default_value(c.seed), "seed of the initial weights and the data order")
       ("eval-every", po::value(&c.evalEvery)->default_value(c.evalEvery), "also evaluate every N steps (0: at each epoch's end only)")
       ("log-every", po::value(&c.logEvery)->default_value(c.logEvery), "log the training loss every N steps")
-      ("backend", po::value(&c.backend)->default_value(c.backend), "gradient all-reduce: mpi | ring | hierarchical")
+      ("device", po::value(&c.device)->default_value(c.device), "auto | cpu | cuda: train on the CPU or on one GPU per rank; auto takes cuda when the build has the GPU path and every node has a GPU for each of its ranks")
+      ("tf32", po::value(&c.tf32)->implicit_value(true)->default_value(false), "cuda: TF32 tensor-core matrix products (faster; about 1e-3 relative error in the products)")
+      ("backend", po::value(&c.backend)->default_value(c.backend), "gradient all-reduce: auto (ring on cpu, nccl on cuda) | mpi | ring | hierarchical (host buffers) | nccl (GPU buffers)")
       ("expect-world-size", po::value(&c.expectWorldSize)->default_value(c.expectWorldSize), "refuse to run unless mpirun started exactly this many ranks (0: any)");
   po::options_description engine("Gradient engine");
   engine.add_options()
@@ -206,12 +208,28 @@ std::optional<std::string> validateTrainConfig(const TrainConfig& c) {
   if (!oneOf(c.lrSchedule, {"constant", "step", "cosine"})) {
     return "--lr-schedule '" + c.lrSchedule + "': unknown schedule (constant, step, cosine)";
   }
-  if (!oneOf(c.backend, {"mpi", "ring", "hierarchical"})) {
-    return "--backend '" + c.backend + "': unknown backend (mpi, ring, hierarchical)";
+  if (!oneOf(c.device, {"auto", "cpu", "cuda"})) {
+    return "--device '" + c.device + "': expected auto, cpu or cuda";
+  }
+  if (!oneOf(c.backend, {"auto", "mpi", "ring", "hierarchical", "nccl"})) {
+    return "--backend '" + c.backend + "': unknown backend (auto, mpi, ring, hierarchical, nccl)";
+  }
+  if (c.backend == "nccl" && c.device == "cpu") {
+    return "--backend nccl averages GPU buffers: it needs --device cuda (--device cpu takes mpi, "
+           "ring or hierarchical)";
+  }
+  if (c.device == "cuda" && oneOf(c.backend, {"mpi", "ring", "hierarchical"})) {
+    return "--backend " + c.backend +
+           " averages host buffers: with --device cuda use --backend nccl (or auto)";
   }
   if (c.expectWorldSize < 0) return "--expect-world-size must not be negative";
   if (!oneOf(c.compression, {"none", "fp16", "bf16"})) {
     return "--compression '" + c.compression + "': unknown (none, fp16, bf16)";
+  }
+  if (c.compression != "none" && (c.device == "cuda" || c.backend == "nccl")) {
+    return "--compression " + c.compression +
+           " is not supported on the GPU yet (the 16-bit conversion runs on the host): use "
+           "--compression none with --device cuda";
   }
   if (!oneOf(c.checkFinite, {"off", "stop", "skip"})) {
     return "--check-finite '" + c.checkFinite + "': expected off, stop or skip";
@@ -311,6 +329,8 @@ std::vector<std::pair<std::string, std::string>> comparableOptions(const TrainCo
       {"--lr-step-size", std::to_string(c.lrStepSize)},
       {"--lr-gamma", number(c.lrGamma)},
       {"--scale-lr", c.scaleLr ? "true" : "false"},
+      {"--device", c.device},
+      {"--tf32", c.tf32 ? "true" : "false"},
       {"--backend", c.backend},
       {"--overlap", c.overlap ? "on" : "off"},
       {"--fusion-threshold", std::to_string(c.fusionThresholdBytes)},
@@ -357,6 +377,7 @@ std::string describe(const TrainConfig& c) {
   out << ", schedule " << c.lrSchedule;
   if (c.warmupSteps > 0) out << " warm-up " << c.warmupSteps;
   if (c.scaleLr) out << " (scaled by ranks)";
+  out << ", device " << c.device << (c.tf32 ? " tf32" : "");
   out << ", backend " << c.backend << (c.overlap ? " overlap" : " no overlap") << " fusion "
       << (c.fusionThresholdBytes >> 10) << " KiB";
   if (c.compression != "none") out << " compression " << c.compression;

@@ -50,8 +50,13 @@ struct TrainConfig {
   double lrGamma = 0.1;
   bool scaleLr = false;  // linear scaling rule: learning rate x number of ranks
 
+  // Device (src/trainer/device_choice.h settles auto before training)
+  std::string device = "auto";  // auto | cpu | cuda (one GPU per rank)
+  bool tf32 = false;            // cuda: TF32 tensor-core matrix products
+
   // Communication
-  std::string backend = "ring";  // mpi | ring
+  std::string backend = "auto";  // auto (ring on cpu, nccl on cuda) | mpi | ring | hierarchical
+                                 // | nccl
   int expectWorldSize = 0;       // > 0: refuse to run unless the job has exactly this many ranks
   bool overlap = true;           // average gradients while backward runs
   std::size_t fusionThresholdBytes = std::size_t{8} << 20;  // largest gradient bucket

@@ -1,6 +1,7 @@
 #include "src/trainer/trainer.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
@@ -18,6 +19,7 @@
 #include "collectives/steady_clock.h"
 #include "src/common/log.h"
 #include "src/storage/checkpoint.h"
+#include "src/trainer/device_choice.h"
 #include "src/trainer/stop_agreement.h"
 
 namespace ringtrain {
@@ -91,7 +93,7 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
       train_(train),
       test_(test),
       environment_(environment),
-      control_(collectives::makeCommunicator(config.backend, environment.comm)),
+      control_(collectives::makeCommunicator(controlBackend(config), environment.comm)),
       log_(environment.log && control_->rank() == 0),
       model_(models::makeModel<float>(modelSpecFor(config, train))),
       sampler_(samplerOptions(config, train.size(), *control_)) {
@@ -102,13 +104,12 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
   gradientOptions.yieldWhileWaiting = true;
   gradientOptions.testStallRank = config.testStallRank;
   gradientOptions.testStallCollective = config.testStallCollective;
-  gradients_ = collectives::makeCommunicator(config.backend, environment.comm, gradientOptions);
+  gradients_ =
+      collectives::makeCommunicator(gradientBackend(config), environment.comm, gradientOptions);
   if (environment_.watchdog) watchWith(*environment_.watchdog);
 
   stepsPerEpoch_ = sampler_.stepsPerEpoch();
   plannedSteps_ = config.steps > 0 ? config.steps : config.epochs * stepsPerEpoch_;
-
-  model_.reserve(config.batchSize);
 
   // One gradient segment per layer with parameters, in the buffer's (forward) order.
   std::vector<collectives::GradientSegment> segments;
@@ -123,7 +124,8 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
   reducerOptions.compression = compressionOf(config.compression);
   reducer_ = std::make_unique<collectives::GradientReducer>(*gradients_, std::move(segments),
                                                             reducerOptions, environment_.timeline);
-  if (control_->size() > 1) averaged_.resize(model_.gradients().size_bytes());
+  const bool onGpu = config.device == "cuda";
+  if (control_->size() > 1 && !onGpu) averaged_.resize(model_.gradients().size_bytes());
 
   // Before the first collective that depends on the layout: ranks that disagree are told so
   // here, by name, rather than in a broadcast of mismatched sizes.
@@ -133,6 +135,16 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
   control_->broadcast(model_.parameters(), 0);
 
   optimizer_ = makeOptimizer(optimizerOptions(config), model_.parameterCount());
+  if (onGpu) {
+    gpu_ = makeGpuReplica(model_, optimizerOptions(config), config.tf32, *gradients_);
+    std::vector<std::int32_t> devices(static_cast<std::size_t>(control_->size()));
+    const std::int32_t mine = gpu_->deviceIndex();
+    control_->allgather(&mine, devices.data(), 1, collectives::DataType::kInt32);
+    deviceLine_ = fmt::format("device cuda{}: rank 0 on {}; GPU index per rank: {}",
+                              config.tf32 ? " (TF32 matrix products)" : "", gpu_->describe(),
+                              fmt::join(devices, ","));
+  }
+  reserveBatch(config.batchSize);
   schedule_.kind = config.lrSchedule;
   schedule_.baseLr = config.learningRate * (config.scaleLr ? control_->size() : 1);
   schedule_.warmupSteps = config.warmupSteps;
@@ -231,16 +243,25 @@ void Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
   const std::int64_t gathered = collectives::steadyNowNs();
   traceSpan("data", "data", start);
 
-  const std::span<float> gradients = model_.gradients();
+  const std::span<float> gradients = gpu_ ? gpu_->gradients() : model_.gradients();
   const std::span<float> averaged =
-      control_->size() > 1
+      gpu_ ? gpu_->averaged()
+      : control_->size() > 1
           ? std::span<float>(reinterpret_cast<float*>(averaged_.data()), gradients.size())
           : gradients;  // one rank averages in place, which costs nothing
   reducer_->beginStep(gradients, averaged);
-  const models::BatchResult result = model_.forward(input);
-  model_.backward([&](const models::LayerParameters& layer) {
+  const models::GradientReadyCallback ready = [&](const models::LayerParameters& layer) {
     reducer_->segmentReady(segmentOfLayer_[static_cast<std::size_t>(layer.layerIndex)]);
-  });
+  };
+  // On the GPU, forward and backward only enqueue: the time goes to waiting for the averages.
+  models::BatchResult result;
+  if (gpu_) {
+    gpu_->forward(input);
+    gpu_->backward(ready);
+  } else {
+    result = model_.forward(input);
+    model_.backward(ready);
+  }
   const std::int64_t computed = collectives::steadyNowNs();
 
   // Each bucket's parameters are updated as soon as its average is complete, unless a
@@ -252,7 +273,11 @@ void Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
   double optimizerSeconds = 0;
   auto update = [&](const collectives::GradientBucket& b) {
     const std::int64_t t0 = collectives::steadyNowNs();
-    optimizer_->update(model_.parameters(), averaged, b.offset, b.offset + b.count, lr);
+    if (gpu_) {
+      gpu_->update(b.offset, b.offset + b.count, lr);
+    } else {
+      optimizer_->update(model_.parameters(), averaged, b.offset, b.offset + b.count, lr);
+    }
     optimizerSeconds += secondsBetween(t0, collectives::steadyNowNs());
     traceSpan(optimizerSpanNames_.empty() ? std::string_view("optimizer")
                                           : std::string_view(optimizerSpanNames_[b.index]),
@@ -260,13 +285,15 @@ void Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
   };
   reducer_->finishStep([&](const collectives::GradientBucket& b) {
     if (check && problem.empty()) {
-      const std::int64_t at = firstNonFinite(averaged.data() + b.offset, b.count);
+      const std::int64_t at = gpu_ ? gpu_->firstNonFinite(b.offset, b.count)
+                                   : firstNonFinite(averaged.data() + b.offset, b.count);
       if (at >= 0) {
         const std::size_t element = b.offset + static_cast<std::size_t>(at);
         for (const models::ParameterEntry& entry : model_.parameterTable()) {
           if (element >= entry.offset && element < entry.offset + entry.count) {
-            problem = fmt::format("step {}: the averaged gradient of {} holds {} (element {})",
-                                  step + 1, entry.name, averaged[element], element - entry.offset);
+            problem = fmt::format(
+                "step {}: the averaged gradient of {} holds {} (element {})", step + 1, entry.name,
+                gpu_ ? gpu_->averagedValue(element) : averaged[element], element - entry.offset);
             break;
           }
         }
@@ -285,8 +312,13 @@ void Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
       for (const collectives::GradientBucket& b : reducer_->buckets())
         update(b);
     }
-    optimizer_->finishStep();
+    if (gpu_) {
+      gpu_->finishStep();
+    } else {
+      optimizer_->finishStep();
+    }
   }
+  if (gpu_) result = gpu_->lastResult();
   const std::int64_t finished = collectives::steadyNowNs();
 
   summary.dataSeconds += secondsBetween(start, gathered);
@@ -319,8 +351,9 @@ models::BatchResult Trainer::evaluate() {
     for (std::int64_t i = begin; i < end; ++i)
       indices.push_back(i);
     test_.gather(indices, inputs.data(), labels.data(), values.data());
-    const models::BatchResult part = model_.evaluate(
-        batchView(inputs.data(), labels.data(), values.data(), indices.size(), sampleSize));
+    const models::Batch<float> view =
+        batchView(inputs.data(), labels.data(), values.data(), indices.size(), sampleSize);
+    const models::BatchResult part = gpu_ ? gpu_->evaluate(view) : model_.evaluate(view);
     local.lossSum += part.lossSum;
     local.correct += part.correct;
     local.samples += part.samples;
@@ -404,6 +437,7 @@ void Trainer::resume() {
   point.batchSize = static_cast<int>(words[5]);
   point.baseLr = std::bit_cast<double>(words[6]);
   continueAt(point);
+  if (gpu_) gpu_->upload(model_, *optimizer_);
 }
 
 std::optional<ResumePoint> Trainer::resumePointOnRoot() {
@@ -466,7 +500,7 @@ void Trainer::continueAt(const ResumePoint& point) {
   optimizer_->restoreSteps(point.optimizerSteps);
   if (point.batchSize != config_.batchSize) {
     config_.batchSize = point.batchSize;
-    model_.reserve(config_.batchSize);
+    reserveBatch(config_.batchSize);
     const std::size_t sampleSize = static_cast<std::size_t>(train_.sampleShape().elements());
     inputs_.resize(static_cast<std::size_t>(config_.batchSize) * sampleSize);
     labels_.resize(static_cast<std::size_t>(config_.batchSize));
@@ -491,6 +525,7 @@ void Trainer::saveCheckpoint(std::int64_t step, TrainingSummary& summary) {
   lastCheckpointStep_ = step;
   if (control_->rank() != 0 || config_.checkpointDir.empty()) return;
   const std::int64_t start = collectives::steadyNowNs();
+  downloadFromGpu();
   storage::CheckpointWriteResult written;
   try {
     written = storage::writeCheckpoint(
@@ -516,6 +551,19 @@ void Trainer::saveCheckpoint(std::int64_t step, TrainingSummary& summary) {
     log("warning: " + warning);
 }
 
+void Trainer::downloadFromGpu() {
+  if (gpu_) gpu_->download(model_, *optimizer_);
+}
+
+void Trainer::reserveBatch(int batchSize) {
+  // The model that trains allocates for the batch; the host mirror of a GPU model needs none.
+  if (gpu_) {
+    gpu_->reserve(batchSize);
+  } else {
+    model_.reserve(batchSize);
+  }
+}
+
 void Trainer::logScalars(std::string_view split, std::int64_t step,
                          std::initializer_list<storage::Scalar> scalars) const {
   if (environment_.trainingLog && control_->rank() == 0) {
@@ -532,12 +580,13 @@ TrainingSummary Trainer::run() {
       "training {} ({} parameters) on {} rank(s), backend {}: {} steps of {} samples "
       "({} per rank), {} steps per epoch; {} gradient bucket(s) up to {} KiB, "
       "overlap {}, compression {}",
-      config_.model, model_.parameterCount(), control_->size(), control_->backendName(),
+      config_.model, model_.parameterCount(), control_->size(), gradients_->backendName(),
       firstStep_ > 0 ? fmt::format("{} (from {} to {})", plannedSteps_ - firstStep_, firstStep_ + 1,
                                    plannedSteps_)
                      : std::to_string(plannedSteps_),
       globalBatch, config_.batchSize, stepsPerEpoch_, reducer_->buckets().size(),
       config_.fusionThresholdBytes >> 10, config_.overlap ? "on" : "off", config_.compression));
+  if (!deviceLine_.empty()) log(deviceLine_);
   log("data: " + train_.describe() + "; test: " + test_.describe());
 
   auto evaluateAndLog = [&](std::int64_t step) {
@@ -639,6 +688,7 @@ TrainingSummary Trainer::run() {
   summary.samplesPerSecond = static_cast<double>(samplesTrained) / std::max(slowest, 1e-9);
   summary.samplesPerSecondPerRank = summary.samplesPerSecond / control_->size();
   summary.trainingSeconds = slowest;
+  downloadFromGpu();
   const std::uint64_t print =
       collectives::fingerprint(model_.parameters().data(), model_.parameters().size_bytes());
   summary.parameterFingerprint = print;

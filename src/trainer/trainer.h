@@ -33,6 +33,7 @@
 #include "src/trainer/batch_source.h"
 #include "src/trainer/config.h"
 #include "src/trainer/consistency_check.h"
+#include "src/trainer/gpu_replica.h"
 #include "src/trainer/lr_schedule.h"
 #include "src/trainer/optimizer.h"
 #include "src/trainer/timeline.h"
@@ -117,6 +118,7 @@ class Trainer {
   // The test set, sharded across ranks; counts added up over all ranks.
   models::BatchResult evaluate();
 
+  // The host model: with --device cuda the mirror of the GPU's, current after run() and resume().
   models::Model<float>& model() { return model_; }
   const collectives::GradientReducer& reducer() const { return *reducer_; }
   std::int64_t plannedSteps() const { return plannedSteps_; }
@@ -142,6 +144,9 @@ class Trainer {
   void continueAt(const ResumePoint& point);
   void logScalars(std::string_view split, std::int64_t step,
                   std::initializer_list<storage::Scalar> scalars) const;
+  // --device cuda: the GPU's parameters and optimiser state into the host mirror.
+  void downloadFromGpu();
+  void reserveBatch(int batchSize);
 
   TrainConfig config_;
   const BatchSource& train_;
@@ -154,7 +159,9 @@ class Trainer {
   std::vector<int> segmentOfLayer_;  // per model layer: its gradient segment, or -1
   std::unique_ptr<collectives::GradientReducer> reducer_;
   data::ShardedSampler sampler_;
-  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<Optimizer> optimizer_;  // with gpu_: the host mirror of the GPU optimiser
+  std::unique_ptr<GpuReplica> gpu_;       // --device cuda, else null
+  std::string deviceLine_;                // "device cuda: GPU 0 (...), ranks on GPUs 0,1"
   LrScheduleOptions schedule_;
   std::int64_t plannedSteps_ = 0;
   std::int64_t stepsPerEpoch_ = 0;

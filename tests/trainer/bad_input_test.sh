@@ -64,6 +64,14 @@ expect "unknown option" "unrecognised option '--no-such-option'|unrecognized opt
 expect "missing data folder" "--data $work/nowhere: no such folder" --data "$work/nowhere"
 expect "unknown backend" "--backend 'tcp': unknown backend" --data "$good" --backend tcp
 expect "wrong world size" "--expect-world-size 4 but MPI started 2 rank" --data "$good" --expect-world-size 4
+expect "unknown device" "--device 'tpu': expected auto, cpu or cuda" --data "$good" --device tpu
+expect "nccl on the cpu" "--backend nccl averages GPU buffers: it needs --device cuda" --data "$good" --device cpu --backend nccl
+expect "host backend on cuda" "--backend mpi averages host buffers: with --device cuda use --backend nccl" --data "$good" --device cuda --backend mpi
+expect "compression on cuda" "--compression fp16 is not supported on the GPU yet" --data "$good" --device cuda --compression fp16
+# Two ranks on a machine without two GPUs (or a build without the GPU path): refused, never a hang.
+if ! command -v nvidia-smi >/dev/null 2>&1 || [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -lt 2 ]; then
+  expect "cuda without a GPU per rank" "--device cuda: (this build has no GPU path|no GPU visible|2 ranks on this node but)" --data "$good" --device cuda
+fi
 
 truncated="$work/truncated"
 mnist "$truncated"

@@ -47,13 +47,15 @@ class ConfigTest : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
-TEST_F(ConfigTest, DefaultsTrainTheMlpWithSgdOnTheRingBackend) {
+TEST_F(ConfigTest, DefaultsTrainTheMlpWithSgdWhereverTheMachineAllows) {
   const Parsed p = parse({"--data", data()});
   ASSERT_FALSE(p.error) << *p.error;
   EXPECT_EQ(p.config.model, "mlp");
   EXPECT_EQ(p.config.hidden, (std::vector<int>{512, 512}));
   EXPECT_EQ(p.config.optimizer, "sgd");
-  EXPECT_EQ(p.config.backend, "ring");
+  EXPECT_EQ(p.config.device, "auto");
+  EXPECT_EQ(p.config.backend, "auto");  // ring on cpu, nccl on cuda: device_choice_test.cc
+  EXPECT_FALSE(p.config.tf32);
   EXPECT_EQ(p.config.batchSize, 64);
 }
 
@@ -94,7 +96,17 @@ TEST_F(ConfigTest, EveryBadValueGetsOneLineNamingTheOption) {
       {{"--hidden", "512,abc"}, "--hidden '512,abc': expected positive sizes like 512,512"},
       {{"--hidden", "512,0"}, "--hidden '512,0'"},
       {{"--optimizer", "lbfgs"}, "--optimizer 'lbfgs': unknown"},
-      {{"--backend", "tcp"}, "--backend 'tcp': unknown backend (mpi, ring, hierarchical)"},
+      {{"--backend", "tcp"},
+       "--backend 'tcp': unknown backend (auto, mpi, ring, hierarchical, nccl)"},
+      {{"--device", "tpu"}, "--device 'tpu': expected auto, cpu or cuda"},
+      {{"--device", "cpu", "--backend", "nccl"},
+       "--backend nccl averages GPU buffers: it needs --device cuda"},
+      {{"--device", "cuda", "--backend", "ring"},
+       "--backend ring averages host buffers: with --device cuda use --backend nccl"},
+      {{"--device", "cuda", "--compression", "fp16"},
+       "--compression fp16 is not supported on the GPU yet"},
+      {{"--backend", "nccl", "--compression", "bf16"},
+       "--compression bf16 is not supported on the GPU yet"},
       {{"--momentum", "1.5"}, "--momentum must be in [0, 1)"},
       {{"--epochs", "0"}, "--epochs must be at least 1"},
       {{"--lr-schedule", "linear"}, "--lr-schedule 'linear': unknown"},

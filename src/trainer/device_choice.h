@@ -1,0 +1,50 @@
+// Where `ringtrain train` runs: --device auto|cpu|cuda and --backend auto, settled before the
+// trainer is built, the same way on every rank.
+//
+// cuda means one GPU per rank: NCCL refuses two ranks on one GPU, so a node needs at least as
+// many visible GPUs as it has ranks. auto takes cuda only when the build has the GPU path and
+// every node fits (all ranks agree on that over MPI first); otherwise cpu, and the choice says
+// why. --backend auto is ring on cpu and nccl on cuda.
+#pragma once
+
+#include <string>
+#include <variant>
+
+#include "collectives/environment.h"
+#include "src/trainer/config.h"
+
+namespace ringtrain {
+
+// What the choice depends on beside the options.
+struct DeviceFacts {
+  bool gpuPathBuilt = false;  // this build can train on GPUs (gpuTrainingBuilt())
+  int localRanks = 1;         // ranks on this rank's node
+  int visibleGpus = 0;        // GPUs this rank sees
+  std::string noGpuReason;    // why visibleGpus is 0
+  bool everyNodeFits = true;  // on every node: GPU path, and ranks <= visible GPUs
+};
+
+struct DeviceChoice {
+  std::string device;   // cpu | cuda
+  std::string backend;  // the gradients' backend
+  std::string reason;   // why, for the start-up line ("" when the options said so)
+};
+
+// True when this rank's node can give each of its ranks a GPU of its own.
+bool nodeFitsOnGpus(const DeviceFacts& facts);
+
+// The device and backend for `config` (validated), or the one-line error naming the option.
+std::variant<DeviceChoice, std::string> chooseDevice(const TrainConfig& config,
+                                                     const DeviceFacts& facts);
+
+// The communicators' backends for a configuration: the gradients' (--backend; auto is ring on
+// cpu, nccl on cuda) and the control communicator's (broadcasts, evaluation counts, logging),
+// always a host backend. A --device auto not yet settled counts as cpu.
+std::string gradientBackend(const TrainConfig& config);
+std::string controlBackend(const TrainConfig& config);
+
+// Collective over the world: gathers this rank's facts (counting GPUs only when the options may
+// use them) and whether every node fits.
+DeviceFacts deviceFacts(const TrainConfig& config, const collectives::MpiEnvironment& env);
+
+}  // namespace ringtrain

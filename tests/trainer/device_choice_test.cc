@@ -1,0 +1,110 @@
+// --device auto|cpu|cuda and --backend auto: what each combination of options and machine
+// trains on, and the one-line refusals.
+#include "src/trainer/device_choice.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <variant>
+
+namespace ringtrain {
+namespace {
+
+TrainConfig options(std::string device, std::string backend = "auto",
+                    std::string compression = "none") {
+  TrainConfig c;
+  c.device = std::move(device);
+  c.backend = std::move(backend);
+  c.compression = std::move(compression);
+  return c;
+}
+
+DeviceFacts gpus(int localRanks, int visible) {
+  DeviceFacts f;
+  f.gpuPathBuilt = true;
+  f.localRanks = localRanks;
+  f.visibleGpus = visible;
+  f.noGpuReason = visible == 0 ? "cudaErrorNoDevice" : "";
+  f.everyNodeFits = nodeFitsOnGpus(f);
+  return f;
+}
+
+DeviceFacts cpuOnlyBuild() {
+  DeviceFacts f;
+  f.everyNodeFits = false;
+  return f;
+}
+
+DeviceChoice chosen(const TrainConfig& c, const DeviceFacts& f) {
+  const auto choice = chooseDevice(c, f);
+  if (const auto* error = std::get_if<std::string>(&choice)) ADD_FAILURE() << *error;
+  return std::holds_alternative<DeviceChoice>(choice) ? std::get<DeviceChoice>(choice)
+                                                      : DeviceChoice{};
+}
+
+std::string refusal(const TrainConfig& c, const DeviceFacts& f) {
+  const auto choice = chooseDevice(c, f);
+  return std::holds_alternative<std::string>(choice) ? std::get<std::string>(choice) : "";
+}
+
+TEST(DeviceChoice, AutoTakesTheGpusWhenEveryRankHasOne) {
+  const DeviceChoice c = chosen(options("auto"), gpus(2, 2));
+  EXPECT_EQ(c.device, "cuda");
+  EXPECT_EQ(c.backend, "nccl");
+  EXPECT_NE(c.reason.find("2 GPU(s) visible"), std::string::npos) << c.reason;
+}
+
+TEST(DeviceChoice, AutoStaysOnTheCpuAndSaysWhy) {
+  DeviceChoice c = chosen(options("auto"), cpuOnlyBuild());
+  EXPECT_EQ(c.device, "cpu");
+  EXPECT_EQ(c.backend, "ring");
+  EXPECT_NE(c.reason.find("this build has no GPU path"), std::string::npos) << c.reason;
+
+  c = chosen(options("auto"), gpus(1, 0));
+  EXPECT_EQ(c.device, "cpu");
+  EXPECT_NE(c.reason.find("no GPU visible (cudaErrorNoDevice)"), std::string::npos) << c.reason;
+
+  c = chosen(options("auto"), gpus(4, 2));
+  EXPECT_EQ(c.device, "cpu");
+  EXPECT_NE(c.reason.find("4 ranks on this node but 2 GPU(s) visible"), std::string::npos);
+
+  DeviceFacts otherNodeShort = gpus(1, 1);
+  otherNodeShort.everyNodeFits = false;
+  c = chosen(options("auto"), otherNodeShort);
+  EXPECT_EQ(c.device, "cpu");
+  EXPECT_NE(c.reason.find("another node"), std::string::npos) << c.reason;
+}
+
+TEST(DeviceChoice, AutoKeepsHostOnlyOptionsOnTheHost) {
+  DeviceChoice c = chosen(options("auto", "mpi"), gpus(1, 1));
+  EXPECT_EQ(c.device, "cpu");
+  EXPECT_EQ(c.backend, "mpi");
+  c = chosen(options("auto", "auto", "fp16"), gpus(1, 1));
+  EXPECT_EQ(c.device, "cpu");
+  EXPECT_EQ(c.backend, "ring");
+}
+
+TEST(DeviceChoice, AnExplicitDeviceIsTakenOrRefused) {
+  EXPECT_EQ(chosen(options("cpu"), gpus(1, 8)).device, "cpu");
+  EXPECT_EQ(chosen(options("cpu", "hierarchical"), gpus(1, 8)).backend, "hierarchical");
+  EXPECT_EQ(chosen(options("cuda"), gpus(2, 8)).backend, "nccl");
+  EXPECT_EQ(chosen(options("auto", "nccl"), gpus(1, 1)).device, "cuda");
+
+  EXPECT_EQ(refusal(options("cuda"), cpuOnlyBuild())
+                .rfind("--device cuda: this build has no GPU path", 0),
+            0u);
+  EXPECT_EQ(refusal(options("cuda"), gpus(1, 0)).rfind("--device cuda: no GPU visible", 0), 0u);
+  EXPECT_NE(refusal(options("cuda"), gpus(3, 2)).find("mpirun -npernode 2"), std::string::npos);
+  EXPECT_EQ(refusal(options("auto", "nccl"), gpus(1, 0)).rfind("--backend nccl", 0), 0u);
+}
+
+TEST(DeviceChoice, BackendsOfTheCommunicators) {
+  EXPECT_EQ(gradientBackend(options("cpu")), "ring");
+  EXPECT_EQ(gradientBackend(options("cuda")), "nccl");
+  EXPECT_EQ(gradientBackend(options("cpu", "mpi")), "mpi");
+  EXPECT_EQ(controlBackend(options("cpu", "mpi")), "mpi");
+  EXPECT_EQ(controlBackend(options("cuda", "nccl")), "ring");  // the control traffic is host data
+}
+
+}  // namespace
+}  // namespace ringtrain
