@@ -9,9 +9,9 @@
 # (allreduce_perf on device buffers, ringtrain train --device cuda, the PyTorch reference).
 # Default: build gpu-tests share-refused. Logs go to --out (default: ./device-out, or $OUT).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 out=${OUT:-$PWD/device-out}
-build=build-device
+build="build-device"
 steps=()
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -47,13 +47,26 @@ for step in "${steps[@]}"; do
       tail -15 "$out/ctest_gpu.log"; note "gpu tests: $(grep -E 'tests passed|tests failed' "$out/ctest_gpu.log")"
       ;;
     share-refused)
-      # Two ranks, one GPU: must end non-zero, saying which local ranks would share which GPU.
-      count=$(nvidia-smi -L | wc -l)
-      timeout 120 mpirun -np $((count + 1)) --oversubscribe "$build/bin/collectives_gpu_tests" \
-        --gtest_filter='*Allreduce*' >"$out/share_refused.log" 2>&1
+      # More ranks than GPUs: the nccl backend must end non-zero, saying which local ranks would
+      # share which GPU (NCCL itself would fail or hang), and ringtrain train --device cuda must
+      # refuse before training, naming the option.
+      count=$(nvidia-smi -L | grep -c '^GPU')
+      timeout 120 mpirun -np $((count + 1)) --oversubscribe "$build/bin/allreduce_perf" \
+        --device cuda --backends nccl -b 1M -e 1M >"$out/share_refused.log" 2>&1
       rc=$?
-      grep -m1 -E "would share GPU" "$out/share_refused.log" && [[ $rc -ne 0 ]] \
-        && note "share-refused ok (exit $rc)" || { note "share-refused FAILED (exit $rc)"; tail -20 "$out/share_refused.log"; status=1; }
+      if grep -m1 -E "would share GPU" "$out/share_refused.log" && [[ $rc -ne 0 ]]; then
+        note "share-refused (allreduce_perf) ok (exit $rc)"
+      else
+        note "share-refused (allreduce_perf) FAILED (exit $rc)"; tail -20 "$out/share_refused.log"; status=1
+      fi
+      timeout 120 mpirun -np $((count + 1)) --oversubscribe "$build/bin/ringtrain" train \
+        --device cuda --synthetic --steps 5 >"$out/share_refused_train.log" 2>&1
+      rc=$?
+      if grep -m1 -E "\-\-device cuda: .*GPU" "$out/share_refused_train.log" && [[ $rc -eq 2 ]]; then
+        note "share-refused (train) ok (exit $rc)"
+      else
+        note "share-refused (train) FAILED (exit $rc)"; tail -20 "$out/share_refused_train.log"; status=1
+      fi
       ;;
     all-tests)
       ctest --test-dir "$build" -j "$((jobs / 2))" --output-on-failure >"$out/ctest_all.log" 2>&1 || status=1
