@@ -3,22 +3,28 @@
 //   ringtrain train --help
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "collectives/communicator.h"
 #include "collectives/environment.h"
 #include "collectives/mpi_check.h"
 #include "collectives/stall_watchdog.h"
 #include "data/data_error.h"
-#include "data/idx_dataset.h"
+#include "data/data_folder.h"
+#include "data/hdf5_dataset.h"
+#include "data/separate_check.h"
 #include "data/synthetic_dataset.h"
 #include "models/flush_to_zero.h"
 #include "src/common/log.h"
 #include "src/common/startup_errors.h"
+#include "src/storage/checkpoint.h"
 #include "src/storage/tensorboard_writer.h"
 #include "src/trainer/batch_source.h"
 #include "src/trainer/config.h"
@@ -34,6 +40,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: ringtrain <command> [options]\n"
     "  train      train a model, data-parallel over the MPI ranks (ringtrain train --help)\n"
+    "  check checkpoint|hdf5-dataset FILE\n"
+    "             read FILE as the trainer would, without MPI, and say whether it is good\n"
     "  --version  print the version\n"
     "Start it with mpirun: mpirun -np 2 ringtrain train --data data/mnist\n";
 
@@ -64,7 +72,7 @@ Sources loadData(const TrainConfig& config) {
     sources.train = classificationSource(std::move(pair.train));
     sources.test = classificationSource(std::move(pair.test));
   } else {
-    data::DatasetPair pair = data::loadMnist(config.dataDir);
+    data::DatasetPair pair = data::loadDataFolder(config.dataDir);
     sources.train = classificationSource(std::move(pair.train));
     sources.test = classificationSource(std::move(pair.test));
   }
@@ -249,6 +257,52 @@ int train(int argc, char** argv, collectives::MpiEnvironment& env) {
   return summary.stoppedBySigterm ? config.sigtermExitCode : 0;
 }
 
+// `ringtrain check KIND FILE`: reads FILE the way training would, in this process, without MPI
+// (the trainer runs it as a separate process before reading a file with libhdf5, see
+// data/separate_check.h). One line on stdout; exit 0 when the file is good, 2 when it is not,
+// and whatever a crash gives.
+int check(int argc, char** argv) {
+  if (argc != 4) {
+    std::cerr << "usage: ringtrain check checkpoint|hdf5-dataset FILE\n";
+    return 2;
+  }
+  const std::string kind = argv[2];
+  const std::filesystem::path file = argv[3];
+  try {
+    if (kind == "checkpoint") {
+      const storage::CheckpointContent c = storage::readCheckpoint(file);
+      std::cout << fmt::format("{}: good checkpoint: step {}, epoch {}, {} parameter tensors, "
+                               "optimiser {}, written by {} rank(s)\n",
+                               file.string(), c.step, c.epoch, c.parameters.size(),
+                               c.optimizerKind, c.worldSize);
+    } else if (kind == "hdf5-dataset") {
+      const data::Hdf5Dataset dataset(file);
+      // Read the first, a middle and the last sample too: a forged file may crash only there.
+      const std::int64_t n = dataset.size();
+      const std::vector<std::int64_t> indices = {0, n / 2, n - 1};
+      std::vector<float> images(indices.size() *
+                                static_cast<std::size_t>(dataset.sampleShape().elements()));
+      std::vector<std::int32_t> labels(indices.size());
+      dataset.gather(indices, images.data(), labels.data());
+      std::cout << "good: " << dataset.describe() << "\n";
+    } else {
+      std::cerr << "ringtrain check: unknown kind '" << kind << "' (checkpoint, hdf5-dataset)\n";
+      return 2;
+    }
+  } catch (const std::exception& e) {
+    std::cout << "error: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}
+
+// Where this program is, for the separate checks: /proc/self/exe, else argv[0].
+std::filesystem::path thisProgram(const char* argv0) {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::filesystem::path(argv0) : self;
+}
+
 }  // namespace
 }  // namespace ringtrain
 
@@ -261,10 +315,12 @@ int main(int argc, char** argv) {
     std::cout << "ringtrain " << RINGTRAIN_VERSION << "\n";
     return 0;
   }
+  if (std::strcmp(argv[1], "check") == 0) return ringtrain::check(argc, argv);
   if (std::strcmp(argv[1], "train") != 0) {
     std::cerr << "ringtrain: unknown command '" << argv[1] << "'\n" << ringtrain::kUsage;
     return 2;
   }
+  ringtrain::data::setFileCheckProgram(ringtrain::thisProgram(argv[0]));
   ringtrain::collectives::MpiEnvironment env(&argc, &argv);
   try {
     // argv[1] is "train": the options start after it.

@@ -17,6 +17,7 @@
 
 #include "data/durable_io.h"
 #include "data/hdf5_support.h"
+#include "data/separate_check.h"
 #include "src/storage/crc32c.h"
 
 namespace ringtrain::storage {
@@ -707,16 +708,27 @@ CheckpointWriteResult writeCheckpoint(const fs::path& dir, const CheckpointConte
   return result;
 }
 
-CheckpointContent parseCheckpoint(std::span<const std::uint8_t> bytes, const fs::path& name,
-                                  std::string_view expectedModelLayout) {
-  const Header header =
-      decodeHeader(bytes.first(std::min(bytes.size(), kHeaderBytes)), bytes.size(), name);
+namespace {
+
+// The HDF5 part of a checkpoint's bytes, once its CRC-32C matches the header's.
+std::span<const std::uint8_t> checkedImage(std::span<const std::uint8_t> bytes, const Header& header,
+                                           const fs::path& name) {
   const std::span<const std::uint8_t> image = bytes.subspan(kHeaderBytes);
   const std::uint32_t actual = crc32c(image);
   if (actual != header.imageCrc) {
     fail(name, "checksum mismatch: the data has CRC-32C " + hex32(actual) +
                    " but the header says " + hex32(header.imageCrc) + " (the file is damaged)");
   }
+  return image;
+}
+
+}  // namespace
+
+CheckpointContent parseCheckpoint(std::span<const std::uint8_t> bytes, const fs::path& name,
+                                  std::string_view expectedModelLayout) {
+  const Header header =
+      decodeHeader(bytes.first(std::min(bytes.size(), kHeaderBytes)), bytes.size(), name);
+  const std::span<const std::uint8_t> image = checkedImage(bytes, header, name);
   CheckpointContent content;
   try {
     content = decodeHdf5(image, header.step, name);
@@ -754,9 +766,13 @@ CheckpointContent readCheckpoint(const fs::path& path, std::string_view expected
   };
   std::vector<std::uint8_t> bytes(std::min<std::uint64_t>(fileBytes, kHeaderBytes));
   readAt(bytes.data(), bytes.size(), 0);
-  decodeHeader(bytes, fileBytes, path);
+  const Header header = decodeHeader(bytes, fileBytes, path);
   bytes.resize(fileBytes);
   readAt(bytes.data() + kHeaderBytes, bytes.size() - kHeaderBytes, kHeaderBytes);
+  // A damaged file is refused here; one whose checksum holds goes to libhdf5, which a forged
+  // file can crash (data/separate_check.h): a child process reads it first.
+  checkedImage(bytes, header, path);
+  data::checkInSeparateProcess("checkpoint", path);
   return parseCheckpoint(bytes, path, expectedModelLayout);
 }
 

@@ -53,7 +53,7 @@ po::options_description trainOptions(TrainConfig& c, RawOptions& raw) {
       ("hidden", po::value(&raw.hidden)->default_value(raw.hidden), "mlp hidden layer sizes, comma-separated");
   po::options_description data("Data");
   data.add_options()
-      ("data", po::value(&c.dataDir)->default_value(c.dataDir), "folder with the MNIST IDX files (plain or .gz); see data/fetch_mnist.sh")
+      ("data", po::value(&c.dataDir)->default_value(c.dataDir), "folder with train.h5 and test.h5 (ringtrain's HDF5 layout; idx_to_hdf5 writes it), or else the MNIST IDX files (plain or .gz; data/fetch_mnist.sh)")
       ("synthetic", po::value(&c.synthetic)->implicit_value(true)->default_value(false), "train on synthetic data (a throughput benchmark)")
       ("synthetic-shape", po::value(&raw.syntheticShape)->default_value(raw.syntheticShape), "synthetic image shape C,H,W")
       ("synthetic-classes", po::value(&c.syntheticClasses)->default_value(c.syntheticClasses), "synthetic number of classes")

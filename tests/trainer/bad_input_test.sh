@@ -98,6 +98,30 @@ mnist "$missing"
 rm "$missing/t10k-images-idx3-ubyte"
 expect "missing test images" "t10k-images-idx3-ubyte" --data "$missing"
 
+# HDF5 datasets (train.h5 and test.h5 in --data): written from the small MNIST folder by
+# idx_to_hdf5, which sits beside ringtrain.
+idx_to_hdf5="$(dirname "$ringtrain")/idx_to_hdf5"
+h5="$work/h5"
+if "$idx_to_hdf5" --mnist "$good" "$h5" >/dev/null; then
+  lonely="$work/h5-lonely"
+  mkdir -p "$lonely"
+  cp "$h5/train.h5" "$lonely/"
+  expect "train.h5 without test.h5" "$lonely/test.h5: not found \\($lonely/train.h5 is there" --data "$lonely"
+  garbage="$work/h5-garbage"
+  mkdir -p "$garbage"
+  cp "$h5/test.h5" "$garbage/"
+  echo "not hdf5" >"$garbage/train.h5"
+  expect "train.h5 not HDF5" "$garbage/train.h5: not an HDF5 file" --data "$garbage"
+  mismatched="$work/h5-mismatched"
+  mkdir -p "$mismatched"
+  "$idx_to_hdf5" "$good/train-images-idx3-ubyte" "$good/train-labels-idx1-ubyte" "$mismatched/train.h5" --classes 12 >/dev/null
+  cp "$h5/test.h5" "$mismatched/"
+  expect "train.h5 and test.h5 disagree" "$mismatched/test.h5: has 10 classes but $mismatched/train.h5 has 12" --data "$mismatched"
+else
+  echo "FAIL idx_to_hdf5 --mnist $good $h5"
+  failures=$((failures + 1))
+fi
+
 if [ "$failures" -ne 0 ]; then
   echo "$failures case(s) failed"
   exit 1
