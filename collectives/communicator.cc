@@ -6,6 +6,7 @@
 #include "collectives/mpi_check.h"
 #include "collectives/mpi_communicator.h"
 #include "collectives/ring_communicator.h"
+#include "collectives/shm_communicator.h"
 #ifdef RINGTRAIN_HAVE_NCCL
 #include "collectives/nccl_communicator.h"
 #include "collectives/nccl_intra_node.h"
@@ -110,7 +111,7 @@ void Communicator::barrier() {
 }
 
 std::vector<std::string> communicatorBackends() {
-  return {"mpi", "ring", "hierarchical"};
+  return {"mpi", "ring", "hierarchical", "shm"};
 }
 
 std::vector<std::string> deviceCommunicatorBackends() {
@@ -138,6 +139,7 @@ std::unique_ptr<Communicator> makeCommunicator(std::string_view backend, MPI_Com
   if (backend == "mpi") return std::make_unique<MpiCommunicator>(comm, options);
   if (backend == "ring") return std::make_unique<RingCommunicator>(comm, options);
   if (backend == "hierarchical") return std::make_unique<HierarchicalCommunicator>(comm, options);
+  if (backend == "shm") return std::make_unique<ShmCommunicator>(comm, options);
   // The one place that knows whether this build has the GPU path.
   if (backend == "nccl" || backend == "hierarchical-nccl") {
 #ifdef RINGTRAIN_HAVE_NCCL

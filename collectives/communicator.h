@@ -45,6 +45,10 @@ struct CommunicatorOptions {
   std::size_t ringChunkBytes = 512 * 1024;
   // Ring backend: how many chunk receives are in flight at once.
   int ringPipelineDepth = 4;
+  // Shm backend: the buffer is all-reduced in rounds of at most this many bytes; each rank keeps
+  // two rounds' worth in shared memory. 4 MiB holds the default MLP's 2.7 MB of gradients in one
+  // round (docs/collectives.md).
+  std::size_t shmChunkBytes = 4 << 20;
   // Wait for messages by testing and yielding the processor instead of spinning: for a
   // communication thread that shares its core with the computation (see request_wait.h).
   bool yieldWhileWaiting = false;
@@ -160,9 +164,10 @@ class Communicator {
   std::atomic<std::int64_t> enteredNs_{0};
 };
 
-// Backends by name: "mpi" (MPI's own collectives), "ring" (ringtrain's pipelined ring) and
+// Backends by name: "mpi" (MPI's own collectives), "ring" (ringtrain's pipelined ring),
 // "hierarchical" (reduce-scatter inside the node, all-reduce across nodes, all-gather inside the
-// node; see hierarchical_allreduce.h): the backends for host buffers.
+// node; see hierarchical_allreduce.h) and "shm" (shared memory, every rank on one node; see
+// shm_allreduce.h): the backends for host buffers.
 std::vector<std::string> communicatorBackends();
 // The backends for device buffers: "nccl" (nccl_communicator.h) and "hierarchical-nccl" (the
 // hierarchical backend with NCCL inside the node, hierarchical_communicator.h). Listed in every

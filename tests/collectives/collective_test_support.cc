@@ -28,6 +28,10 @@ std::vector<BackendConfig> backendConfigs() {
   collectives::CommunicatorOptions twoPerNodePipelined = pipelined;
   twoPerNodePipelined.testRanksPerNode = 2;
   configs.push_back({"hierarchical_pipelined", "hierarchical", twoPerNodePipelined});
+  // Shared memory in rounds of 64 KiB: small counts take one round, large ones many.
+  collectives::CommunicatorOptions shmRounds;
+  shmRounds.shmChunkBytes = 64 << 10;
+  configs.push_back({"shm", "shm", shmRounds});
   return configs;
 }
 

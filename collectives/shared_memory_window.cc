@@ -1,0 +1,104 @@
+#include "collectives/shared_memory_window.h"
+
+#include <immintrin.h>
+
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "collectives/mpi_check.h"
+
+namespace ringtrain::collectives {
+
+namespace {
+
+std::byte* alignUp(void* address) {
+  const auto value = reinterpret_cast<std::uintptr_t>(address);
+  return static_cast<std::byte*>(address) + ((64 - value % 64) % 64);
+}
+
+}  // namespace
+
+void requireOneNode(MPI_Comm comm, std::string_view what) {
+  MPI_Comm node = MPI_COMM_NULL;
+  RINGTRAIN_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  int nodeSize = 0;
+  int size = 0;
+  RINGTRAIN_MPI_CHECK(MPI_Comm_size(node, &nodeSize));
+  RINGTRAIN_MPI_CHECK(MPI_Comm_size(comm, &size));
+  RINGTRAIN_MPI_CHECK(MPI_Comm_free(&node));
+  // Every rank learns the smallest share of the job one node holds: all reach the same verdict.
+  int smallest = 0;
+  RINGTRAIN_MPI_CHECK(MPI_Allreduce(&nodeSize, &smallest, 1, MPI_INT, MPI_MIN, comm));
+  if (smallest != size) {
+    throw std::invalid_argument(std::string(what) + " needs all " + std::to_string(size) +
+                                " ranks on one node, but a node holds only " +
+                                std::to_string(smallest) +
+                                " of them; use 'ring' or 'hierarchical' across nodes");
+  }
+}
+
+void pauseOrYield(int& spins, int limit) {
+  if (++spins > limit) {
+    std::this_thread::yield();
+  } else {
+    _mm_pause();
+  }
+}
+
+SharedMemoryWindow::SharedMemoryWindow(MPI_Comm comm, std::size_t regionBytes)
+    : regionBytes_((regionBytes + 63) / 64 * 64) {
+  RINGTRAIN_MPI_CHECK(MPI_Comm_rank(comm, &rank_));
+  RINGTRAIN_MPI_CHECK(MPI_Comm_size(comm, &size_));
+  oversubscribed_ = static_cast<unsigned>(size_) > std::thread::hardware_concurrency();
+  MPI_Info info = MPI_INFO_NULL;
+  RINGTRAIN_MPI_CHECK(MPI_Info_create(&info));
+  // Each rank's part where its first touch puts it, not one block on rank 0's memory.
+  RINGTRAIN_MPI_CHECK(MPI_Info_set(info, "alloc_shared_noncontig", "true"));
+  void* base = nullptr;
+  // Open MPI does not align a rank's part to a cache line; one line more lets each rank's
+  // control block and region start on one (the same offset in every process: the segments are
+  // mapped at page boundaries).
+  const std::size_t bytes = kControlBytes + regionBytes_ + 64;
+  RINGTRAIN_MPI_CHECK(
+      MPI_Win_allocate_shared(static_cast<MPI_Aint>(bytes), 1, info, comm, &base, &window_));
+  RINGTRAIN_MPI_CHECK(MPI_Info_free(&info));
+
+  // First touch by the owner, up front: page faults in the middle of a collective cost far more
+  // than the copies (see aligned_buffer.h).
+  std::memset(base, 0, bytes);
+  new (alignUp(base)) Control();
+  peers_.resize(static_cast<std::size_t>(size_));
+  RINGTRAIN_MPI_CHECK(MPI_Barrier(comm));  // every control block constructed before any is read
+  for (int r = 0; r < size_; ++r) {
+    MPI_Aint peerBytes = 0;
+    int displacementUnit = 0;
+    void* peerBase = nullptr;
+    RINGTRAIN_MPI_CHECK(MPI_Win_shared_query(window_, r, &peerBytes, &displacementUnit, &peerBase));
+    std::byte* start = alignUp(peerBase);
+    peers_[static_cast<std::size_t>(r)] = {std::launder(reinterpret_cast<Control*>(start)),
+                                           start + kControlBytes};
+  }
+}
+
+SharedMemoryWindow::~SharedMemoryWindow() {
+  if (window_ != MPI_WIN_NULL) MPI_Win_free(&window_);
+}
+
+void SharedMemoryWindow::arriveAndWait(std::uint64_t epoch, WaitMode mode) const {
+  // A sequentially consistent store is a locked instruction on x86: it also drains the
+  // non-temporal stores of streamingCopy and reduceArrays(kStreaming) before peers can see it.
+  peers_[static_cast<std::size_t>(rank_)].control->arrived.store(epoch, std::memory_order_seq_cst);
+  for (int r = 0; r < size_; ++r) {
+    const std::atomic<std::uint64_t>& arrived =
+        peers_[static_cast<std::size_t>(r)].control->arrived;
+    const int limit = spinLimit(mode);
+    int spins = 0;
+    while (arrived.load(std::memory_order_acquire) < epoch)
+      pauseOrYield(spins, limit);
+  }
+}
+
+}  // namespace ringtrain::collectives
