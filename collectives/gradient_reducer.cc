@@ -60,6 +60,18 @@ std::vector<GradientBucket> planBuckets(std::span<const GradientSegment> segment
   return buckets;
 }
 
+std::string describePlan(std::span<const GradientBucket> buckets,
+                         std::span<const GradientSegment> segments) {
+  std::string text;
+  for (const GradientBucket& b : buckets) {
+    text += "bucket " + std::to_string(b.index) + ": " + std::to_string(b.count) + " float32 at " +
+            std::to_string(b.offset) + " (" +
+            segments[static_cast<std::size_t>(b.firstSegment)].name + " .. " +
+            segments[static_cast<std::size_t>(b.lastSegment)].name + ")\n";
+  }
+  return text;
+}
+
 GradientReducer::GradientReducer(Communicator& comm, std::vector<GradientSegment> segments,
                                  const ReducerOptions& options, TraceSink* trace)
     : comm_(comm),
@@ -90,17 +102,6 @@ GradientReducer::~GradientReducer() {
   }
   workReady_.notify_all();
   if (thread_.joinable()) thread_.join();
-}
-
-std::string GradientReducer::describePlan() const {
-  std::string text;
-  for (const GradientBucket& b : buckets_) {
-    text += "bucket " + std::to_string(b.index) + ": " + std::to_string(b.count) + " float32 at " +
-            std::to_string(b.offset) + " (" +
-            segments_[static_cast<std::size_t>(b.firstSegment)].name + " .. " +
-            segments_[static_cast<std::size_t>(b.lastSegment)].name + ")\n";
-  }
-  return text;
 }
 
 void GradientReducer::beginStep(std::span<const float> gradients, std::span<float> averaged) {

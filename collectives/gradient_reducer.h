@@ -35,6 +35,7 @@
 
 #include "collectives/aligned_buffer.h"
 #include "collectives/communicator.h"
+#include "collectives/gradient_exchange.h"
 #include "collectives/trace_sink.h"
 
 namespace ringtrain::collectives {
@@ -63,6 +64,9 @@ std::string_view name(Compression compression);
 // Buckets in reverse segment order, each at most thresholdBytes of float32.
 std::vector<GradientBucket> planBuckets(std::span<const GradientSegment> segments,
                                         std::size_t thresholdBytes);
+// One line per bucket: "bucket 0: 263178 float32 at 406528 (fc2.weight .. fc3.bias)".
+std::string describePlan(std::span<const GradientBucket> buckets,
+                         std::span<const GradientSegment> segments);
 
 struct ReducerOptions {
   std::size_t fusionThresholdBytes = 4 << 20;
@@ -70,33 +74,30 @@ struct ReducerOptions {
   Compression compression = Compression::kNone;
 };
 
-class GradientReducer {
+class GradientReducer final : public GradientExchange {
  public:
   // `comm` is used by the reducer alone from now on (by its thread, with overlap).
   GradientReducer(Communicator& comm, std::vector<GradientSegment> segments,
                   const ReducerOptions& options, TraceSink* trace = nullptr);
-  ~GradientReducer();
+  ~GradientReducer() override;
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
 
-  std::span<const GradientBucket> buckets() const { return buckets_; }
+  std::span<const GradientBucket> buckets() const override { return buckets_; }
   const std::vector<GradientSegment>& segments() const { return segments_; }
-  // "bucket 0: 263178 float32 (fc2.weight .. fc3.bias)", one line per bucket.
-  std::string describePlan() const;
+  std::string describePlan() const override {
+    return collectives::describePlan(buckets_, segments_);
+  }
 
-  // Starts a step: backward writes `gradients`, the averages go to `averaged` (the same buffer
-  // works: the collectives reduce in place then).
-  void beginStep(std::span<const float> gradients, std::span<float> averaged);
-  // Backward's announcement that segment `segment`'s gradients are final.
-  void segmentReady(int segment);
-  // Calls onAveraged for every bucket in order, each as soon as its average is complete, and
-  // returns when all are done.
-  void finishStep(const std::function<void(const GradientBucket&)>& onAveraged);
+  // `averaged` may be `gradients` itself: the collectives reduce in place then.
+  void beginStep(std::span<const float> gradients, std::span<float> averaged) override;
+  void segmentReady(int segment) override;
+  void finishStep(const std::function<void(const GradientBucket&)>& onAveraged) override;
 
   // Seconds this step's finishStep waited for averages that were not ready yet (without overlap:
   // all of the all-reduces), and the seconds the all-reduces took.
-  double lastWaitSeconds() const { return lastWaitSeconds_; }
-  double lastReduceSeconds() const { return lastReduceSeconds_; }
+  double lastWaitSeconds() const override { return lastWaitSeconds_; }
+  double lastReduceSeconds() const override { return lastReduceSeconds_; }
 
  private:
   void reduce(const GradientBucket& bucket);

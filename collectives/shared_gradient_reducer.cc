@@ -1,0 +1,238 @@
+#include "collectives/shared_gradient_reducer.h"
+
+#include <algorithm>
+#include <atomic>
+#include <stdexcept>
+
+#include "collectives/mpi_check.h"
+#include "collectives/reduce_kernels.h"
+#include "collectives/steady_clock.h"
+
+namespace ringtrain::collectives {
+
+namespace {
+
+constexpr std::size_t kLine = 64;
+
+std::size_t roundUp(std::size_t bytes) {
+  return (bytes + kLine - 1) / kLine * kLine;
+}
+
+std::atomic_ref<std::uint64_t> flag(std::uint64_t* address) {
+  return std::atomic_ref<std::uint64_t>(*address);
+}
+
+}  // namespace
+
+// Every rank's region: its watermark (a line of its own), then its gradients. Rank 0's region
+// also holds the ticket counter, one done flag per piece (a line each: different ranks set them
+// at once) and the averaged buffer.
+struct SharedGradientReducer::Layout {
+  std::size_t gradients = 0;  // offset in every region
+  std::size_t rankBytes = 0;  // region size of ranks other than 0
+  std::size_t ticket = 0;     // offsets in rank 0's region
+  std::size_t done = 0;
+  std::size_t averaged = 0;
+  std::size_t rank0Bytes = 0;
+
+  Layout(std::size_t pieces, std::size_t count) {
+    gradients = kLine;
+    rankBytes = gradients + roundUp(count * sizeof(float));
+    ticket = rankBytes;
+    done = ticket + kLine;
+    averaged = done + pieces * kLine;
+    rank0Bytes = averaged + roundUp(count * sizeof(float));
+  }
+};
+
+SharedGradientReducer::SharedGradientReducer(MPI_Comm comm, std::vector<GradientSegment> segments,
+                                             const SharedReducerOptions& options, TraceSink* trace)
+    : segments_(std::move(segments)),
+      buckets_(planBuckets(segments_, options.fusionThresholdBytes)),
+      options_(options),
+      trace_(trace) {
+  requireOneNode(comm, "backend 'shm'");
+  RINGTRAIN_MPI_CHECK(MPI_Comm_rank(comm, &rank_));
+  RINGTRAIN_MPI_CHECK(MPI_Comm_size(comm, &size_));
+  if (!segments_.empty()) count_ = segments_.back().offset + segments_.back().count;
+  // Pieces start on cache-line boundaries, so no two ranks ever write the same line.
+  pieceElements_ = std::max(kLine, options_.pieceBytes / kLine * kLine) / sizeof(float);
+  for (std::size_t begin = 0; begin < count_; begin += pieceElements_)
+    pieces_.push_back({begin, std::min(count_, begin + pieceElements_)});
+  layout_ = std::make_unique<Layout>(pieces_.size(), count_);
+  window_ = std::make_unique<SharedMemoryWindow>(
+      comm, rank_ == 0 ? layout_->rank0Bytes : layout_->rankBytes);
+  averaged_ = reinterpret_cast<float*>(window_->region(0) + layout_->averaged);
+  spinLimit_ = window_->spinLimit(WaitMode::kSpin);
+}
+
+SharedGradientReducer::~SharedGradientReducer() = default;
+
+std::string SharedGradientReducer::segmentAt(std::size_t offset) const {
+  for (const GradientSegment& s : segments_) {
+    if (offset < s.offset + s.count) return s.name;
+  }
+  return "the end of the buffer";
+}
+
+float* SharedGradientReducer::gradients(int rank) const {
+  return reinterpret_cast<float*>(window_->region(rank) + layout_->gradients);
+}
+
+std::uint64_t* SharedGradientReducer::watermark(int rank) const {
+  return reinterpret_cast<std::uint64_t*>(window_->region(rank));
+}
+
+std::uint64_t SharedGradientReducer::watermarkValue(std::size_t offset) const {
+  return step_ * (count_ + 1) + (count_ - offset);
+}
+
+std::uint64_t* SharedGradientReducer::doneFlag(std::size_t piece) const {
+  return reinterpret_cast<std::uint64_t*>(window_->region(0) + layout_->done + piece * kLine);
+}
+
+std::uint64_t* SharedGradientReducer::ticket() const {
+  return reinterpret_cast<std::uint64_t*>(window_->region(0) + layout_->ticket);
+}
+
+void SharedGradientReducer::beginStep(std::span<const float> gradients, std::span<float> averaged) {
+  if (gradients.data() != gradientStorage().data() || averaged.data() != averaged_ ||
+      gradients.size() != count_ || averaged.size() != count_) {
+    throw std::logic_error(
+        "SharedGradientReducer: the gradients must be kept in gradientStorage() and averaged "
+        "into averagedStorage()");
+  }
+  ++step_;
+  published_ = count_ + 1;
+  reduceSeconds_ = 0;
+  averagedBytes_ = 0;
+}
+
+void SharedGradientReducer::publish(std::size_t finalFrom) {
+  if (finalFrom >= published_) return;
+  published_ = finalFrom;
+  // Sequentially consistent: the gradients backward wrote are visible before the watermark is.
+  flag(watermark(rank_)).store(watermarkValue(finalFrom), std::memory_order_seq_cst);
+}
+
+void SharedGradientReducer::segmentReady(int segment) {
+  if (segment < 0 || static_cast<std::size_t>(segment) >= segments_.size()) {
+    throw std::out_of_range("segmentReady: no segment " + std::to_string(segment));
+  }
+  if (options_.overlap) publish(segments_[static_cast<std::size_t>(segment)].offset);
+}
+
+void SharedGradientReducer::gradientsFinalFrom(std::size_t offset) {
+  if (options_.overlap) publish(std::min(offset, count_));
+}
+
+bool SharedGradientReducer::takeTicket(std::size_t& piece) {
+  const std::uint64_t first = (step_ - 1) * pieces_.size();
+  const std::uint64_t end = step_ * pieces_.size();
+  std::atomic_ref<std::uint64_t> counter = flag(ticket());
+  std::uint64_t t = counter.load(std::memory_order_acquire);
+  while (t < end) {
+    if (counter.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel)) {
+      piece = pieces_.size() - 1 - static_cast<std::size_t>(t - first);  // from the end
+      return true;
+    }
+  }
+  return false;
+}
+
+template <class Ready, class Describe>
+void SharedGradientReducer::waitFor(Ready ready, Describe waitingFor) {
+  int spins = 0;
+  std::int64_t started = 0;
+  while (!ready()) {
+    pauseOrYield(spins, spinLimit_);
+    if (options_.stallTimeoutSeconds <= 0 || spins % 4096 != 0) continue;
+    const std::int64_t now = steadyNowNs();
+    if (started == 0) started = now;
+    const double waited = static_cast<double>(now - started) * 1e-9;
+    if (waited > options_.stallTimeoutSeconds) {
+      abortJob("stall: waited " + std::to_string(static_cast<int>(waited)) +
+               " s (--stall-timeout " + std::to_string(options_.stallTimeoutSeconds) +
+               ") in step " + std::to_string(step_) +
+               " of the shared-memory gradient average "
+               "for " +
+               waitingFor() + "; aborting the job");
+    }
+  }
+}
+
+void SharedGradientReducer::averagePiece(const Piece& piece) {
+  const std::uint64_t needed = watermarkValue(piece.begin);
+  waitFor(
+      [&] {
+        for (int r = 0; r < size_; ++r) {
+          if (flag(watermark(r)).load(std::memory_order_acquire) < needed) return false;
+        }
+        return true;
+      },
+      [&] {
+        std::string ranks;
+        for (int r = 0; r < size_; ++r) {
+          if (flag(watermark(r)).load() < needed)
+            ranks += (ranks.empty() ? "rank " : ", ") + std::to_string(r);
+        }
+        return "the gradients of " + segmentAt(piece.begin) + " from " + ranks;
+      });
+  const std::int64_t start = steadyNowNs();
+  const std::size_t count = piece.end - piece.begin;
+  float* out = averaged_ + piece.begin;
+  // (g_0 + g_1 + ... + g_{n-1}) / n, in rank order whoever computes it. Streamed past this
+  // core's cache: every rank's optimiser reads it next, so no core should have to own its lines
+  // first (measured: efficiency 0.85 against 0.81 with ordinary stores, medians of 6 rounds).
+  for (int r = 1; r < size_; ++r) {
+    const float* sum = r == 1 ? gradients(0) + piece.begin : out;
+    reduceArrays(DataType::kFloat32, ReduceOp::kSum, sum, gradients(r) + piece.begin, out, count,
+                 r == size_ - 1 ? size_ : 1, StoreMode::kStreaming);
+  }
+  if (size_ == 1) std::copy_n(gradients(0) + piece.begin, count, out);
+  flag(doneFlag(static_cast<std::size_t>(&piece - pieces_.data())))
+      .store(step_, std::memory_order_seq_cst);
+  reduceSeconds_ += static_cast<double>(steadyNowNs() - start) * 1e-9;
+  averagedBytes_ += count * sizeof(float);
+}
+
+void SharedGradientReducer::waitUntilDone(const GradientBucket& bucket) {
+  const std::size_t first = bucket.offset / pieceElements_;
+  const std::size_t last = (bucket.offset + bucket.count - 1) / pieceElements_;
+  waitFor(
+      [&] {
+        for (std::size_t p = first; p <= last; ++p) {
+          if (flag(doneFlag(p)).load(std::memory_order_acquire) < step_) return false;
+        }
+        return true;
+      },
+      [&] { return "the average of " + bucket.name + " (another rank is averaging it)"; });
+}
+
+void SharedGradientReducer::finishStep(
+    const std::function<void(const GradientBucket&)>& onAveraged) {
+  if (!options_.overlap) publish(0);
+  const std::int64_t start = steadyNowNs();
+  std::size_t piece = 0;
+  while (!pieces_.empty() && takeTicket(piece))
+    averagePiece(pieces_[piece]);
+  const std::int64_t helped = steadyNowNs();
+  if (trace_) {
+    trace_->span("averaging", "all-reduce", start, helped,
+                 static_cast<std::int64_t>(averagedBytes_), "shm");
+  }
+  double callbacks = 0;
+  for (const GradientBucket& b : buckets_) {
+    const std::int64_t waitStart = steadyNowNs();
+    waitUntilDone(b);
+    const std::int64_t waitEnd = steadyNowNs();
+    if (trace_ && waitEnd - waitStart > 1000) trace_->span(b.name, "wait", waitStart, waitEnd);
+    onAveraged(b);
+    callbacks += static_cast<double>(steadyNowNs() - waitEnd) * 1e-9;
+  }
+  const double total = static_cast<double>(steadyNowNs() - start) * 1e-9;
+  lastWaitSeconds_ = total - callbacks;
+  lastReduceSeconds_ = reduceSeconds_;
+}
+
+}  // namespace ringtrain::collectives

@@ -1,0 +1,134 @@
+// SharedGradientReducer: the gradient average of ranks that share one node's memory, without
+// messages and without a communication thread.
+//
+// Every rank's gradient buffer lives in a window of shared memory (the model writes its gradients
+// there itself: gradientStorage()), and so does one averaged buffer for the node
+// (averagedStorage()). Backward announces how far its gradients are final (segmentReady, and
+// gradientsFinalFrom for parts of a layer) by raising this rank's watermark: one number per rank
+// in shared memory that says, for this step, from which offset to the end of the buffer
+// everything is final (backward finishes the buffer from its end). The buffer is cut into pieces of
+// about pieceBytes, handed out from the end of the buffer to its start (the order in which backward
+// finishes them) by a shared ticket counter. In finishStep every rank takes tickets until none is
+// left; for each it waits until every rank has announced the layers the piece covers and writes the
+// piece's average into the averaged buffer. The formula does not depend on who computes it, (g_0 +
+// g_1 + ... + g_{n-1}) / n summed in rank order, so the result is the same bits on every rank and
+// in every run.
+//
+// Why: with one core per rank a communication thread can only run beside backward by taking time
+// from it, and the ranks seldom finish backward together. The rank that finishes first spends its
+// wait averaging the pieces whose layers every rank has finished; the last one finds most of the
+// work done and shares what is left (typically the first layer, the last to be finished).
+//
+// Reuse of the shared buffers from one step to the next needs no extra synchronisation:
+// - a rank overwrites its gradients in step s + 1 only after its finishStep of step s returned,
+//   which waits for every piece of step s, i.e. until every read of its step-s gradients is over;
+// - a piece's average of step s + 1 is written only once every rank has announced that piece's
+//   layers in step s + 1, i.e. after every rank is done with the step-s averages (the optimiser
+//   runs inside or right after finishStep, before the next backward).
+// Ticket ranges are per step ([(s-1)P, sP) for P pieces), so a rank still looking for work of
+// step s can never take one of step s + 1.
+//
+// Without overlap no rank starts averaging before every rank has finished backward: the
+// announcements are held back until finishStep. The results are the same bits either way.
+//
+// A rank that waits longer than stallTimeoutSeconds for another rank's gradients aborts the job,
+// naming the ranks it waited for (a hang is a bug). Every rank must announce every segment once
+// per step.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <mpi.h>
+
+#include "collectives/gradient_reducer.h"
+#include "collectives/shared_memory_window.h"
+#include "collectives/trace_sink.h"
+
+namespace ringtrain::collectives {
+
+struct SharedReducerOptions {
+  std::size_t fusionThresholdBytes = 4 << 20;  // buckets: what finishStep hands out, in order
+  bool overlap = true;
+  // Work unit: small enough that the last rank to finish backward shares the tail with the
+  // others, large enough that taking a ticket (one atomic on a shared line) costs nothing.
+  std::size_t pieceBytes = 64 << 10;
+  double stallTimeoutSeconds = 300;  // 0: wait for ever
+};
+
+class SharedGradientReducer final : public GradientExchange {
+ public:
+  // Collective over `comm`. Throws std::invalid_argument on every rank, with the same text, when
+  // the ranks do not all share one node.
+  SharedGradientReducer(MPI_Comm comm, std::vector<GradientSegment> segments,
+                        const SharedReducerOptions& options, TraceSink* trace = nullptr);
+  ~SharedGradientReducer() override;
+
+  // Where this rank's model must keep its gradients, and where the averages appear.
+  std::span<float> gradientStorage() const { return {gradients(rank_), count_}; }
+  std::span<float> averagedStorage() const { return {averaged_, count_}; }
+
+  std::span<const GradientBucket> buckets() const override { return buckets_; }
+  std::string describePlan() const override {
+    return collectives::describePlan(buckets_, segments_);
+  }
+  // `gradients` and `averaged` must be gradientStorage() and averagedStorage().
+  void beginStep(std::span<const float> gradients, std::span<float> averaged) override;
+  void segmentReady(int segment) override;
+  bool wantsProgress() const override { return true; }
+  void gradientsFinalFrom(std::size_t offset) override;
+  void finishStep(const std::function<void(const GradientBucket&)>& onAveraged) override;
+  double lastWaitSeconds() const override { return lastWaitSeconds_; }
+  double lastReduceSeconds() const override { return lastReduceSeconds_; }
+
+ private:
+  struct Piece {
+    std::size_t begin = 0;
+    std::size_t end = 0;
+  };
+  struct Layout;  // where everything lies in the window (shared_gradient_reducer.cc)
+
+  float* gradients(int rank) const;
+  std::string segmentAt(std::size_t offset) const;  // the name of the segment holding it
+  std::uint64_t* watermark(int rank) const;
+  // The watermark that says "final from `offset`" in the current step: larger in later steps,
+  // and within a step the smaller the offset.
+  std::uint64_t watermarkValue(std::size_t offset) const;
+  std::uint64_t* doneFlag(std::size_t piece) const;
+  std::uint64_t* ticket() const;
+
+  void publish(std::size_t finalFrom);
+  bool takeTicket(std::size_t& piece);
+  void averagePiece(const Piece& piece);
+  void waitUntilDone(const GradientBucket& bucket);
+  // Waits until `ready()` holds; past the stall timeout aborts the job with `waitingFor()`.
+  template <class Ready, class Describe>
+  void waitFor(Ready ready, Describe waitingFor);
+
+  int rank_ = 0;
+  int size_ = 1;
+  std::size_t count_ = 0;
+  std::vector<GradientSegment> segments_;
+  std::vector<GradientBucket> buckets_;
+  std::vector<Piece> pieces_;
+  std::size_t pieceElements_ = 0;
+  SharedReducerOptions options_;
+  TraceSink* trace_;
+  std::unique_ptr<SharedMemoryWindow> window_;
+  std::unique_ptr<Layout> layout_;
+  float* averaged_ = nullptr;
+  int spinLimit_ = 0;
+
+  std::uint64_t step_ = 0;
+  std::size_t published_ = 0;  // this step's lowest offset announced so far
+  double reduceSeconds_ = 0;
+  std::size_t averagedBytes_ = 0;  // this step, by this rank
+  double lastWaitSeconds_ = 0;
+  double lastReduceSeconds_ = 0;
+};
+
+}  // namespace ringtrain::collectives
