@@ -1,5 +1,6 @@
 #include "models/linear.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <utility>
 
@@ -43,6 +44,21 @@ template <class Scalar>
 void Linear<Scalar>::backwardParameters(ConstBatchView<Scalar> x, ConstBatchView<Scalar> dy) {
   weightGradient().noalias() = dy * x.transpose();
   biasGradient().noalias() = dy.rowwise().sum();
+}
+
+template <class Scalar>
+void Linear<Scalar>::backwardParametersInParts(ConstBatchView<Scalar> x, ConstBatchView<Scalar> dy,
+                                               const PartialGradientCallback& partial) {
+  biasGradient().noalias() = dy.rowwise().sum();
+  partial(out_ * in_);
+  const Index rowsPerPart = std::max<Index>(1, kPartElements / in_);
+  for (Index end = out_; end > 0;) {
+    const Index begin = std::max<Index>(0, end - rowsPerPart);
+    weightGradient().middleRows(begin, end - begin).noalias() =
+        dy.middleRows(begin, end - begin) * x.transpose();
+    partial(begin * in_);
+    end = begin;
+  }
 }
 
 template <class Scalar>

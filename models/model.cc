@@ -66,10 +66,8 @@ void Model<Scalar>::buildParameterTable() {
   }
   parameters_ = Vector<Scalar>::Zero(static_cast<Index>(offset));
   gradients_ = Vector<Scalar>::Zero(static_cast<Index>(offset));
-  for (const LayerParameters& slice : parameterLayers_) {
-    layers_[static_cast<std::size_t>(slice.layerIndex)]->bind(parameters_.data() + slice.offset,
-                                                              gradients_.data() + slice.offset);
-  }
+  gradientData_ = gradients_.data();
+  bindLayers();
   bool parametersBelow = false;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     needsInputGradient_.push_back(parametersBelow);
@@ -100,6 +98,26 @@ std::string Model<Scalar>::describe() const {
     }
   }
   return out.str();
+}
+
+template <class Scalar>
+void Model<Scalar>::bindLayers() {
+  for (const LayerParameters& slice : parameterLayers_) {
+    layers_[static_cast<std::size_t>(slice.layerIndex)]->bind(parameters_.data() + slice.offset,
+                                                              gradientData_ + slice.offset);
+  }
+}
+
+template <class Scalar>
+void Model<Scalar>::placeGradients(std::span<Scalar> storage) {
+  if (storage.size() != size()) {
+    throw std::invalid_argument("placeGradients: the model has " + std::to_string(size()) +
+                                " parameters but the storage holds " +
+                                std::to_string(storage.size()));
+  }
+  std::copy_n(gradientData_, size(), storage.data());
+  gradientData_ = storage.data();
+  bindLayers();
 }
 
 template <class Scalar>
@@ -207,7 +225,8 @@ BatchResult Model<Scalar>::forward(const Batch<Scalar>& batch) {
 }
 
 template <class Scalar>
-void Model<Scalar>::backward(const GradientReadyCallback& onGradientsReady) {
+void Model<Scalar>::backward(const GradientReadyCallback& onGradientsReady,
+                             const GradientProgressCallback& onProgress) {
   if (!backwardPending_)
     throw std::logic_error("model '" + name_ +
                            "': backward() needs a forward() on a batch first, once per forward");
@@ -222,8 +241,15 @@ void Model<Scalar>::backward(const GradientReadyCallback& onGradientsReady) {
     const ConstBatchView<Scalar> dy(gradient.data(), gradient.rows(), batch);
     if (observer_) observer_(static_cast<int>(i), LayerPhase::kBackward, true);
     if (const int slice = parameterLayerOf_[i]; slice >= 0) {
-      layer.backwardParameters(in, dy);
-      if (onGradientsReady) onGradientsReady(parameterLayers_[static_cast<std::size_t>(slice)]);
+      const LayerParameters& parameters = parameterLayers_[static_cast<std::size_t>(slice)];
+      if (onProgress) {
+        layer.backwardParametersInParts(in, dy, [&](Index final) {
+          onProgress(parameters.offset + static_cast<std::size_t>(final));
+        });
+      } else {
+        layer.backwardParameters(in, dy);
+      }
+      if (onGradientsReady) onGradientsReady(parameters);
     }
     if (needsInputGradient_[i]) {
       layer.backwardInput(in, ConstBatchView<Scalar>(outputs_[i], dy.rows(), batch), dy,

@@ -52,6 +52,9 @@ struct LayerParameters {
 
 // Called during backward with a layer whose gradients are final; layers come in reverse order.
 using GradientReadyCallback = std::function<void(const LayerParameters&)>;
+// Called with decreasing offsets during backward: every gradient at a flat offset >= the
+// argument is final for this step.
+using GradientProgressCallback = std::function<void(std::size_t)>;
 
 // Told when a layer starts and ends its work in a training step (for a timeline). Backward work
 // of a layer spans its parameter gradients (and their GradientReadyCallback) and its input
@@ -118,8 +121,13 @@ class Model {
 
   std::span<Scalar> parameters() { return {parameters_.data(), size()}; }
   std::span<const Scalar> parameters() const { return {parameters_.data(), size()}; }
-  std::span<Scalar> gradients() { return {gradients_.data(), size()}; }
-  std::span<const Scalar> gradients() const { return {gradients_.data(), size()}; }
+  std::span<Scalar> gradients() { return {gradientData_, size()}; }
+  std::span<const Scalar> gradients() const { return {gradientData_, size()}; }
+  // Keeps the gradients in `storage` (parameterCount() elements, owned by the caller and alive as
+  // long as the model) from now on instead of the model's own buffer, e.g. in memory that other
+  // processes read (collectives/shared_gradient_reducer.h). Copies the current gradients there.
+  // Throws std::invalid_argument when the size differs.
+  void placeGradients(std::span<Scalar> storage);
   std::size_t parameterCount() const { return size(); }
   BatchRequirements batchRequirements() const {
     return {name_, input_, outputSize(), loss_->needsLabels()};
@@ -146,8 +154,12 @@ class Model {
   // batch's input memory must stay valid until backward has run. Throws std::invalid_argument
   // for a batch whose sizes do not match the model.
   BatchResult forward(const Batch<Scalar>& batch);
-  // Fills gradients() for the last forward(); throws std::logic_error without one.
-  void backward(const GradientReadyCallback& onGradientsReady = {});
+  // Fills gradients() for the last forward(); throws std::logic_error without one. With
+  // onProgress, layers that can (linear) compute their parameter gradients in parts and report
+  // each (the results may differ in the last bits from a backward without it, never between two
+  // backwards with it).
+  void backward(const GradientReadyCallback& onGradientsReady = {},
+                const GradientProgressCallback& onProgress = {});
   // Loss and correct count without backward, in chunks of at most reservedBatch() samples (256
   // when nothing was reserved yet), so a whole test set needs no extra memory. Invalidates a
   // pending backward.
@@ -163,6 +175,7 @@ class Model {
  private:
   std::size_t size() const { return static_cast<std::size_t>(parameters_.size()); }
   void buildParameterTable();
+  void bindLayers();  // every layer's views into parameters_ and gradientData_
   BatchResult run(const Scalar* inputs, Index batch, const Targets<Scalar>& targets, bool training);
   BatchView<Scalar> outputGradient(std::size_t layer, Index batch);
 
@@ -173,6 +186,7 @@ class Model {
 
   Vector<Scalar> parameters_;
   Vector<Scalar> gradients_;
+  Scalar* gradientData_ = nullptr;  // gradients_ or the storage given to placeGradients
   std::vector<ParameterEntry> table_;
   std::vector<LayerParameters> parameterLayers_;
   std::vector<int> parameterLayerOf_;  // per layer: index into parameterLayers_, or -1
