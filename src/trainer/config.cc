@@ -69,7 +69,7 @@ po::options_description trainOptions(TrainConfig& c, RawOptions& raw) {
       ("log-every", po::value(&c.logEvery)->default_value(c.logEvery), "log the training loss every N steps")
       ("device", po::value(&c.device)->default_value(c.device), "auto | cpu | cuda: train on the CPU or on one GPU per rank; auto takes cuda when the build has the GPU path and every node has a GPU for each of its ranks")
       ("tf32", po::value(&c.tf32)->implicit_value(true)->default_value(false), "cuda: TF32 tensor-core matrix products (faster; about 1e-3 relative error in the products)")
-      ("backend", po::value(&c.backend)->default_value(c.backend), "gradient all-reduce: auto (ring on cpu, nccl on cuda) | mpi | ring | hierarchical (host buffers) | nccl (GPU buffers)")
+      ("backend", po::value(&c.backend)->default_value(c.backend), "gradient all-reduce: auto (ring on cpu, nccl on cuda) | mpi | ring | hierarchical | shm (host buffers; shm: shared memory, one node) | nccl (GPU buffers)")
       ("expect-world-size", po::value(&c.expectWorldSize)->default_value(c.expectWorldSize), "refuse to run unless mpirun started exactly this many ranks (0: any)");
   po::options_description engine("Gradient engine");
   engine.add_options()
@@ -211,14 +211,20 @@ std::optional<std::string> validateTrainConfig(const TrainConfig& c) {
   if (!oneOf(c.device, {"auto", "cpu", "cuda"})) {
     return "--device '" + c.device + "': expected auto, cpu or cuda";
   }
-  if (!oneOf(c.backend, {"auto", "mpi", "ring", "hierarchical", "nccl"})) {
-    return "--backend '" + c.backend + "': unknown backend (auto, mpi, ring, hierarchical, nccl)";
+  if (!oneOf(c.backend, {"auto", "mpi", "ring", "hierarchical", "shm", "nccl"})) {
+    return "--backend '" + c.backend +
+           "': unknown backend (auto, mpi, ring, hierarchical, shm, nccl)";
   }
   if (c.backend == "nccl" && c.device == "cpu") {
     return "--backend nccl averages GPU buffers: it needs --device cuda (--device cpu takes mpi, "
-           "ring or hierarchical)";
+           "ring, hierarchical or shm)";
   }
-  if (c.device == "cuda" && oneOf(c.backend, {"mpi", "ring", "hierarchical"})) {
+  if (c.backend == "shm" && c.compression != "none") {
+    return "--compression " + c.compression +
+           " makes gradient messages smaller, and --backend shm sends none: use ring, mpi or "
+           "hierarchical with it";
+  }
+  if (c.device == "cuda" && oneOf(c.backend, {"mpi", "ring", "hierarchical", "shm"})) {
     return "--backend " + c.backend +
            " averages host buffers: with --device cuda use --backend nccl (or auto)";
   }

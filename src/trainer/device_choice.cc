@@ -38,13 +38,28 @@ std::string gradientBackend(const TrainConfig& config) {
 }
 
 std::string controlBackend(const TrainConfig& config) {
-  return config.device == "cuda" ? "ring" : gradientBackend(config);
+  // shm has no collectives of its own for the few small ones the trainer needs besides the
+  // gradients (SharedGradientReducer is no communicator): the ring does those.
+  const std::string gradients = gradientBackend(config);
+  return config.device == "cuda" || gradients == "shm" ? "ring" : gradients;
 }
+
+namespace {
+
+// --backend auto on the host: shared memory where every rank shares one node (no messages at
+// all; measured faster than the ring there, README "Training performance"), unless compression
+// asks for messages to compress; the ring otherwise.
+std::string hostBackend(const TrainConfig& config, const DeviceFacts& facts) {
+  if (config.backend != "auto") return config.backend;
+  return facts.sharedNode && config.compression == "none" ? "shm" : "ring";
+}
+
+}  // namespace
 
 std::variant<DeviceChoice, std::string> chooseDevice(const TrainConfig& config,
                                                      const DeviceFacts& facts) {
   const std::string why = whyNotGpus(facts);
-  if (config.device == "cpu") return DeviceChoice{"cpu", gradientBackend(config), ""};
+  if (config.device == "cpu") return DeviceChoice{"cpu", hostBackend(config, facts), ""};
   if (config.device == "cuda" || config.backend == "nccl") {
     const std::string option =
         config.device == "cuda" ? "--device cuda" : "--backend nccl (with --device auto)";
@@ -60,7 +75,7 @@ std::variant<DeviceChoice, std::string> chooseDevice(const TrainConfig& config,
     return DeviceChoice{"cpu", "ring",
                         "--compression " + config.compression + " runs on the host only"};
   }
-  if (!why.empty()) return DeviceChoice{"cpu", "ring", why};
+  if (!why.empty()) return DeviceChoice{"cpu", hostBackend(config, facts), why};
   return DeviceChoice{"cuda", "nccl",
                       fmt::format("{} rank(s) on this node, {} GPU(s) visible", facts.localRanks,
                                   facts.visibleGpus)};
@@ -76,6 +91,7 @@ DeviceFacts deviceFacts(const TrainConfig& config, const collectives::MpiEnviron
   int fits = nodeFitsOnGpus(facts) ? 1 : 0;
   RINGTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &fits, 1, MPI_INT, MPI_MIN, env.world()));
   facts.everyNodeFits = fits == 1;
+  facts.sharedNode = env.worldSize() > 1 && env.nodeCount() == 1;
   return facts;
 }
 

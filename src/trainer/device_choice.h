@@ -22,6 +22,7 @@ struct DeviceFacts {
   int visibleGpus = 0;        // GPUs this rank sees
   std::string noGpuReason;    // why visibleGpus is 0
   bool everyNodeFits = true;  // on every node: GPU path, and ranks <= visible GPUs
+  bool sharedNode = false;    // several ranks, all on one node: the host backend can be shm
 };
 
 struct DeviceChoice {
@@ -38,8 +39,10 @@ std::variant<DeviceChoice, std::string> chooseDevice(const TrainConfig& config,
                                                      const DeviceFacts& facts);
 
 // The communicators' backends for a configuration: the gradients' (--backend; auto is ring on
-// cpu, nccl on cuda) and the control communicator's (broadcasts, evaluation counts, logging),
-// always a host backend. A --device auto not yet settled counts as cpu.
+// cpu, nccl on cuda, and chooseDevice makes it shm where every rank shares one node) and the
+// control communicator's (broadcasts, evaluation counts, logging), always a host backend that
+// sends messages (ring where the gradients' is nccl or shm). A --device auto not yet settled
+// counts as cpu.
 std::string gradientBackend(const TrainConfig& config);
 std::string controlBackend(const TrainConfig& config);
 

@@ -104,8 +104,12 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
   gradientOptions.yieldWhileWaiting = true;
   gradientOptions.testStallRank = config.testStallRank;
   gradientOptions.testStallCollective = config.testStallCollective;
-  gradients_ =
-      collectives::makeCommunicator(gradientBackend(config), environment.comm, gradientOptions);
+  // --backend shm averages through shared memory (SharedGradientReducer) and sends no gradient
+  // messages; the gradient communicator is then a ring, which only the watchdog looks at.
+  const bool onGpu = config.device == "cuda";
+  const bool sharedMemory = !onGpu && gradientBackend(config) == "shm";
+  gradients_ = collectives::makeCommunicator(sharedMemory ? "ring" : gradientBackend(config),
+                                             environment.comm, gradientOptions);
   if (environment_.watchdog) watchWith(*environment_.watchdog);
 
   stepsPerEpoch_ = sampler_.stepsPerEpoch();
@@ -118,14 +122,25 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
     segmentOfLayer_[static_cast<std::size_t>(layer.layerIndex)] = static_cast<int>(segments.size());
     segments.push_back({layer.name, layer.offset, layer.count});
   }
-  collectives::ReducerOptions reducerOptions;
-  reducerOptions.fusionThresholdBytes = config.fusionThresholdBytes;
-  reducerOptions.overlap = config.overlap;
-  reducerOptions.compression = compressionOf(config.compression);
-  reducer_ = std::make_unique<collectives::GradientReducer>(*gradients_, std::move(segments),
-                                                            reducerOptions, environment_.timeline);
-  const bool onGpu = config.device == "cuda";
-  if (control_->size() > 1 && !onGpu) averaged_.resize(model_.gradients().size_bytes());
+  if (sharedMemory && control_->size() > 1) {
+    collectives::SharedReducerOptions sharedOptions;
+    sharedOptions.fusionThresholdBytes = config.fusionThresholdBytes;
+    sharedOptions.overlap = config.overlap;
+    sharedOptions.stallTimeoutSeconds = config.stallTimeoutSeconds;
+    auto shared = std::make_unique<collectives::SharedGradientReducer>(
+        environment.comm, std::move(segments), sharedOptions, environment_.timeline);
+    model_.placeGradients(shared->gradientStorage());  // backward writes where peers read
+    sharedAveraged_ = shared->averagedStorage();
+    reducer_ = std::move(shared);
+  } else {
+    collectives::ReducerOptions reducerOptions;
+    reducerOptions.fusionThresholdBytes = config.fusionThresholdBytes;
+    reducerOptions.overlap = config.overlap;
+    reducerOptions.compression = compressionOf(config.compression);
+    reducer_ = std::make_unique<collectives::GradientReducer>(
+        *gradients_, std::move(segments), reducerOptions, environment_.timeline);
+    if (control_->size() > 1 && !onGpu) averaged_.resize(model_.gradients().size_bytes());
+  }
 
   // Before the first collective that depends on the layout: ranks that disagree are told so
   // here, by name, rather than in a broadcast of mismatched sizes.
@@ -245,7 +260,8 @@ void Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
 
   const std::span<float> gradients = gpu_ ? gpu_->gradients() : model_.gradients();
   const std::span<float> averaged =
-      gpu_ ? gpu_->averaged()
+      gpu_                       ? gpu_->averaged()
+      : !sharedAveraged_.empty() ? sharedAveraged_
       : control_->size() > 1
           ? std::span<float>(reinterpret_cast<float*>(averaged_.data()), gradients.size())
           : gradients;  // one rank averages in place, which costs nothing
@@ -260,7 +276,13 @@ void Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
     gpu_->backward(ready);
   } else {
     result = model_.forward(input);
-    model_.backward(ready);
+    // The shared-memory exchange starts on parts of a layer (the first layer is the last to
+    // finish and the largest): the model then computes linear layers' gradients in parts.
+    const models::GradientProgressCallback progress = [&](std::size_t offset) {
+      reducer_->gradientsFinalFrom(offset);
+    };
+    model_.backward(ready,
+                    reducer_->wantsProgress() ? progress : models::GradientProgressCallback());
   }
   const std::int64_t computed = collectives::steadyNowNs();
 

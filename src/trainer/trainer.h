@@ -25,6 +25,7 @@
 #include "collectives/aligned_buffer.h"
 #include "collectives/communicator.h"
 #include "collectives/gradient_reducer.h"
+#include "collectives/shared_gradient_reducer.h"
 #include "collectives/stall_watchdog.h"
 #include "data/sharded_sampler.h"
 #include "models/model.h"
@@ -120,7 +121,7 @@ class Trainer {
 
   // The host model: with --device cuda the mirror of the GPU's, current after run() and resume().
   models::Model<float>& model() { return model_; }
-  const collectives::GradientReducer& reducer() const { return *reducer_; }
+  const collectives::GradientExchange& reducer() const { return *reducer_; }
   std::int64_t plannedSteps() const { return plannedSteps_; }
   std::int64_t firstStep() const { return firstStep_; }
   int batchSize() const { return config_.batchSize; }
@@ -157,7 +158,8 @@ class Trainer {
   bool log_;
   models::Model<float> model_;
   std::vector<int> segmentOfLayer_;  // per model layer: its gradient segment, or -1
-  std::unique_ptr<collectives::GradientReducer> reducer_;
+  std::unique_ptr<collectives::GradientExchange> reducer_;
+  std::span<float> sharedAveraged_;  // --backend shm: the node's averaged buffer
   data::ShardedSampler sampler_;
   std::unique_ptr<Optimizer> optimizer_;  // with gpu_: the host mirror of the GPU optimiser
   std::unique_ptr<GpuReplica> gpu_;       // --device cuda, else null

@@ -84,6 +84,21 @@ TEST(DeviceChoice, AutoKeepsHostOnlyOptionsOnTheHost) {
   EXPECT_EQ(c.backend, "ring");
 }
 
+// Every rank on one node: auto averages through shared memory on the host, unless compression
+// asks for messages; a job across nodes, or an explicit backend, keeps its backend.
+TEST(DeviceChoice, AutoOnOneNodeTakesSharedMemory) {
+  DeviceFacts oneNode = cpuOnlyBuild();
+  oneNode.sharedNode = true;
+  EXPECT_EQ(chosen(options("auto"), oneNode).backend, "shm");
+  EXPECT_EQ(chosen(options("cpu"), oneNode).backend, "shm");
+  EXPECT_EQ(chosen(options("cpu", "auto", "bf16"), oneNode).backend, "ring");
+  EXPECT_EQ(chosen(options("cpu", "ring"), oneNode).backend, "ring");
+  EXPECT_EQ(chosen(options("cpu"), cpuOnlyBuild()).backend, "ring");
+  DeviceFacts gpusOnOneNode = gpus(2, 2);
+  gpusOnOneNode.sharedNode = true;
+  EXPECT_EQ(chosen(options("auto"), gpusOnOneNode).backend, "nccl");
+}
+
 TEST(DeviceChoice, AnExplicitDeviceIsTakenOrRefused) {
   EXPECT_EQ(chosen(options("cpu"), gpus(1, 8)).device, "cpu");
   EXPECT_EQ(chosen(options("cpu", "hierarchical"), gpus(1, 8)).backend, "hierarchical");
@@ -104,6 +119,8 @@ TEST(DeviceChoice, BackendsOfTheCommunicators) {
   EXPECT_EQ(gradientBackend(options("cpu", "mpi")), "mpi");
   EXPECT_EQ(controlBackend(options("cpu", "mpi")), "mpi");
   EXPECT_EQ(controlBackend(options("cuda", "nccl")), "ring");  // the control traffic is host data
+  EXPECT_EQ(gradientBackend(options("cpu", "shm")), "shm");
+  EXPECT_EQ(controlBackend(options("cpu", "shm")), "ring");  // shm averages gradients only
 }
 
 }  // namespace

@@ -117,7 +117,7 @@ TEST_P(ExactDataParallelism, NRanksWithBatchBEqualOneRankWithBatchNB) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ExactDataParallelism,
-                         ::testing::Values("ring", "mpi", "hierarchical"),
+                         ::testing::Values("ring", "mpi", "hierarchical", "shm"),
                          [](const auto& param) { return param.param; });
 
 // With overlap each bucket is averaged on the communication thread while backward runs, and its
@@ -169,6 +169,10 @@ INSTANTIATE_TEST_SUITE_P(BackendsAndCompression, OverlapOnOff,
                          [](const auto& param) {
                            return std::get<0>(param.param) + "_" + std::get<1>(param.param);
                          });
+// The shared-memory exchange sends no messages, so there is nothing to compress.
+INSTANTIATE_TEST_SUITE_P(SharedMemory, OverlapOnOff,
+                         ::testing::Values(std::tuple<std::string, std::string>("shm", "none")),
+                         [](const auto&) { return std::string("shm_none"); });
 
 TEST(TrainerTest, LinregRecoversSlopeTwoAndInterceptTen) {
   TrainConfig config;
