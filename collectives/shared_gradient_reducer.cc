@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "collectives/mpi_check.h"
 #include "collectives/reduce_kernels.h"
@@ -103,6 +106,12 @@ void SharedGradientReducer::beginStep(std::span<const float> gradients, std::spa
         "into averagedStorage()");
   }
   ++step_;
+  if (rank_ == options_.testStallRank && step_ == options_.testStallStep) {
+    printLine("test fault: not taking part in step " + std::to_string(step_) +
+              " of the shared-memory gradient average; waiting for ever instead");
+    for (;;)
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
   published_ = count_ + 1;
   reduceSeconds_ = 0;
   averagedBytes_ = 0;
@@ -151,12 +160,12 @@ void SharedGradientReducer::waitFor(Ready ready, Describe waitingFor) {
     if (started == 0) started = now;
     const double waited = static_cast<double>(now - started) * 1e-9;
     if (waited > options_.stallTimeoutSeconds) {
-      abortJob("stall: waited " + std::to_string(static_cast<int>(waited)) +
-               " s (--stall-timeout " + std::to_string(options_.stallTimeoutSeconds) +
-               ") in step " + std::to_string(step_) +
-               " of the shared-memory gradient average "
-               "for " +
-               waitingFor() + "; aborting the job");
+      std::ostringstream message;
+      message << "stall: waited " << static_cast<int>(waited) << " s (--stall-timeout "
+              << options_.stallTimeoutSeconds << ") in step " << step_
+              << " of the shared-memory gradient average for " << waitingFor()
+              << "; aborting the job";
+      abortJob(message.str());
     }
   }
 }

@@ -58,6 +58,10 @@ struct SharedReducerOptions {
   // others, large enough that taking a ticket (one atomic on a shared line) costs nothing.
   std::size_t pieceBytes = 64 << 10;
   double stallTimeoutSeconds = 300;  // 0: wait for ever
+  // Test-only fault injection, as CommunicatorOptions': rank testStallRank never announces
+  // anything in step testStallStep (counted from 1) and waits for ever instead.
+  int testStallRank = -1;
+  std::uint64_t testStallStep = 0;
 };
 
 class SharedGradientReducer final : public GradientExchange {

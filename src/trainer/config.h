@@ -77,7 +77,7 @@ struct TrainConfig {
   int sigtermExitCode = 143;        // the status of a job stopped by SIGTERM
 
   // Test-only fault injection (hidden from --help).
-  int testStallRank = -1;  // this rank stops at gradient collective testStallCollective
+  int testStallRank = -1;  // this rank stops at gradient collective testStallCollective (shm: step)
   std::uint64_t testStallCollective = 0;
   std::int64_t testNanStep = -1;  // rank 0 feeds a NaN into this step's batch
   int testStepSleepMs = 0;        // every rank sleeps this long per step (slow runs to kill)

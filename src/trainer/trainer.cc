@@ -127,6 +127,8 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
     sharedOptions.fusionThresholdBytes = config.fusionThresholdBytes;
     sharedOptions.overlap = config.overlap;
     sharedOptions.stallTimeoutSeconds = config.stallTimeoutSeconds;
+    sharedOptions.testStallRank = config.testStallRank;
+    sharedOptions.testStallStep = config.testStallCollective;
     auto shared = std::make_unique<collectives::SharedGradientReducer>(
         environment.comm, std::move(segments), sharedOptions, environment_.timeline);
     model_.placeGradients(shared->gradientStorage());  // backward writes where peers read
@@ -602,7 +604,8 @@ TrainingSummary Trainer::run() {
       "training {} ({} parameters) on {} rank(s), backend {}: {} steps of {} samples "
       "({} per rank), {} steps per epoch; {} gradient bucket(s) up to {} KiB, "
       "overlap {}, compression {}",
-      config_.model, model_.parameterCount(), control_->size(), gradients_->backendName(),
+      config_.model, model_.parameterCount(), control_->size(),
+      sharedAveraged_.empty() ? gradients_->backendName() : std::string_view("shm"),
       firstStep_ > 0 ? fmt::format("{} (from {} to {})", plannedSteps_ - firstStep_, firstStep_ + 1,
                                    plannedSteps_)
                      : std::to_string(plannedSteps_),

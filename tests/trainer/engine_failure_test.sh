@@ -102,6 +102,12 @@ for backend in ring mpi; do
     fi
 done
 
+# With shared memory the fault stops rank 1 at step 10, before it announces any gradient.
+expect "stall, shm backend" nonzero 10 \
+  "stall: waited 3 s .*in step 10 of the shared-memory gradient average for the gradients of .* from rank 1" \
+  -np 2 "${train[@]}" --steps 40 --backend shm --stall-timeout 3 \
+  --test-stall-rank 1 --test-stall-collective 10
+
 # MPMD: the ranks disagree on an option; nobody trains, nobody waits for ever.
 expect "hidden sizes differ" 2 30 "error: rank 1 has --hidden 512,256 but rank 0 has 512,512" \
   -np 1 "${train[@]}" --steps 5 --hidden 512,512 : -np 1 "${train[@]}" --steps 5 --hidden 512,256
