@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Scaling efficiency from 1 to N ranks of `ringtrain train --synthetic` (by default the MLP
+# 784-512-512-10, batch 64 per rank, one thread per rank, each rank bound to a core), for each
+# backend side by side: throughput(N) / (N * throughput(1)). A round runs the 1-rank reference and
+# then every backend on N ranks, one after the other, so that each figure is compared with a
+# 1-rank run of the same minute (a shared VM's speed drifts by 10-20% from minute to minute);
+# the summary gives each backend's median efficiency over the rounds, and the spread.
+# Prints a table; writes one JSON line per run and a summary JSON.
+#   scripts/bench/scaling_efficiency.sh [--ranks N] [--steps S] [--rounds R]
+#                                       [--backends "ring shm mpi"] [--out DIR]
+#                                       [-- EXTRA RINGTRAIN ARGS...]
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=../lib/common.sh
+source "$root/scripts/lib/common.sh"
+ringtrain_allow_mpirun_as_root
+
+ranks=2
+steps=1500
+rounds=6
+backends="ring shm"
+out="$root/build/scaling-efficiency"
+extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --ranks) ranks="$2"; shift 2 ;;
+    --steps) steps="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
+    --backends) backends="$2"; shift 2 ;;
+    --out) out="$2"; shift 2 ;;
+    --) shift; extra=("$@"); break ;;
+    *) echo "scaling_efficiency.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+ringtrain="${RINGTRAIN_BIN:-$root/build/bin/ringtrain}"
+[ -x "$ringtrain" ] || { echo "scaling_efficiency.sh: no $ringtrain (build first)" >&2; exit 2; }
+mkdir -p "$out"
+results="$out/results.jsonl"
+: >"$results"
+
+# run ROUND NP BACKEND: one training run; appends a JSON line with its samples per second and the
+# per-step breakdown rank 0 prints.
+run() {
+  local round="$1" np="$2" backend="$3"
+  local log="$out/r$round-np$np-$backend.log"
+  mpirun -np "$np" --bind-to core "$ringtrain" train --synthetic --steps "$steps" \
+    --log-every 0 --backend "$backend" "${extra[@]}" >"$log" 2>&1 ||
+    { echo "scaling_efficiency.sh: run failed, see $log" >&2; exit 1; }
+  python3 - "$log" "$round" "$np" "$backend" >>"$results" <<'EOF'
+import json, re, sys
+log, round_, np_, backend = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+text = open(log).read()
+sps = float(re.search(r"(\d+) samples/s \(", text).group(1))
+m = re.search(r"data (\d+)%, forward\+backward (\d+)%, waiting for averaged gradients (\d+)%, "
+              r"optimiser (\d+)% \(([\d.]+) ms per step\)", text)
+row = {"round": round_, "ranks": np_, "backend": backend, "samples_per_second": sps}
+if m:
+    d, f, w, o, t = (float(x) for x in m.groups())
+    row.update(step_ms=t, data_ms=d * t / 100, compute_ms=f * t / 100, wait_ms=w * t / 100,
+               optimiser_ms=o * t / 100)
+print(json.dumps(row))
+EOF
+}
+
+for round in $(seq "$rounds"); do
+  run "$round" 1 ring
+  for backend in $backends; do
+    run "$round" "$ranks" "$backend"
+  done
+done
+
+python3 - "$results" "$out/summary.json" "$ranks" "$steps" <<'EOF'
+import json, statistics, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+ranks, steps = int(sys.argv[3]), int(sys.argv[4])
+one = {r["round"]: r["samples_per_second"] for r in rows if r["ranks"] == 1}
+backends = []
+for r in rows:
+    if r["ranks"] != 1 and r["backend"] not in backends:
+        backends.append(r["backend"])
+print(f"# ringtrain train --synthetic, {steps} steps, 1 and {ranks} ranks, rounds interleaved")
+print(f"{'round':>5} {'1 rank':>10}" + "".join(f" {b + ' x' + str(ranks):>14} {'eff':>6}" for b in backends))
+eff = {b: [] for b in backends}
+for rnd in sorted(one):
+    line = f"{rnd:>5} {one[rnd]:>10.0f}"
+    for b in backends:
+        r = next(x for x in rows if x["round"] == rnd and x["backend"] == b and x["ranks"] == ranks)
+        e = r["samples_per_second"] / (ranks * one[rnd])
+        r["efficiency"] = e
+        eff[b].append(e)
+        line += f" {r['samples_per_second']:>14.0f} {e:>6.3f}"
+    print(line)
+summary = {"ranks": ranks, "steps": steps, "rounds": len(one),
+           "one_rank_median": statistics.median(one.values()), "backends": {}}
+for b in backends:
+    s = {"median_efficiency": statistics.median(eff[b]), "min": min(eff[b]), "max": max(eff[b]),
+         "median_samples_per_second": statistics.median(
+             x["samples_per_second"] for x in rows if x["backend"] == b and x["ranks"] == ranks)}
+    summary["backends"][b] = s
+    print(f"# {b}: median efficiency {s['median_efficiency']:.3f} "
+          f"(range {s['min']:.3f}-{s['max']:.3f}), median {s['median_samples_per_second']:.0f} "
+          f"samples/s on {ranks} ranks; 1 rank median {summary['one_rank_median']:.0f}")
+json.dump(summary, open(sys.argv[2], "w"), indent=1)
+EOF
+echo "# runs: $results, summary: $out/summary.json, logs: $out/"
