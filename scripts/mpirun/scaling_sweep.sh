@@ -19,7 +19,9 @@
 #              MPI_Allreduce, 2 and 4 hosts, with Open MPI's defaults and with Open MPI's TCP
 #              eager limit raised to 1 MiB; each run shows the ring with its default network
 #              chunks (under the eager limit) and with the former 512 KiB ones; (b) a model of 28.4M parameters, the engine against plain per-layer
-#              all-reduce without overlap
+#              all-reduce without overlap; target-a-repeat measures (a) again at the issue's
+#              16 MiB, three times per host count with more iterations, against the noise of one
+#              5-iteration sample on a shared 2-core machine
 #   allreduce  allreduce_perf (ring and MPI_Allreduce side by side) on 2 and 4 hosts per rate
 #   baseline   the training benchmark on 1 host (the denominator of scaling efficiency)
 #   train      ringtrain train --synthetic on 2 and 4 hosts per rate, both backends, engine
@@ -58,12 +60,12 @@ while [ $# -gt 0 ]; do
     --lock) lock="${2:?--lock needs a file}"; shift 2 ;;
     --fresh) fresh=1; shift ;;
     -h | --help) usage; exit 0 ;;
-    path | allreduce | baseline | train | target-a | target-b | report) parts+=("$1"); shift ;;
-    targets) parts+=(target-a target-b); shift ;;
+    path | allreduce | baseline | train | target-a | target-a-repeat | target-b | report) parts+=("$1"); shift ;;
+    targets) parts+=(target-a target-a-repeat target-b); shift ;;
     *) die "unknown option or part '$1' (see --help)" ;;
   esac
 done
-[ "${#parts[@]}" -gt 0 ] || parts=(path target-a target-b allreduce baseline train baseline report)
+[ "${#parts[@]}" -gt 0 ] || parts=(path target-a target-a-repeat target-b allreduce baseline train baseline report)
 if [ -z "$bin" ]; then
   bin="$root/build-cluster/bin"
   [ -x "$bin/ringtrain" ] || bin="$root/build/bin"
@@ -97,6 +99,7 @@ if [ "$quick" -eq 1 ]; then
   scaling_model=(--model mlp --hidden 256 --batch-size 32) scaling_steps=(--steps 5)
   target_model=(--model mlp --hidden "512,512" --batch-size 32) target_steps=(--steps 4)
   target_sizes=(-b 1M -e 4M -f 4 -w 1 -n 2)
+  repeat_sizes=(-b 1M -e 1M -w 1 -n 2) repeats=1
 else
   allreduce_sizes=(-b 64K -e 16M -f 4 -w 2 -n 5)
   path_sizes=(-b 64K -e 64M -f 4 -w 2 -n 10)
@@ -105,6 +108,7 @@ else
   # The MLP 784-4096-4096-2048-10: 28.4M parameters, 114 MB of gradients per step.
   target_model=(--model mlp --hidden "4096,4096,2048" --batch-size 64) target_steps=(--steps 12)
   target_sizes=(-b 1M -e 32M -f 2 -w 2 -n 5)
+  repeat_sizes=(-b 16M -e 16M -w 2 -n 20) repeats=3
 fi
 common_train=(train --synthetic --log-every 0 --lr 0.01 --seed 1)
 eager_mca=(--mca btl_tcp_eager_limit 1048576 --mca btl_tcp_rndv_eager_limit 1048576
@@ -213,6 +217,18 @@ part_target-a() {
     allreduce "target-a-${hosts}hosts" "$hosts" "$rate" "${target_sizes[@]}" "${before[@]}"
     allreduce "target-a-${hosts}hosts-eager" "$hosts" "$rate" "${target_sizes[@]}" "${before[@]}" \
       -- "${eager_mca[@]}"
+  done
+}
+
+# Target (a) at its size only, with Open MPI's defaults, several times: one sample of 5
+# iterations moves by 10% or more between runs here.
+part_target-a-repeat() {
+  local hosts run rate=1gbit
+  for hosts in "${host_list[@]}"; do
+    for run in $(seq "$repeats"); do
+      allreduce "target-a-${hosts}hosts-repeat$run" "$hosts" "$rate" "${repeat_sizes[@]}" \
+        --also-ring-network-chunk-bytes 512K
+    done
   done
 }
 
