@@ -43,7 +43,14 @@ struct CommunicatorOptions {
   // rank can start on a chunk while this one reduces the following one. Fewer, larger messages
   // cost less per byte (~3.5 us per message here); 512 KiB balanced the two.
   std::size_t ringChunkBytes = 512 * 1024;
-  // Ring backend: how many chunk receives are in flight at once.
+  // Ring backend: the chunk size of messages to and from a ring neighbour on another node (0:
+  // ringChunkBytes). Open MPI's TCP transport sends a message of up to 64 KiB, its header
+  // included, eagerly; a larger one waits for the receiver's go-ahead, which between two hosts
+  // queues behind the other direction's data (2 hosts at 1 Gbit/s: 60% of the link with
+  // 512 KiB chunks). 64 KiB less 256 bytes leaves room for the header (see ring_chunking.h).
+  std::size_t ringNetworkChunkBytes = 64 * 1024 - 256;
+  // Ring backend: how many chunk receives are in flight at once (in chunks of ringChunkBytes;
+  // receives of smaller network chunks keep as many bytes in flight).
   int ringPipelineDepth = 4;
   // Shm backend: the buffer is all-reduced in rounds of at most this many bytes; each rank keeps
   // two rounds' worth in shared memory. 4 MiB holds the default MLP's 2.7 MB of gradients in one
@@ -57,9 +64,10 @@ struct CommunicatorOptions {
   // would. The stall watchdog's tests use it.
   int testStallRank = -1;
   std::uint64_t testStallCollective = 0;
-  // Hierarchical backend, tests and benchmarks only: every testRanksPerNode consecutive ranks
-  // form one "node" instead of the ranks that really share a node (MPI_COMM_TYPE_SHARED), so
-  // that one machine can stand in for several nodes (4 ranks as 2 x 2, 3 ranks as 2 + 1).
+  // Hierarchical and ring backends, tests and benchmarks only: every testRanksPerNode
+  // consecutive ranks form one "node" instead of the ranks that really share a node
+  // (MPI_COMM_TYPE_SHARED), so that one machine can stand in for several nodes (4 ranks as
+  // 2 x 2, 3 ranks as 2 + 1; 1 makes every ring neighbour a network one).
   // 0: the real nodes. Never set it in production: the slices would cross real node
   // boundaries in the wrong places.
   int testRanksPerNode = 0;

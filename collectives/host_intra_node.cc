@@ -3,18 +3,15 @@
 #include <cstring>
 
 namespace ringtrain::collectives {
+// Every ring neighbour is on this node: shared-memory chunks on both sides.
 HostIntraNode::HostIntraNode(MPI_Comm nodeComm, const CommunicatorOptions& options)
-    : pipeline_(nodeComm, options.ringChunkBytes, options.ringPipelineDepth,
+    : pipeline_(nodeComm, sharedMemoryChunking(options),
                 options.yieldWhileWaiting ? WaitMode::kYield : WaitMode::kSpin),
       allreduce_(pipeline_),
       mpi_(nodeComm, withoutTestFault(options)) {}
 
-RingLayout HostIntraNode::ringLayout(const SliceLayout& layout, DataType type) const {
-  RingLayout ring;
-  ring.count = layout.count;
-  ring.stride = layout.stride;
-  ring.chunkElements = pipeline_.chunkElements(sizeOf(type));
-  return ring;
+RingLayout HostIntraNode::ringLayout(const SliceLayout& layout) {
+  return {layout.count, layout.stride};
 }
 
 // A ring pass of n-1 reduce steps that starts by sending segment r-1 leaves rank r holding
@@ -29,7 +26,7 @@ void HostIntraNode::reduceScatter(const void* send, void* recv, const SliceLayou
     return;
   }
   RingPass pass;
-  pass.layout = ringLayout(layout, type);
+  pass.layout = ringLayout(layout);
   pass.type = type;
   pass.op = op;
   pass.firstSegment = (localRank() - 1 + n) % n;
@@ -43,7 +40,7 @@ void HostIntraNode::reduceScatter(const void* send, void* recv, const SliceLayou
 
 void HostIntraNode::allgather(void* buffer, const SliceLayout& layout, DataType type) {
   RingPass pass;
-  pass.layout = ringLayout(layout, type);
+  pass.layout = ringLayout(layout);
   pass.type = type;
   pass.firstSegment = localRank();
   pass.steps = localSize() - 1;

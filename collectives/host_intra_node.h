@@ -33,7 +33,7 @@ class HostIntraNode final : public IntraNodeCollectives {
   void copy(void* destination, const void* source, std::size_t bytes) override;
 
  private:
-  RingLayout ringLayout(const SliceLayout& layout, DataType type) const;
+  static RingLayout ringLayout(const SliceLayout& layout);
 
   RingPipeline pipeline_;
   RingAllreduce allreduce_;

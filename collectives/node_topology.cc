@@ -4,15 +4,40 @@
 
 namespace ringtrain::collectives {
 
+namespace {
+// The node communicator of NodeTopology's definition; the caller frees it.
+MPI_Comm splitByNode(MPI_Comm comm, int ranksPerNode) {
+  int rank = 0;
+  RINGTRAIN_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  MPI_Comm node = MPI_COMM_NULL;
+  if (ranksPerNode > 0) {
+    RINGTRAIN_MPI_CHECK(MPI_Comm_split(comm, rank / ranksPerNode, rank, &node));
+  } else {
+    RINGTRAIN_MPI_CHECK(
+        MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
+  }
+  return node;
+}
+}  // namespace
+
+std::vector<int> nodeOfEachRank(MPI_Comm comm, int ranksPerNode) {
+  int rank = 0;
+  int size = 1;
+  RINGTRAIN_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  RINGTRAIN_MPI_CHECK(MPI_Comm_size(comm, &size));
+  MPI_Comm node = splitByNode(comm, ranksPerNode);
+  int lowest = rank;
+  RINGTRAIN_MPI_CHECK(MPI_Allreduce(&rank, &lowest, 1, MPI_INT, MPI_MIN, node));
+  RINGTRAIN_MPI_CHECK(MPI_Comm_free(&node));
+  std::vector<int> nodes(static_cast<std::size_t>(size));
+  RINGTRAIN_MPI_CHECK(MPI_Allgather(&lowest, 1, MPI_INT, nodes.data(), 1, MPI_INT, comm));
+  return nodes;
+}
+
 NodeTopology::NodeTopology(MPI_Comm comm, int ranksPerNode) {
   int rank = 0;
   RINGTRAIN_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  if (ranksPerNode > 0) {
-    RINGTRAIN_MPI_CHECK(MPI_Comm_split(comm, rank / ranksPerNode, rank, &nodeComm_));
-  } else {
-    RINGTRAIN_MPI_CHECK(
-        MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &nodeComm_));
-  }
+  nodeComm_ = splitByNode(comm, ranksPerNode);
   RINGTRAIN_MPI_CHECK(MPI_Comm_rank(nodeComm_, &localRank_));
   RINGTRAIN_MPI_CHECK(MPI_Comm_size(nodeComm_, &localSize_));
   RINGTRAIN_MPI_CHECK(MPI_Allreduce(&localSize_, &largestNodeSize_, 1, MPI_INT, MPI_MAX, comm));

@@ -9,6 +9,11 @@
 
 namespace ringtrain::collectives {
 
+// Collective over `comm`: for every rank of `comm`, the lowest rank of `comm` on its node, so
+// that two ranks share a node exactly when their entries are equal. The node is the same as
+// NodeTopology's (MPI_COMM_TYPE_SHARED, or every ranksPerNode consecutive ranks when > 0).
+std::vector<int> nodeOfEachRank(MPI_Comm comm, int ranksPerNode);
+
 // The node communicator comes from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), as in
 // MpiEnvironment, so it is right under any launcher. ranksPerNode > 0 replaces that with
 // "every ranksPerNode consecutive ranks form a node" (tests and benchmarks only: it lets one

@@ -15,7 +15,6 @@ void RingAllgather::run(const void* send, void* recv, std::size_t countPerRank, 
   RingPass pass;
   pass.layout.count = static_cast<std::size_t>(pipeline_.size()) * countPerRank;
   pass.layout.stride = countPerRank;
-  pass.layout.chunkElements = pipeline_.chunkElements(elementSize);
   pass.type = type;
   pass.firstSegment = rank;
   pass.steps = pipeline_.size() - 1;

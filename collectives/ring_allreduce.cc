@@ -20,7 +20,6 @@ void RingAllreduce::run(const void* send, void* recv, std::size_t count, DataTyp
   RingPass pass;
   pass.layout.count = count;
   pass.layout.stride = (perRank + lineElements - 1) / lineElements * lineElements;
-  pass.layout.chunkElements = pipeline_.chunkElements(elementSize);
   pass.type = type;
   pass.op = op;
   pass.firstSegment = pipeline_.rank();

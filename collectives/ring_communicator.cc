@@ -5,7 +5,7 @@ RingCommunicator::RingCommunicator(MPI_Comm comm, const CommunicatorOptions& opt
     : Communicator(comm, options),
       options_(options),
       agreement_(this->comm(), options.ringSmallMessageBytes, waitMode()),
-      pipeline_(this->comm(), options.ringChunkBytes, options.ringPipelineDepth, waitMode()),
+      pipeline_(this->comm(), ringChunking(this->comm(), options), waitMode()),
       allreduce_(pipeline_),
       allgather_(pipeline_),
       mpi_(comm, withoutTestFault(options)) {}

@@ -14,7 +14,8 @@ namespace ringtrain::collectives {
 // type, op, root): a disagreement throws CollectiveMismatchError on every rank before any data
 // moves. All-reduces of at most options.ringSmallMessageBytes are done within that same exchange
 // (latency-bound sizes, where a ring's 2(n-1) steps cost more than log2(n) exchanges); larger ones
-// go round the ring. Broadcast and barrier, after the check, are MPI's.
+// go round the ring, in chunks sized by where each ring neighbour runs (ring_chunking.h).
+// Broadcast and barrier, after the check, are MPI's.
 class RingCommunicator final : public Communicator {
  public:
   RingCommunicator(MPI_Comm comm, const CommunicatorOptions& options);

@@ -15,150 +15,215 @@ std::size_t RingLayout::segmentLength(int segment) const {
   return std::min(count, static_cast<std::size_t>(segment + 1) * stride) - segmentBegin(segment);
 }
 
-std::size_t RingLayout::chunkCount(int segment) const {
+std::size_t RingLayout::chunkCount(int segment, std::size_t chunkElements) const {
   return (segmentLength(segment) + chunkElements - 1) / chunkElements;
 }
 
-RingPipeline::RingPipeline(MPI_Comm comm, std::size_t chunkBytes, int depth, WaitMode waitMode)
-    : comm_(comm),
-      chunkBytes_(std::max<std::size_t>(chunkBytes, AlignedBuffer::kAlignment)),
-      depth_(std::max(depth, 1)),
-      waitMode_(waitMode) {
+RingPipeline::RingPipeline(MPI_Comm comm, const RingChunking& chunking, WaitMode waitMode)
+    : comm_(comm), chunking_(chunking), waitMode_(waitMode) {
+  chunking_.receiveBytes = std::max(chunking_.receiveBytes, AlignedBuffer::kAlignment);
+  chunking_.sendBytes = std::max(chunking_.sendBytes, AlignedBuffer::kAlignment);
+  chunking_.receiveDepth = std::max(chunking_.receiveDepth, 1);
   RINGTRAIN_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   RINGTRAIN_MPI_CHECK(MPI_Comm_size(comm_, &size_));
   // At least one huge page, so that the landing slots are backed by one (see AlignedBuffer).
   scratch_.resize(
-      std::max(static_cast<std::size_t>(depth_) * chunkBytes_, AlignedBuffer::kHugePage));
+      std::max(static_cast<std::size_t>(chunking_.receiveDepth) * chunking_.receiveBytes,
+               AlignedBuffer::kHugePage));
 }
 
-std::size_t RingPipeline::chunkElements(std::size_t elementSize) const {
+std::size_t RingPipeline::chunkElements(std::size_t bytes, std::size_t elementSize) {
   const std::size_t lineElements = AlignedBuffer::kAlignment / elementSize;
-  return std::max(lineElements, chunkBytes_ / elementSize / lineElements * lineElements);
+  return std::max(lineElements, bytes / elementSize / lineElements * lineElements);
 }
 
+namespace {
+// A position in a pass's sequence of receives over (step, chunk).
+struct ReceiveCursor {
+  int step = 0;
+  std::size_t chunk = 0;
+  std::size_t index = 0;  // position in the whole sequence
+};
+}  // namespace
+
+// One RingPipeline::run.
+//
 // The receives of a pass form one sequence over (step, chunk). They are posted in that order, at
-// most depth_ ahead of the one being processed, and processed in that order; a chunk to be reduced
-// lands in scratch slot (its index in the sequence) % depth_, which is free again by the time it
-// is reused because the chunk that used it `depth_` receives earlier has been processed. Chunks
-// to be stored land directly in `out` (in place: in scratch, then streamed into `out`). Each
-// processed chunk is sent on at the next step right away, so step s+1 overlaps step s chunk by
-// chunk instead of waiting for the whole segment. Tags are 1 + step: within a step, MPI's
-// non-overtaking rule keeps chunks in order.
-void RingPipeline::run(const RingPass& pass) {
-  const int n = size_;
-  if (pass.steps <= 0 || n == 1) return;
-  const int right = (rank_ + 1) % n;
-  const int left = (rank_ - 1 + n) % n;
-  const std::size_t elementSize = sizeOf(pass.type);
-  const std::size_t chunk = pass.layout.chunkElements;
-  auto segmentAt = [&](int step, int back) {
-    return ((pass.firstSegment - step - back) % n + n) % n;
-  };
-  auto chunkLength = [&](int segment, std::size_t c) {
-    return std::min(chunk, pass.layout.segmentLength(segment) - c * chunk);
-  };
-  // A chunk of `out` that was sent on is overwritten later by the final value of the same chunk
-  // (the all-gather). By then the send has been delivered (the final value depends on it), but
-  // MPI forbids writing a buffer whose send is still pending, so the receive first retires it.
-  const std::size_t chunksPerSegment = (pass.layout.stride + chunk - 1) / chunk;
-  lastSendFromOut_.assign(static_cast<std::size_t>(n) * chunksPerSegment, -1);
-  auto sendSlot = [&](int segment, std::size_t c) -> int& {
-    return lastSendFromOut_[static_cast<std::size_t>(segment) * chunksPerSegment + c];
-  };
-  auto send = [&](const std::byte* data, std::size_t elements, int step, int segment,
-                  std::size_t c) {
-    if (data >= pass.out && data < pass.out + pass.layout.count * elementSize) {
-      sendSlot(segment, c) = static_cast<int>(sends_.size());
-    }
-    sends_.emplace_back();
-    RINGTRAIN_MPI_CHECK(MPI_Isend(data, static_cast<int>(elements * elementSize), MPI_BYTE, right,
-                                  1 + step, comm_, &sends_.back()));
-  };
+// most receiveDepth ahead of the one being processed, and processed in that order; a chunk to be
+// reduced lands in scratch slot (its index in the sequence) % receiveDepth, which is free again
+// by the time it is reused because the chunk that used it receiveDepth receives earlier has been
+// processed. Chunks to be stored land directly in `out` (in place: in scratch, then streamed into
+// `out`). Tags are 1 + step: within a step, MPI's non-overtaking rule keeps chunks in order.
+//
+// What arrives is sent on at the next step as soon as it is processed, so that step s+1 overlaps
+// step s instead of waiting for the whole segment. Received and sent chunks may differ in length
+// (a neighbour on this node on one side, one on another node on the other): after each processed
+// chunk, every whole send chunk within the processed prefix of the segment goes out, the last
+// one when the segment is complete. Every element is still reduced by the same rank in the same
+// order whatever the chunks, so the result does not depend on them.
+class RingPipeline::Run {
+ public:
+  Run(RingPipeline& pipeline, const RingPass& pass);
+  void execute();
 
-  sends_.clear();
-  receives_.assign(static_cast<std::size_t>(depth_), MPI_REQUEST_NULL);
-
-  // Step 0 sends this rank's own segment, all chunks at once.
-  const int firstSent = segmentAt(0, 0);
-  for (std::size_t c = 0; c < pass.layout.chunkCount(firstSent); ++c) {
-    send(pass.firstSend + c * chunk * elementSize, chunkLength(firstSent, c), 0, firstSent, c);
+ private:
+  int segmentAt(int step, int back) const {
+    return ((pass_.firstSegment - step - back) % n_ + n_) % n_;
   }
-
-  // Cursors over the receive sequence: `post` runs up to depth_ ahead of `take`.
-  struct Cursor {
-    int step = 0;
-    std::size_t chunk = 0;
-    std::size_t index = 0;  // position in the whole sequence
-  };
-  auto advance = [&](Cursor& cursor) {
-    ++cursor.index;
-    ++cursor.chunk;
-    while (cursor.step < pass.steps &&
-           cursor.chunk >= pass.layout.chunkCount(segmentAt(cursor.step, 1))) {
-      ++cursor.step;
-      cursor.chunk = 0;
-    }
-  };
-  auto normalise = [&](Cursor& cursor) {  // skip steps whose segment is empty
-    while (cursor.step < pass.steps && pass.layout.chunkCount(segmentAt(cursor.step, 1)) == 0) {
-      ++cursor.step;
-    }
-  };
+  std::size_t receiveCount(int step) const {
+    return pass_.layout.chunkCount(segmentAt(step, 1), receiveChunk_);
+  }
+  std::size_t receiveLength(int segment, std::size_t c) const {
+    return std::min(receiveChunk_, pass_.layout.segmentLength(segment) - c * receiveChunk_);
+  }
+  std::byte* outAt(int segment, std::size_t offset) const {
+    return pass_.out + (pass_.layout.segmentBegin(segment) + offset) * elementSize_;
+  }
+  int& sendSlot(int segment, std::size_t offset) {
+    return p_.lastSendFromOut_[static_cast<std::size_t>(segment) * sendChunksPerSegment_ +
+                               offset / sendChunk_];
+  }
   // In place, a stored chunk lands in scratch too and is then streamed into `out`: received
   // directly, the copy would write lines of `out` that the right neighbour read at step 0.
-  const bool inPlace = pass.own == pass.out;
-  auto landsInScratch = [&](int step) { return step < pass.reduceSteps || inPlace; };
-  auto landing = [&](const Cursor& cursor) {
-    const int segment = segmentAt(cursor.step, 1);
-    if (landsInScratch(cursor.step)) {
-      return scratch_.data() + (cursor.index % depth_) * chunkBytes_;
-    }
-    return pass.out + (pass.layout.segmentBegin(segment) + cursor.chunk * chunk) * elementSize;
-  };
+  bool landsInScratch(int step) const { return step < pass_.reduceSteps || pass_.own == pass_.out; }
+  std::byte* landing(const ReceiveCursor& cursor) const;
+  void advance(ReceiveCursor& cursor) const;
+  void skipEmptySteps(ReceiveCursor& cursor) const;
+  void sendReady(int step, int segment, const std::byte* base, std::size_t ready);
+  void retireSendsFrom(int segment, std::size_t begin, std::size_t end);
+  void postReceives();
+  void process(const ReceiveCursor& cursor);
 
-  Cursor post;
-  Cursor take;
-  normalise(post);
-  normalise(take);
-  auto postReceives = [&] {
-    while (post.step < pass.steps && post.index < take.index + depth_) {
-      const int segment = segmentAt(post.step, 1);
-      if (post.step >= pass.reduceSteps && sendSlot(segment, post.chunk) >= 0) {
-        waitFor(&sends_[static_cast<std::size_t>(sendSlot(segment, post.chunk))], MPI_STATUS_IGNORE,
-                waitMode_);
-      }
-      MPI_Request& request = receives_[post.index % depth_];
-      RINGTRAIN_MPI_CHECK(
-          MPI_Irecv(landing(post), static_cast<int>(chunkLength(segment, post.chunk) * elementSize),
-                    MPI_BYTE, left, 1 + post.step, comm_, &request));
-      advance(post);
-    }
-  };
+  RingPipeline& p_;
+  const RingPass& pass_;
+  const int n_;
+  const std::size_t elementSize_;
+  const std::size_t receiveChunk_;
+  const std::size_t sendChunk_;
+  const std::size_t sendChunksPerSegment_;
+  const std::size_t depth_;
+  ReceiveCursor post_;
+  ReceiveCursor take_;
+  std::size_t sent_ = 0;  // elements of the segment being sent on that went out already
+};
 
+RingPipeline::Run::Run(RingPipeline& pipeline, const RingPass& pass)
+    : p_(pipeline),
+      pass_(pass),
+      n_(pipeline.size_),
+      elementSize_(sizeOf(pass.type)),
+      receiveChunk_(chunkElements(pipeline.chunking_.receiveBytes, elementSize_)),
+      sendChunk_(chunkElements(pipeline.chunking_.sendBytes, elementSize_)),
+      sendChunksPerSegment_((pass.layout.stride + sendChunk_ - 1) / sendChunk_),
+      depth_(static_cast<std::size_t>(pipeline.chunking_.receiveDepth)) {}
+
+std::byte* RingPipeline::Run::landing(const ReceiveCursor& cursor) const {
+  if (landsInScratch(cursor.step)) {
+    return p_.scratch_.data() + (cursor.index % depth_) * receiveChunk_ * elementSize_;
+  }
+  return outAt(segmentAt(cursor.step, 1), cursor.chunk * receiveChunk_);
+}
+
+void RingPipeline::Run::advance(ReceiveCursor& cursor) const {
+  ++cursor.index;
+  ++cursor.chunk;
+  while (cursor.step < pass_.steps && cursor.chunk >= receiveCount(cursor.step)) {
+    ++cursor.step;
+    cursor.chunk = 0;
+  }
+}
+
+void RingPipeline::Run::skipEmptySteps(ReceiveCursor& cursor) const {
+  while (cursor.step < pass_.steps && receiveCount(cursor.step) == 0)
+    ++cursor.step;
+}
+
+// Sends at `step` the whole send chunks of `segment` (which starts at `base`) that lie within
+// its first `ready` elements and have not gone out yet.
+void RingPipeline::Run::sendReady(int step, int segment, const std::byte* base, std::size_t ready) {
+  const std::size_t length = pass_.layout.segmentLength(segment);
+  const bool fromOut = base >= pass_.out && base < pass_.out + pass_.layout.count * elementSize_;
+  while (sent_ < ready) {
+    const std::size_t end = std::min(sent_ + sendChunk_, length);
+    if (end > ready) break;
+    if (fromOut) sendSlot(segment, sent_) = static_cast<int>(p_.sends_.size());
+    p_.sends_.emplace_back();
+    RINGTRAIN_MPI_CHECK(MPI_Isend(base + sent_ * elementSize_,
+                                  static_cast<int>((end - sent_) * elementSize_), MPI_BYTE,
+                                  (p_.rank_ + 1) % n_, 1 + step, p_.comm_, &p_.sends_.back()));
+    sent_ = end;
+  }
+}
+
+// A chunk of `out` that was sent on is overwritten later by the final value of the same chunk
+// (the all-gather). By then the send has been delivered (the final value depends on it), but
+// MPI forbids writing a buffer whose send is still pending, so the receive first retires every
+// send from the elements [begin, end) of `segment`.
+void RingPipeline::Run::retireSendsFrom(int segment, std::size_t begin, std::size_t end) {
+  for (std::size_t offset = begin / sendChunk_ * sendChunk_; offset < end; offset += sendChunk_) {
+    const int slot = sendSlot(segment, offset);
+    if (slot >= 0) {
+      waitFor(&p_.sends_[static_cast<std::size_t>(slot)], MPI_STATUS_IGNORE, p_.waitMode_);
+    }
+  }
+}
+
+void RingPipeline::Run::postReceives() {
+  while (post_.step < pass_.steps && post_.index < take_.index + depth_) {
+    const int segment = segmentAt(post_.step, 1);
+    const std::size_t begin = post_.chunk * receiveChunk_;
+    const std::size_t elements = receiveLength(segment, post_.chunk);
+    if (post_.step >= pass_.reduceSteps) retireSendsFrom(segment, begin, begin + elements);
+    RINGTRAIN_MPI_CHECK(MPI_Irecv(landing(post_), static_cast<int>(elements * elementSize_),
+                                  MPI_BYTE, (p_.rank_ - 1 + n_) % n_, 1 + post_.step, p_.comm_,
+                                  &p_.receives_[post_.index % depth_]));
+    advance(post_);
+  }
+}
+
+// Waits for the chunk at `cursor`, reduces or stores it and sends on what is ready.
+void RingPipeline::Run::process(const ReceiveCursor& cursor) {
+  const int segment = segmentAt(cursor.step, 1);
+  const std::size_t begin = cursor.chunk * receiveChunk_;
+  const std::size_t elements = receiveLength(segment, cursor.chunk);
+  const std::size_t offset = (pass_.layout.segmentBegin(segment) + begin) * elementSize_;
+  std::byte* arrived = landing(cursor);
+  waitFor(&p_.receives_[cursor.index % depth_], MPI_STATUS_IGNORE, p_.waitMode_);
+  if (cursor.step < pass_.reduceSteps) {
+    const bool lastReduce = cursor.step == pass_.reduceSteps - 1;
+    // Streaming stores: the peer reads this chunk next, and read it last call too.
+    reduceArrays(pass_.type, pass_.op, arrived, pass_.own + offset, pass_.out + offset, elements,
+                 lastReduce ? pass_.divisor : 1, StoreMode::kStreaming);
+  } else if (landsInScratch(cursor.step)) {
+    streamingCopy(pass_.out + offset, arrived, elements * elementSize_);
+  }
+  if (cursor.step + 1 < pass_.steps) {
+    if (cursor.chunk == 0) sent_ = 0;  // a new segment to send on
+    sendReady(cursor.step + 1, segment, outAt(segment, 0), begin + elements);
+  }
+}
+
+void RingPipeline::Run::execute() {
+  p_.sends_.clear();
+  p_.receives_.assign(depth_, MPI_REQUEST_NULL);
+  p_.lastSendFromOut_.assign(static_cast<std::size_t>(n_) * sendChunksPerSegment_, -1);
+  // Step 0 sends this rank's own segment, all chunks at once.
+  const int firstSent = segmentAt(0, 0);
+  sendReady(0, firstSent, pass_.firstSend, pass_.layout.segmentLength(firstSent));
+  skipEmptySteps(post_);
+  skipEmptySteps(take_);
   postReceives();
-  while (take.step < pass.steps) {
-    const int segment = segmentAt(take.step, 1);
-    const std::size_t elements = chunkLength(segment, take.chunk);
-    const std::size_t offset =
-        (pass.layout.segmentBegin(segment) + take.chunk * chunk) * elementSize;
-    std::byte* arrived = landing(take);
-    waitFor(&receives_[take.index % depth_], MPI_STATUS_IGNORE, waitMode_);
-    if (take.step < pass.reduceSteps) {
-      const bool lastReduce = take.step == pass.reduceSteps - 1;
-      // Streaming stores: the peer reads this chunk next, and read it last call too.
-      reduceArrays(pass.type, pass.op, arrived, pass.own + offset, pass.out + offset, elements,
-                   lastReduce ? pass.divisor : 1, StoreMode::kStreaming);
-    }
-    if (take.step >= pass.reduceSteps && landsInScratch(take.step)) {
-      streamingCopy(pass.out + offset, arrived, elements * elementSize);
-    }
-    if (take.step + 1 < pass.steps) {
-      send(pass.out + offset, elements, take.step + 1, segment, take.chunk);
-    }
-    advance(take);
+  while (take_.step < pass_.steps) {
+    process(take_);
+    advance(take_);
     postReceives();
   }
-  waitForAll(static_cast<int>(sends_.size()), sends_.data(), waitMode_);
+  waitForAll(static_cast<int>(p_.sends_.size()), p_.sends_.data(), p_.waitMode_);
+}
+
+void RingPipeline::run(const RingPass& pass) {
+  if (pass.steps <= 0 || size_ == 1) return;
+  Run(*this, pass).execute();
 }
 
 }  // namespace ringtrain::collectives

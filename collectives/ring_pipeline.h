@@ -9,21 +9,21 @@
 #include "collectives/aligned_buffer.h"
 #include "collectives/data_type.h"
 #include "collectives/request_wait.h"
+#include "collectives/ring_chunking.h"
 
 namespace ringtrain::collectives {
 
 // How a ring cuts a buffer of `count` elements: segment i covers [i*stride, (i+1)*stride) clipped
-// to `count` (so trailing segments may be short or empty), and travels in messages of at most
-// `chunkElements` elements. Both ends of every message derive it from the same numbers, so they
-// always agree on how many messages a segment takes and how long each is.
+// to `count` (so trailing segments may be short or empty). How a segment is cut into messages is
+// RingPipeline's (RingChunking): both ends of every hop cut it the same way.
 struct RingLayout {
   std::size_t count = 0;
   std::size_t stride = 0;
-  std::size_t chunkElements = 1;
 
   std::size_t segmentBegin(int segment) const;
   std::size_t segmentLength(int segment) const;
-  std::size_t chunkCount(int segment) const;
+  // Messages of at most `chunkElements` elements that `segment` takes.
+  std::size_t chunkCount(int segment, std::size_t chunkElements) const;
 };
 
 // One pass round the ring. At step s every rank sends segment (firstSegment - s) mod n to its
@@ -47,27 +47,29 @@ struct RingPass {
 
 class RingPipeline {
  public:
-  RingPipeline(MPI_Comm comm, std::size_t chunkBytes, int depth, WaitMode waitMode);
+  RingPipeline(MPI_Comm comm, const RingChunking& chunking, WaitMode waitMode);
 
   int rank() const { return rank_; }
   int size() const { return size_; }
-  // Chunk length for elements of `elementSize` bytes: chunkBytes rounded down to whole cache
-  // lines, at least one cache line.
-  std::size_t chunkElements(std::size_t elementSize) const;
 
   void run(const RingPass& pass);
 
  private:
+  class Run;  // the state of one run (ring_pipeline.cc)
+
+  // Chunk length in elements of `elementSize` bytes: `bytes` rounded down to whole cache lines,
+  // at least one cache line.
+  static std::size_t chunkElements(std::size_t bytes, std::size_t elementSize);
+
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
-  std::size_t chunkBytes_;
-  int depth_;
+  RingChunking chunking_;
   WaitMode waitMode_;
-  AlignedBuffer scratch_;  // `depth_` landing slots for chunks that are reduced, not stored
+  AlignedBuffer scratch_;  // receiveDepth landing slots for chunks that are reduced, not stored
   std::vector<MPI_Request> sends_;
   std::vector<MPI_Request> receives_;
-  std::vector<int> lastSendFromOut_;  // per (segment, chunk): index in sends_ of its last send
+  std::vector<int> lastSendFromOut_;  // per (segment, send chunk): index in sends_ of its last send
 };
 
 }  // namespace ringtrain::collectives

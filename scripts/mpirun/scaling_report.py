@@ -129,22 +129,32 @@ def table(header, rows):
     return "\n".join(lines)
 
 
+def ring_variants(run):
+    """The extra ring columns of a run (allreduce_perf --also-ring-network-chunk-bytes), in order."""
+    return sorted({r["backend"] for r in run["results"] if r["backend"].startswith("ring-net")},
+                  key=lambda label: [r["backend"] for r in run["results"]].index(label))
+
+
 def allreduce_table(run):
     link = run["link_gbps"]
     sizes = sorted({r["bytes"] for r in run["results"]})
+    variants = ring_variants(run)
     rows = []
     for size in sizes:
         mpi, ring = best(run["results"], "mpi", size), best(run["results"], "ring", size)
-        if not mpi or not ring:
+        extra = [best(run["results"], v, size) for v in variants]
+        if not mpi or not ring or not all(extra):
             continue
         row = [size_label(size), f"{mpi['busbw_gbps'] * 1000:.1f}", f"{ring['busbw_gbps'] * 1000:.1f}"]
+        row += [f"{e['busbw_gbps'] * 1000:.1f}" for e in extra]
         if link:
-            row += [f"{100 * mpi['busbw_share_of_link']:.0f}%", f"{100 * ring['busbw_share_of_link']:.0f}%"]
-        row += [f"{ring['busbw_gbps'] / mpi['busbw_gbps']:.2f}", mpi["wrong"] + ring["wrong"]]
+            row += [f"{100 * m['busbw_share_of_link']:.0f}%" for m in [mpi, ring] + extra]
+        row += [f"{ring['busbw_gbps'] / mpi['busbw_gbps']:.2f}",
+                mpi["wrong"] + ring["wrong"] + sum(e["wrong"] for e in extra)]
         rows.append(row)
-    header = ["size", "MPI_Allreduce busbw (MB/s)", "ring busbw (MB/s)"]
+    header = ["size", "MPI_Allreduce busbw (MB/s)", "ring busbw (MB/s)"] + [f"{v} busbw (MB/s)" for v in variants]
     if link:
-        header += ["MPI % of link", "ring % of link"]
+        header += ["MPI % of link", "ring % of link"] + [f"{v} % of link" for v in variants]
     header += ["ring ÷ mpi", "#wrong"]
     return table(header, rows)
 
@@ -262,13 +272,26 @@ def target_a(allreduce_runs):
         size = TARGET_SIZE if TARGET_SIZE in sizes else sizes[-1]
         ring, mpi = best(run["results"], "ring", size), best(run["results"], "mpi", size)
         peak = max((r["out_of_place"]["busbw_gbps"], r["bytes"]) for r in run["results"] if r["backend"] == "ring")
-        rows.append({"hosts": run["hosts"], "mpirun_options": run["mpirun_options"] or "Open MPI defaults",
+        rows.append({"run": run["name"], "options": run["options"], "hosts": run["hosts"], "mpirun_options": run["mpirun_options"] or "Open MPI defaults",
                      "link_gbps": link, "bytes": size,
                      "ring_busbw_gbps": ring["busbw_gbps"], "ring_share_of_link": ring["busbw_gbps"] / link,
                      "mpi_busbw_gbps": mpi["busbw_gbps"], "mpi_share_of_link": mpi["busbw_gbps"] / link,
                      "ring_peak_busbw_gbps": peak[0], "ring_peak_bytes": peak[1],
+                     "ring_variants_busbw_gbps": {v: best(run["results"], v, size)["busbw_gbps"]
+                                                  for v in ring_variants(run)},
                      "met": ring["busbw_gbps"] / link >= TARGET_BUSBW_SHARE})
     return rows
+
+
+def target_a_medians(a_rows):
+    """{hosts: median ring share of the link} over the runs at the target size with Open MPI's
+    defaults (target-a and target-a-repeat): the verdict, since one run moves by 10% here."""
+    shares = {}
+    for r in a_rows:
+        if r["mpirun_options"] == "Open MPI defaults" and r["bytes"] == TARGET_SIZE:
+            shares.setdefault(r["hosts"], []).append(r["ring_share_of_link"])
+    return {h: sorted(v)[len(v) // 2] if len(v) % 2 else sum(sorted(v)[len(v) // 2 - 1:len(v) // 2 + 1]) / 2
+            for h, v in sorted(shares.items())}
 
 
 def target_b(train):
@@ -311,6 +334,7 @@ def main():
     one_rank = max(ones) if ones else None  # the better of the two baselines: efficiencies err low
     grid = train_grid(train, one_rank)
     a_rows = target_a(allreduce)
+    a_medians = target_a_medians(a_rows)
     b_rows, b_one = target_b(train)
     b_best = {}
     for row in b_rows:
@@ -324,8 +348,9 @@ def main():
         "targets": {
             "a_ring_busbw_share_of_link": {
                 "want": TARGET_BUSBW_SHARE, "rows": a_rows,
-                "met_with_open_mpi_defaults": bool(a_rows) and all(
-                    r["met"] for r in a_rows if r["mpirun_options"] == "Open MPI defaults"),
+                "median_share_with_open_mpi_defaults": {str(h): m for h, m in a_medians.items()},
+                "met_with_open_mpi_defaults": bool(a_medians) and all(
+                    m >= TARGET_BUSBW_SHARE for m in a_medians.values()),
                 "met_with_eager_chunks": bool(a_rows) and all(
                     r["met"] for r in a_rows if r["mpirun_options"] != "Open MPI defaults")},
             "b_engine_speedup_over_per_layer": {
@@ -358,16 +383,24 @@ def main():
         md.append(f"### Training scaling: `{model}`, 1 rank: {one_rank:,} samples/s "
                   f"(runs: {', '.join(f'{o:,}' for o in ones)})\n\n" + table(header, rows))
     if a_rows:
+        variants = sorted({v for r in a_rows for v in r["ring_variants_busbw_gbps"]})
         md.append("### Target (a): ring all-reduce bus bandwidth on 1 Gbit/s links (want ≥ 80% of the link)\n\n"
-                  "eager 1 MiB chunks: `mpirun " + EAGER_TEXT + "`\n\n" + table(
-            ["hosts", "Open MPI TCP settings", "size", "ring busbw (MB/s)", "ring % of link", "MPI_Allreduce busbw (MB/s)", "MPI % of link",
-             "ring peak (MB/s, size)", "met"],
-            [[r["hosts"], "defaults" if r["mpirun_options"] == "Open MPI defaults" else "eager 1 MiB chunks",
+                  "ring: the default chunks (network hops under the TCP eager limit); "
+                  + "".join(f"{v}: the ring with network chunks of {v[len('ring-net'):]}B; " for v in variants)
+                  + "eager 1 MiB MCA: `mpirun " + EAGER_TEXT + "`\n\n" + table(
+            ["run", "hosts", "Open MPI TCP settings", "size", "ring busbw (MB/s)", "ring % of link"]
+            + [f"{v} % of link" for v in variants]
+            + ["MPI_Allreduce busbw (MB/s)", "MPI % of link", "ring peak (MB/s, size)", "met"],
+            [[f"{r['run']} (`{r['options']}`)", r["hosts"], "defaults" if r["mpirun_options"] == "Open MPI defaults" else "eager 1 MiB MCA",
               size_label(r["bytes"]), f"{r['ring_busbw_gbps'] * 1000:.1f}",
-              f"{100 * r['ring_share_of_link']:.0f}%", f"{r['mpi_busbw_gbps'] * 1000:.1f}",
-              f"{100 * r['mpi_share_of_link']:.0f}%",
-              f"{r['ring_peak_busbw_gbps'] * 1000:.1f} ({size_label(r['ring_peak_bytes'])})",
-              "yes" if r["met"] else "no"] for r in a_rows]))
+              f"{100 * r['ring_share_of_link']:.0f}%"]
+             + [f"{100 * r['ring_variants_busbw_gbps'][v] / r['link_gbps']:.0f}%"
+                if v in r["ring_variants_busbw_gbps"] else "" for v in variants]
+             + [f"{r['mpi_busbw_gbps'] * 1000:.1f}", f"{100 * r['mpi_share_of_link']:.0f}%",
+                f"{r['ring_peak_busbw_gbps'] * 1000:.1f} ({size_label(r['ring_peak_bytes'])})",
+                "yes" if r["met"] else "no"] for r in a_rows])
+                  + "\n\nMedian ring % of link at 16 MiB with Open MPI's defaults, over the runs above: "
+                  + ", ".join(f"{h} hosts {100 * m:.0f}%" for h, m in a_medians.items()))
     if b_rows:
         params = b_rows[0]["parameters"]
         md.append(f"### Target (b): engine against per-layer all-reduce without overlap, {params:,} parameters, "

@@ -16,9 +16,12 @@
 #              the rate above which a shaped link would measure the machine, not the link
 #   targets    the two targets in one run, on 1 Gbit/s links (also separately, as
 #              target-a and target-b): (a) ring bus bandwidth against the link rate and against
-#              MPI_Allreduce, 2 and 4 hosts, with Open MPI's defaults and with the ring's chunks
-#              sent eagerly; (b) a model of 28.4M parameters, the engine against plain per-layer
-#              all-reduce without overlap
+#              MPI_Allreduce, 2 and 4 hosts, with Open MPI's defaults and with Open MPI's TCP
+#              eager limit raised to 1 MiB; each run shows the ring with its default network
+#              chunks (under the eager limit) and with the former 512 KiB ones; (b) a model of 28.4M parameters, the engine against plain per-layer
+#              all-reduce without overlap; target-a-repeat measures (a) again at the issue's
+#              16 MiB, three times per host count with more iterations, against the noise of one
+#              5-iteration sample on a shared 2-core machine
 #   allreduce  allreduce_perf (ring and MPI_Allreduce side by side) on 2 and 4 hosts per rate
 #   baseline   the training benchmark on 1 host (the denominator of scaling efficiency)
 #   train      ringtrain train --synthetic on 2 and 4 hosts per rate, both backends, engine
@@ -57,12 +60,12 @@ while [ $# -gt 0 ]; do
     --lock) lock="${2:?--lock needs a file}"; shift 2 ;;
     --fresh) fresh=1; shift ;;
     -h | --help) usage; exit 0 ;;
-    path | allreduce | baseline | train | target-a | target-b | report) parts+=("$1"); shift ;;
-    targets) parts+=(target-a target-b); shift ;;
+    path | allreduce | baseline | train | target-a | target-a-repeat | target-b | report) parts+=("$1"); shift ;;
+    targets) parts+=(target-a target-a-repeat target-b); shift ;;
     *) die "unknown option or part '$1' (see --help)" ;;
   esac
 done
-[ "${#parts[@]}" -gt 0 ] || parts=(path target-a target-b allreduce baseline train baseline report)
+[ "${#parts[@]}" -gt 0 ] || parts=(path target-a target-a-repeat target-b allreduce baseline train baseline report)
 if [ -z "$bin" ]; then
   bin="$root/build-cluster/bin"
   [ -x "$bin/ringtrain" ] || bin="$root/build/bin"
@@ -96,6 +99,7 @@ if [ "$quick" -eq 1 ]; then
   scaling_model=(--model mlp --hidden 256 --batch-size 32) scaling_steps=(--steps 5)
   target_model=(--model mlp --hidden "512,512" --batch-size 32) target_steps=(--steps 4)
   target_sizes=(-b 1M -e 4M -f 4 -w 1 -n 2)
+  repeat_sizes=(-b 1M -e 1M -w 1 -n 2) repeats=1
 else
   allreduce_sizes=(-b 64K -e 16M -f 4 -w 2 -n 5)
   path_sizes=(-b 64K -e 64M -f 4 -w 2 -n 10)
@@ -104,6 +108,7 @@ else
   # The MLP 784-4096-4096-2048-10: 28.4M parameters, 114 MB of gradients per step.
   target_model=(--model mlp --hidden "4096,4096,2048" --batch-size 64) target_steps=(--steps 12)
   target_sizes=(-b 1M -e 32M -f 2 -w 2 -n 5)
+  repeat_sizes=(-b 16M -e 16M -w 2 -n 20) repeats=3
 fi
 common_train=(train --synthetic --log-every 0 --lr 0.01 --seed 1)
 eager_mca=(--mca btl_tcp_eager_limit 1048576 --mca btl_tcp_rndv_eager_limit 1048576
@@ -202,12 +207,28 @@ part_baseline() {
 
 part_target-a() {
   local hosts rate=1gbit
-  # Open MPI's defaults, then the ring's 512 KiB chunks sent eagerly: above btl_tcp_eager_limit
-  # (64 KiB) a message waits for the receiver's go-ahead, and with 2 ranks that answer queues on
-  # the one TCP connection behind the other direction's megabytes of data.
+  # Above btl_tcp_eager_limit (64 KiB) a message waits for the receiver's go-ahead, and with 2
+  # ranks that answer queues on the one TCP connection behind the other direction's megabytes of
+  # data. The ring's default network chunks stay under the limit; the column ring-net512K is the
+  # ring with the former 512 KiB network chunks, in the same run. Then the same with Open MPI's
+  # eager limit raised to 1 MiB (MCA flags), under which 512 KiB chunks are eager too.
+  local before=(--also-ring-network-chunk-bytes 512K)
   for hosts in "${host_list[@]}"; do
-    allreduce "target-a-${hosts}hosts" "$hosts" "$rate" "${target_sizes[@]}"
-    allreduce "target-a-${hosts}hosts-eager" "$hosts" "$rate" "${target_sizes[@]}" -- "${eager_mca[@]}"
+    allreduce "target-a-${hosts}hosts" "$hosts" "$rate" "${target_sizes[@]}" "${before[@]}"
+    allreduce "target-a-${hosts}hosts-eager" "$hosts" "$rate" "${target_sizes[@]}" "${before[@]}" \
+      -- "${eager_mca[@]}"
+  done
+}
+
+# Target (a) at its size only, with Open MPI's defaults, several times: one sample of 5
+# iterations moves by 10% or more between runs here.
+part_target-a-repeat() {
+  local hosts run rate=1gbit
+  for hosts in "${host_list[@]}"; do
+    for run in $(seq "$repeats"); do
+      allreduce "target-a-${hosts}hosts-repeat$run" "$hosts" "$rate" "${repeat_sizes[@]}" \
+        --also-ring-network-chunk-bytes 512K
+    done
   done
 }
 

@@ -9,6 +9,9 @@
 //   mpirun -np 2 build/bin/allreduce_perf -b 8 -e 256M -f 2 --json out.json
 //   mpirun -np 4 build/bin/allreduce_perf --backends mpi,ring,hierarchical --ranks-per-node 2
 // (--ranks-per-node lets one machine stand in for several nodes: 4 ranks as 2 nodes x 2.)
+//   mpirun -np 2 build/bin/allreduce_perf --also-ring-network-chunk-bytes 512K
+// (a column "ring-net512K": the ring with 512 KiB messages to neighbours on other nodes, next to
+// the ring with its default network chunks, to compare chunkings in one run.)
 //   mpirun -np 2 build/bin/allreduce_perf --device cuda --backends nccl,hierarchical-nccl
 // (--device cuda: buffers from cudaMalloc on GPU local_rank % devices, for the device backends;
 // each row then also shows the GPU's device-to-device copy bandwidth at that size, the figure to
@@ -62,6 +65,8 @@ struct Options {
   int average = 1;  // 0: rank 0's time, 1: average over ranks, 2: minimum, 3: maximum
   // The hierarchical backend only when asked for: on one node it is the ring in two passes.
   std::vector<std::string> backends = {"mpi", "ring"};
+  // Extra columns by label ("ring-net512K"): the ring backend with another ringNetworkChunkBytes.
+  std::map<std::string, std::size_t> ringNetworkVariants;
   collectives::CommunicatorOptions communicator;
   std::string jsonPath;
   bool memoryBandwidth = false;
@@ -102,7 +107,7 @@ std::vector<std::string> splitList(const std::string& text) {
 // Returns an error message for the first bad option, or nullopt; sets `help` for --help.
 std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool& help) {
   std::string minBytes = "8", maxBytes = "256M", type = "float", op = "sum", backends;
-  std::string smallBytes, chunkBytes;
+  std::string smallBytes, chunkBytes, networkChunkBytes, networkVariants;
   for (const auto& name : o.backends)
     backends += (backends.empty() ? "" : ",") + name;
   po::options_description description("allreduce_perf options");
@@ -126,6 +131,11 @@ std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool&
       "ring-small-bytes", po::value(&smallBytes),
       "ring: largest all-reduce done by recursive doubling (bytes)")(
       "ring-chunk-bytes", po::value(&chunkBytes), "ring: bytes per pipelined message")(
+      "ring-network-chunk-bytes", po::value(&networkChunkBytes),
+      "ring: bytes per message to a neighbour on another node (0: as --ring-chunk-bytes)")(
+      "also-ring-network-chunk-bytes", po::value(&networkVariants),
+      "comma-separated sizes: one more ring column per size (ring-net<size>), the ring with "
+      "that --ring-network-chunk-bytes")(
       "ring-depth",
       po::value(&o.communicator.ringPipelineDepth)->default_value(o.communicator.ringPipelineDepth),
       "ring: chunk receives in flight")(
@@ -170,6 +180,16 @@ std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool&
     if (auto e = bytesOption(chunkBytes, "ring-chunk-bytes", o.communicator.ringChunkBytes))
       return e;
   }
+  if (!networkChunkBytes.empty()) {
+    if (auto e = bytesOption(networkChunkBytes, "ring-network-chunk-bytes",
+                             o.communicator.ringNetworkChunkBytes))
+      return e;
+  }
+  for (const auto& size : splitList(networkVariants)) {
+    if (auto e = bytesOption(size, "also-ring-network-chunk-bytes",
+                             o.ringNetworkVariants["ring-net" + size]))
+      return e;
+  }
   if (o.minBytes > o.maxBytes) return "--minbytes is larger than --maxbytes";
   if (o.stepFactor < 2) return "--stepfactor must be at least 2";
   if (o.iters < 1 || o.warmupIters < 0)
@@ -203,6 +223,12 @@ std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool&
       return "--backends: unknown backend '" + b + "' (known: " + names + ")";
     }
   }
+  // The variants go right after the ring they vary.
+  const auto ring = std::find(o.backends.begin(), o.backends.end(), "ring");
+  std::vector<std::string> variants;
+  for (const auto& [label, bytes] : o.ringNetworkVariants)
+    variants.push_back(label);
+  o.backends.insert(ring == o.backends.end() ? ring : ring + 1, variants.begin(), variants.end());
   return std::nullopt;
 }
 
@@ -474,8 +500,12 @@ int run(int argc, char** argv) {
     exitEverywhereOnError(error);
   }
   std::vector<std::unique_ptr<Communicator>> comms;
-  for (const auto& b : o.backends) {
-    comms.push_back(collectives::makeCommunicator(b, MPI_COMM_WORLD, o.communicator));
+  for (const auto& label : o.backends) {
+    collectives::CommunicatorOptions options = o.communicator;
+    const auto variant = o.ringNetworkVariants.find(label);
+    if (variant != o.ringNetworkVariants.end()) options.ringNetworkChunkBytes = variant->second;
+    const std::string backend = variant != o.ringNetworkVariants.end() ? "ring" : label;
+    comms.push_back(collectives::makeCommunicator(backend, MPI_COMM_WORLD, options));
   }
 
   nlohmann::json json;
@@ -493,6 +523,7 @@ int run(int argc, char** argv) {
   if (onDevice) json["gpu"] = {{"name", gpuName}, {"rank0_device", gpu}};
   json["ring"] = {{"small_message_bytes", o.communicator.ringSmallMessageBytes},
                   {"chunk_bytes", o.communicator.ringChunkBytes},
+                  {"network_chunk_bytes", o.communicator.ringNetworkChunkBytes},
                   {"pipeline_depth", o.communicator.ringPipelineDepth}};
 
   if (root) {
@@ -502,9 +533,10 @@ int run(int argc, char** argv) {
         "#  datatype {}, op {}, warm-up {}, iterations {}, time: {} over ranks\n", name(o.type),
         name(o.op), o.warmupIters, o.iters, json["time"].get<std::string>());
     std::cout << fmt::format(
-        "#  ring: recursive doubling up to {} B, chunks of {} B, {} in flight\n",
+        "#  ring: recursive doubling up to {} B, chunks of {} B ({} B to and from other nodes), "
+        "{} in flight\n",
         o.communicator.ringSmallMessageBytes, o.communicator.ringChunkBytes,
-        o.communicator.ringPipelineDepth);
+        o.communicator.ringNetworkChunkBytes, o.communicator.ringPipelineDepth);
     if (onDevice) {
       std::cout << fmt::format(
           "#  device buffers: cudaMalloc on GPU local_rank % devices (rank 0: GPU {}, {}); "

@@ -36,7 +36,7 @@ if r["failed_runs"]:
     problems.append(f"failed runs: {r['failed_runs']}")
 a = r["targets"]["a_ring_busbw_share_of_link"]["rows"]
 b = r["targets"]["b_engine_speedup_over_per_layer"]["rows"]
-if sorted((row["hosts"], row["mpirun_options"] == "Open MPI defaults") for row in a) != [(2, False), (2, True)]:
+if sorted({(row["hosts"], row["mpirun_options"] == "Open MPI defaults") for row in a}) != [(2, False), (2, True)]:
     problems.append(f"target (a) rows, want 2 hosts with Open MPI's defaults and with eager chunks: {a}")
 if {row["config"] for row in b} != {"mpi-per-layer", "ring-per-layer", "ring-fused", "ring-overlap",
                                     "ring-overlap-fp16", "ring-overlap-bf16"}:
