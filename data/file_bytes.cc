@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -63,23 +64,27 @@ bool startsWithGzipMagic(std::span<const std::uint8_t> bytes) {
 }
 
 // The buffers on both sides of a zlib stream: the whole input, fed in slices, and an output that
-// doubles whenever zlib has filled it. zlib counts in uInt (32 bits), hence slices below 4 GiB.
+// doubles whenever zlib has filled it, up to a limit the caller sets. zlib counts in uInt (32
+// bits), hence slices below 4 GiB.
 class ZlibBuffers {
  public:
   ZlibBuffers(std::span<const std::uint8_t> in, std::size_t initialOut)
-      : in_(in), out_(std::max<std::size_t>(initialOut, 1 << 16)) {}
+      : in_(in), initialOut_(std::max<std::size_t>(initialOut, 1 << 16)) {}
 
   // Points the stream at the next input slice (once the last is used up) and at free output
-  // room, runs `call(zs, lastSlice)` (inflate or deflate), and counts what it took and gave.
+  // room -- none past `outLimit` bytes in all, which must be above produced().size() -- runs
+  // `call(zs, lastSlice)` (inflate or deflate), and counts what it took and gave.
   template <class Call>
-  int step(z_stream& zs, Call call) {
+  int step(z_stream& zs, Call call, std::size_t outLimit = SIZE_MAX) {
     if (zs.avail_in == 0 && consumed_ < in_.size()) {
       zs.next_in = const_cast<Bytef*>(in_.data() + consumed_);  // zlib's API is not const
       zs.avail_in = static_cast<uInt>(std::min(kSlice, in_.size() - consumed_));
     }
-    if (out_.size() == produced_) out_.resize(2 * out_.size());
+    if (out_.size() == produced_) {
+      out_.resize(std::min(std::max(2 * out_.size(), initialOut_), outLimit));
+    }
     zs.next_out = out_.data() + produced_;
-    zs.avail_out = static_cast<uInt>(std::min(kSlice, out_.size() - produced_));
+    zs.avail_out = static_cast<uInt>(std::min(kSlice, std::min(out_.size(), outLimit) - produced_));
     const uInt inBefore = zs.avail_in;
     const uInt outBefore = zs.avail_out;
     const int rc = call(zs, consumed_ + zs.avail_in == in_.size());
@@ -88,7 +93,9 @@ class ZlibBuffers {
     return rc;
   }
 
+  std::size_t inputBytes() const { return in_.size(); }
   std::span<const std::uint8_t> unconsumed() const { return in_.subspan(consumed_); }
+  std::span<const std::uint8_t> produced() const { return {out_.data(), produced_}; }
   std::vector<std::uint8_t> take() {
     out_.resize(produced_);
     out_.shrink_to_fit();
@@ -98,45 +105,11 @@ class ZlibBuffers {
  private:
   static constexpr std::size_t kSlice = std::size_t{1} << 30;
   std::span<const std::uint8_t> in_;
+  std::size_t initialOut_;
   std::vector<std::uint8_t> out_;
   std::size_t consumed_ = 0;
   std::size_t produced_ = 0;
 };
-
-std::vector<std::uint8_t> inflateGzip(const std::filesystem::path& path,
-                                      std::span<const std::uint8_t> in) {
-  z_stream zs{};
-  // 15 + 16: the largest window, gzip wrapper only (a zlib or raw stream is an error).
-  if (inflateInit2(&zs, 15 + 16) != Z_OK) fail(path, "zlib inflateInit2 failed");
-  std::unique_ptr<z_stream, int (*)(z_stream*)> guard(&zs, inflateEnd);
-  ZlibBuffers buffers(in, in.size() * 4);
-  for (;;) {
-    const int rc = buffers.step(zs, [](z_stream& s, bool) { return inflate(&s, Z_NO_FLUSH); });
-    if (rc == Z_STREAM_END) {
-      const auto rest = buffers.unconsumed();
-      if (rest.empty()) break;
-      // gzip -d accepts concatenated members; anything else after the data is damage.
-      if (!startsWithGzipMagic(rest)) {
-        fail(path, std::to_string(rest.size()) + " trailing bytes after the gzip data");
-      }
-      inflateReset(&zs);
-      continue;
-    }
-    if (rc == Z_DATA_ERROR) {
-      fail(path, std::string("corrupt gzip data (") + (zs.msg ? zs.msg : "zlib data error") + ")");
-    }
-    if (rc == Z_MEM_ERROR) fail(path, "out of memory while inflating the gzip data");
-    // No progress with every input byte given: the stream stops before its end.
-    if (rc == Z_BUF_ERROR && zs.avail_in == 0 && buffers.unconsumed().empty()) {
-      fail(path, "truncated gzip data: the compressed stream ends early (" +
-                     std::to_string(in.size()) + " bytes)");
-    }
-    if (rc != Z_OK && rc != Z_BUF_ERROR) {
-      fail(path, "zlib inflate failed (" + std::to_string(rc) + ")");
-    }
-  }
-  return buffers.take();
-}
 
 std::vector<std::uint8_t> deflateGzip(std::span<const std::uint8_t> in) {
   z_stream zs{};
@@ -175,18 +148,93 @@ bool isGzipPath(const std::filesystem::path& path) {
   return path.extension() == ".gz";
 }
 
-FileBytes readFileBytes(const std::filesystem::path& path) {
-  FileBytes result;
-  result.bytes = readRaw(path);
-  // A .gz file of 0 bytes is simply empty, not gzip data that inflates to nothing.
-  result.gzipped = isGzipPath(path) && !result.bytes.empty();
-  if (result.gzipped) {
-    if (!startsWithGzipMagic(result.bytes)) {
-      fail(path, "not gzip data, although the name ends in .gz");
-    }
-    result.bytes = inflateGzip(path, result.bytes);
+// Inflates a gzip file's bytes as far as asked. The stream is checked as far as it is inflated;
+// once its end is reached, only further gzip members may follow it.
+class FileContent::Inflater {
+ public:
+  Inflater(const std::filesystem::path& path, std::span<const std::uint8_t> in)
+      : path_(path), buffers_(in, in.size() * 4) {
+    // 15 + 16: the largest window, gzip wrapper only (a zlib or raw stream is an error).
+    if (inflateInit2(&zs_, 15 + 16) != Z_OK) fail(path_, "zlib inflateInit2 failed");
   }
-  return result;
+  ~Inflater() { inflateEnd(&zs_); }
+  Inflater(const Inflater&) = delete;
+  Inflater& operator=(const Inflater&) = delete;
+
+  // Inflates until `count` bytes are out or the stream has ended; returns all that is out.
+  std::span<const std::uint8_t> inflateUpTo(std::size_t count) {
+    while (!ended_ && buffers_.produced().size() < count) {
+      const int rc = buffers_.step(
+          zs_, [](z_stream& s, bool) { return inflate(&s, Z_NO_FLUSH); }, count);
+      check(rc);
+    }
+    return buffers_.produced();
+  }
+
+  std::vector<std::uint8_t> take() { return buffers_.take(); }
+
+ private:
+  void check(int rc) {
+    if (rc == Z_STREAM_END) {
+      const auto rest = buffers_.unconsumed();
+      if (rest.empty()) {
+        ended_ = true;
+        return;
+      }
+      // gzip -d accepts concatenated members; anything else after the data is damage.
+      if (!startsWithGzipMagic(rest)) {
+        fail(path_, std::to_string(rest.size()) + " trailing bytes after the gzip data");
+      }
+      inflateReset(&zs_);
+      return;
+    }
+    if (rc == Z_DATA_ERROR) {
+      fail(path_,
+           std::string("corrupt gzip data (") + (zs_.msg ? zs_.msg : "zlib data error") + ")");
+    }
+    if (rc == Z_MEM_ERROR) fail(path_, "out of memory while inflating the gzip data");
+    // No progress with every input byte given: the stream stops before its end.
+    if (rc == Z_BUF_ERROR && zs_.avail_in == 0 && buffers_.unconsumed().empty()) {
+      fail(path_, "truncated gzip data: the compressed stream ends early (" +
+                      std::to_string(buffers_.inputBytes()) + " bytes)");
+    }
+    if (rc != Z_OK && rc != Z_BUF_ERROR) {
+      fail(path_, "zlib inflate failed (" + std::to_string(rc) + ")");
+    }
+  }
+
+  std::filesystem::path path_;
+  z_stream zs_{};
+  ZlibBuffers buffers_;
+  bool ended_ = false;
+};
+
+FileContent::FileContent(const std::filesystem::path& path) : path_(path), raw_(readRaw(path)) {
+  // A .gz file of 0 bytes is simply empty, not gzip data that inflates to nothing.
+  if (isGzipPath(path_) && !raw_.empty()) {
+    if (!startsWithGzipMagic(raw_)) fail(path_, "not gzip data, although the name ends in .gz");
+    inflater_ = std::make_unique<Inflater>(path_, raw_);
+  }
+}
+
+FileContent::~FileContent() = default;
+
+std::uint64_t FileContent::maxContentBytes() const {
+  return gzipped() ? kMaxDeflateExpansion * raw_.size() : raw_.size();
+}
+
+std::span<const std::uint8_t> FileContent::readUpTo(std::uint64_t count) {
+  // No content lies past maxContentBytes(), so from here on the count fits in memory.
+  const auto bounded = static_cast<std::size_t>(std::min(count, maxContentBytes() + 1));
+  if (inflater_) return inflater_->inflateUpTo(bounded);
+  asked_ = std::min(bounded, raw_.size());
+  return std::span<const std::uint8_t>(raw_).first(asked_);
+}
+
+std::vector<std::uint8_t> FileContent::take() {
+  if (inflater_) return inflater_->take();
+  raw_.resize(asked_);
+  return std::move(raw_);
 }
 
 void writeFileAtomically(const std::filesystem::path& path, std::span<const std::uint8_t> bytes) {

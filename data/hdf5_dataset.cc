@@ -15,6 +15,7 @@
 
 #include "data/data_error.h"
 #include "data/durable_io.h"
+#include "data/file_bytes.h"
 #include "data/pixel_scale.h"
 
 namespace ringtrain::data {
@@ -37,10 +38,9 @@ constexpr std::size_t kMaxSourceBytes = 1 << 16;
 // The labels are kept in memory as int32: at most 1 GiB of them.
 constexpr std::int64_t kMaxSamples = std::int64_t{1} << 28;
 // What the file's bytes can expand to: deflate, the compression h5py and our writer use, expands
-// data at most 1032 times. A dataset claiming more values than that from the file's size would
-// make the reader -- and the caller, who allocates batches of samples and a sampler over N
-// indices -- allocate on the word of a size field alone.
-constexpr std::uint64_t kMaxExpansion = 1032;
+// data at most kMaxDeflateExpansion (1032) times. A dataset claiming more values than that from
+// the file's size would make the reader -- and the caller, who allocates batches of samples and a
+// sampler over N indices -- allocate on the word of a size field alone.
 constexpr const char* kLayoutHint =
     " (the layout: /images N x H x W x C, /labels N, attribute num_classes)";
 
@@ -116,14 +116,14 @@ void checkChunks(hid_t dataset, const char* name, int rank, std::size_t elementB
 }
 
 // Checks that `values` values of `valueBytes` bytes each fit in what a file of `fileBytes` bytes
-// can hold once inflated (see kMaxExpansion).
+// can hold once inflated (see kMaxDeflateExpansion).
 void checkFitsTheFile(const char* name, const std::string& claimed, std::uint64_t values,
                       std::uint64_t valueBytes, std::uint64_t fileBytes,
                       const std::filesystem::path& path) {
   std::uint64_t bytes = 0;
   std::uint64_t room = 0;
   const bool overflow = __builtin_mul_overflow(values, valueBytes, &bytes);
-  const bool roomOverflow = __builtin_mul_overflow(fileBytes, kMaxExpansion, &room);
+  const bool roomOverflow = __builtin_mul_overflow(fileBytes, kMaxDeflateExpansion, &room);
   if (!roomOverflow && (overflow || bytes > room)) {
     fail(path, std::string("/") + name + " claims " + claimed + " (" +
                    (overflow ? "over 2^64" : std::to_string(bytes)) +
@@ -266,8 +266,8 @@ void Hdf5Dataset::openChecked(Handle file) {
                    joinDimensions(images.data(), 4) + " " + toString(pixelType_) + " values",
                    images[0], elements * bytesOf(pixelType_), fileBytes, path_);
   // In memory each label takes an int32, whatever its type in the file.
-  checkFitsTheFile("labels", std::to_string(labels[0]) + " labels", labels[0],
-                   sizeof(std::int32_t), fileBytes, path_);
+  checkFitsTheFile("labels", std::to_string(labels[0]) + " labels", labels[0], sizeof(std::int32_t),
+                   fileBytes, path_);
   count_ = static_cast<std::int64_t>(images[0]);
 
   const std::optional<std::int64_t> classes =

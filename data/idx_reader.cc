@@ -32,8 +32,8 @@ std::string hex(std::uint32_t value, int digits) {
 }
 
 // "1000 bytes", or "1000 bytes uncompressed" for a .gz file, whose own size is something else.
-std::string fileSize(const FileBytes& file) {
-  return std::to_string(file.bytes.size()) + (file.gzipped ? " bytes uncompressed" : " bytes");
+std::string contentSize(const FileContent& file, std::uint64_t bytes) {
+  return std::to_string(bytes) + (file.gzipped() ? " bytes uncompressed" : " bytes");
 }
 
 std::uint32_t bigEndian32(std::span<const std::uint8_t> bytes, std::size_t offset) {
@@ -60,20 +60,22 @@ const char* typeName(std::uint8_t code) {
   }
 }
 
-// Checks the magic number and that the whole header is there; returns the dimension sizes.
-std::vector<std::uint64_t> readHeader(const std::filesystem::path& path, const FileBytes& file,
+// Reads the header, checks the magic number and that the whole header is there; returns the
+// dimension sizes.
+std::vector<std::uint64_t> readHeader(const std::filesystem::path& path, FileContent& file,
                                       const IdxKind& kind) {
-  const std::span<const std::uint8_t> bytes = file.bytes;
   const std::size_t headerBytes = 4 + 4 * static_cast<std::size_t>(kind.dimensions);
+  const std::span<const std::uint8_t> bytes = file.readUpTo(headerBytes);
   const std::string expected =
       "an IDX " + std::string(kind.noun) + " header has " + std::to_string(headerBytes) + " bytes";
   if (bytes.empty()) {
-    fail(path, std::string(file.gzipped ? "empty once uncompressed" : "empty file") +
+    fail(path, std::string(file.gzipped() ? "empty once uncompressed" : "empty file") +
                    " (0 bytes); expected IDX " + kind.noun + " (magic number " +
                    hex(kind.magic, 8) + ")");
   }
   if (bytes.size() < 4) {
-    fail(path, "truncated header: the file has " + fileSize(file) + " but " + expected);
+    fail(path,
+         "truncated header: the file has " + contentSize(file, bytes.size()) + " but " + expected);
   }
   if (bytes[0] == 0x1f && bytes[1] == 0x8b) {
     fail(path, "gzip-compressed data in a file whose name does not end in .gz");
@@ -94,7 +96,8 @@ std::vector<std::uint64_t> readHeader(const std::filesystem::path& path, const F
                    std::to_string(kind.dimensions) + " (" + kind.other + ")");
   }
   if (bytes.size() < headerBytes) {
-    fail(path, "truncated header: the file has " + fileSize(file) + " but " + expected);
+    fail(path,
+         "truncated header: the file has " + contentSize(file, bytes.size()) + " but " + expected);
   }
   std::vector<std::uint64_t> sizes;
   for (int d = 0; d < kind.dimensions; ++d) {
@@ -112,45 +115,63 @@ std::string describeSizes(const IdxKind& kind, const std::vector<std::uint64_t>&
   return text;
 }
 
-// Checks the sizes and that the file is exactly header + data long; returns the header length.
-std::size_t checkLength(const std::filesystem::path& path, const FileBytes& file,
-                        const IdxKind& kind, const std::vector<std::uint64_t>& sizes) {
+// Checks the sizes, refuses a length the file cannot hold before reading the data, then reads
+// one byte more than the header announces: the content must be exactly header + data long.
+// Returns the whole content.
+std::vector<std::uint8_t> readData(const std::filesystem::path& path, FileContent& file,
+                                   const IdxKind& kind, const std::vector<std::uint64_t>& sizes) {
   const std::string said = "header says " + describeSizes(kind, sizes);
   for (const std::uint64_t size : sizes) {
     if (size == 0) fail(path, said + "; every size must be positive");
   }
-  const std::uint64_t headerBytes = 4 + 4 * sizes.size();
   // Each size is below 2^32 but their product need not fit in 64 bits.
-  std::uint64_t total = headerBytes;
+  std::uint64_t total = 4 + 4 * sizes.size();
   std::uint64_t dataBytes = 1;
   bool overflow = false;
   for (const std::uint64_t size : sizes) {
     overflow |= __builtin_mul_overflow(dataBytes, size, &dataBytes);
   }
   overflow |= __builtin_add_overflow(total, dataBytes, &total);
-  const std::string wanted = overflow ? "more than 2^64 bytes" : std::to_string(total) + " bytes";
-  if (overflow || file.bytes.size() < total) {
-    fail(path, "truncated: " + said + " (" + wanted + ") but the file has " + fileSize(file));
+  const std::string wanted =
+      said + " (" + (overflow ? "more than 2^64 bytes" : std::to_string(total) + " bytes") + ")";
+  if (overflow || total > file.maxContentBytes()) {
+    if (file.gzipped()) {
+      fail(path, wanted + " but a gzip file of " + std::to_string(file.fileBytes()) +
+                     " bytes can hold at most " + std::to_string(file.maxContentBytes()) +
+                     " bytes (deflate expands at most " + std::to_string(kMaxDeflateExpansion) +
+                     " times)");
+    }
+    fail(path, "truncated: " + wanted + " but the file has " + contentSize(file, file.fileBytes()));
   }
-  if (file.bytes.size() > total) {
-    fail(path, "trailing bytes: " + said + " (" + wanted + ") but the file has " + fileSize(file));
+  const std::span<const std::uint8_t> content = file.readUpTo(total + 1);
+  if (content.size() < total) {
+    fail(path, "truncated: " + wanted + " but the file has " + contentSize(file, content.size()));
   }
-  return static_cast<std::size_t>(headerBytes);
+  if (content.size() > total) {
+    // A .gz file is inflated no further than this: its whole length is not known.
+    fail(path, "trailing bytes: " + wanted + " but the file has " +
+                   (file.gzipped() ? "more than " + contentSize(file, total)
+                                   : contentSize(file, file.fileBytes())));
+  }
+  return file.take();
+}
+
+// The content after the header.
+std::vector<std::uint8_t> withoutHeader(std::vector<std::uint8_t> content, const IdxKind& kind) {
+  content.erase(content.begin(), content.begin() + 4 + 4 * kind.dimensions);
+  return content;
 }
 
 }  // namespace
 
 IdxImages readIdxImages(const std::filesystem::path& path) {
-  FileBytes file = readFileBytes(path);
+  FileContent file(path);
   const std::vector<std::uint64_t> sizes = readHeader(path, file, kImages);
-  const std::size_t headerBytes = checkLength(path, file, kImages, sizes);
   IdxImages images;
+  images.pixels = withoutHeader(readData(path, file, kImages, sizes), kImages);
   images.count = static_cast<std::int64_t>(sizes[0]);
   images.rows = static_cast<std::int64_t>(sizes[1]);
   images.columns = static_cast<std::int64_t>(sizes[2]);
-  file.bytes.erase(file.bytes.begin(),
-                   file.bytes.begin() + static_cast<std::ptrdiff_t>(headerBytes));
-  images.pixels = std::move(file.bytes);
   return images;
 }
 
@@ -159,19 +180,17 @@ std::vector<std::uint8_t> readIdxLabels(const std::filesystem::path& path, int n
     throw std::invalid_argument("readIdxLabels: numClasses " + std::to_string(numClasses) +
                                 " is below 1");
   }
-  FileBytes file = readFileBytes(path);
+  FileContent file(path);
   const std::vector<std::uint64_t> sizes = readHeader(path, file, kLabels);
-  const std::size_t headerBytes = checkLength(path, file, kLabels, sizes);
-  file.bytes.erase(file.bytes.begin(),
-                   file.bytes.begin() + static_cast<std::ptrdiff_t>(headerBytes));
-  for (std::size_t i = 0; i < file.bytes.size(); ++i) {
-    if (file.bytes[i] >= numClasses) {
-      fail(path, "label " + std::to_string(file.bytes[i]) + " at index " + std::to_string(i) +
+  std::vector<std::uint8_t> labels = withoutHeader(readData(path, file, kLabels, sizes), kLabels);
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] >= numClasses) {
+      fail(path, "label " + std::to_string(labels[i]) + " at index " + std::to_string(i) +
                      " is out of range: " + std::to_string(numClasses) +
                      " classes take labels 0 to " + std::to_string(numClasses - 1));
     }
   }
-  return std::move(file.bytes);
+  return labels;
 }
 
 }  // namespace ringtrain::data

@@ -5,6 +5,10 @@
 # way sshd would: the words joined into one line for `sh -c`, in a clean environment (PATH, HOME,
 # USER, LANG) unless RINGTRAIN_NETNS_KEEP_ENV=1, so a job that forgets `mpirun -x NAME` fails
 # here as it would on a real cluster. RINGTRAIN_NETNS_PREFIX names the cluster.
+# The sanitizers' settings (ASAN_OPTIONS, LSAN_OPTIONS, UBSAN_OPTIONS), when set, go along like
+# PATH: they belong to the build under test, not to the job. Without them the ranks of a sanitized
+# build (scripts/test.sh --sanitize) ran with LeakSanitizer on, which reports Open MPI's own
+# allocations and crashed in its tracer thread at exit in these namespaces.
 set -euo pipefail
 if [ $# -lt 2 ] || [ -z "${RINGTRAIN_NETNS_PREFIX:-}" ]; then
   echo "usage: RINGTRAIN_NETNS_PREFIX=rtPID netns_rsh.sh HOST COMMAND... (run by mpirun inside netns_cluster.sh)" >&2
@@ -18,6 +22,9 @@ if ! ip netns pids "$namespace" >/dev/null 2>&1; then
   exit 255
 fi
 environment=(env -i "PATH=$PATH" "HOME=${HOME:-/root}" "USER=${USER:-$(id -un)}" "LANG=${LANG:-C.UTF-8}")
+for name in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS; do
+  [ -z "${!name:-}" ] || environment+=("$name=${!name}")
+done
 [ "${RINGTRAIN_NETNS_KEEP_ENV:-0}" != 1 ] || environment=(env)
 # shellcheck disable=SC2016  # $1 and $* belong to the inner shell.
 # $1 of the inner script is the host name; the rest is the command line sshd would have run.

@@ -5,7 +5,8 @@
 # Checks: synthetic training sees 4 ranks on 2 nodes, keeps the replicas identical and moves its
 # gradients through the hosts' links; linear regression learns y = 2x + 10 with the mpi backend;
 # a filtered run of the collectives MPI tests passes; --expect-world-size refuses a wrong rank
-# count; and SIGTERM to the cluster script ends the job and removes every namespace.
+# count; SIGTERM to the cluster script ends the job and removes every namespace; and the hosts'
+# environment holds the sanitizers' settings but not a variable the job did not forward.
 set -uo pipefail
 bin="${1:?usage: netns_cluster_test.sh BIN_DIR}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -126,6 +127,21 @@ if [ "$before" -eq 4 ] && [ "$status" -eq 143 ] && [ "$elapsed" -le 15 ] && [ "$
   ok "SIGTERM mid-training: status 143 after $elapsed s, namespaces and ranks gone"
 else
   fail "SIGTERM mid-training: $before namespaces before, status $status (want 143) after $elapsed s, $left_namespaces namespaces and $left_ranks ranks left" "$log"
+fi
+
+# 6. The hosts' environment is clean, as over ssh -- a variable the job did not forward with
+# mpirun -x is not there -- except for the sanitizers' settings, which belong to the build under
+# test (scripts/test.sh --sanitize turns LeakSanitizer off for MPI programs through them).
+log="$work/environment.log"
+# shellcheck disable=SC2016  # the ranks' shell expands them, on the hosts
+RINGTRAIN_NETNS_PROBE=job UBSAN_OPTIONS=print_stacktrace=1 timeout 60 "$cluster" --hosts 2 --slots 1 -- \
+  mpirun -np 2 sh -c 'echo "on $(hostname): probe ${RINGTRAIN_NETNS_PROBE:-unset}, ubsan ${UBSAN_OPTIONS:-unset}"' >"$log" 2>&1
+status=$?
+if [ "$status" -ne 0 ]; then
+  fail "environment on the hosts: exit status $status" "$log"
+else
+  expect "environment on the hosts: the job's variable stays behind, the sanitizers' goes along" \
+    "$log" "^on node0: probe unset, ubsan print_stacktrace=1$" "^on node1: probe unset, ubsan print_stacktrace=1$"
 fi
 
 echo "$passes passed, $failures failed"

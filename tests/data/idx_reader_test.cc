@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -51,16 +52,22 @@ TEST_P(IdxRoundTripTest, ImagesAndLabelsComeBackUnchanged) {
 INSTANTIATE_TEST_SUITE_P(PlainAndGzip, IdxRoundTripTest, ::testing::Values("", ".gz"),
                          [](const auto& p) { return p.param.empty() ? "Plain" : "Gzip"; });
 
+// Appends the gzip member of `content` (written by our writer) to the file.
+void appendGzipMember(const std::filesystem::path& path, const std::vector<std::uint8_t>& content) {
+  const auto member = path.parent_path() / "member.gz";
+  writeFileAtomically(member, content);
+  auto bytes = testing::readRaw(path);
+  const auto more = testing::readRaw(member);
+  bytes.insert(bytes.end(), more.begin(), more.end());
+  writeRaw(path, bytes);
+}
+
 TEST(IdxReaderTest, ReadsConcatenatedGzipMembersAsOneFile) {
   TempFolder folder;
   const auto bytes = encodeIdxLabels(std::vector<std::uint8_t>{1, 2, 3, 4});
   const std::span<const std::uint8_t> all(bytes);
-  writeFileAtomically(folder / "a.gz", all.first(5));
-  writeFileAtomically(folder / "b.gz", all.subspan(5));
-  auto joined = testing::readRaw(folder / "a.gz");
-  const auto second = testing::readRaw(folder / "b.gz");
-  joined.insert(joined.end(), second.begin(), second.end());
-  writeRaw(folder / "labels.gz", joined);
+  writeFileAtomically(folder / "labels.gz", all.first(5));
+  appendGzipMember(folder / "labels.gz", {all.begin() + 5, all.end()});
   EXPECT_EQ(readIdxLabels(folder / "labels.gz", 10), (std::vector<std::uint8_t>{1, 2, 3, 4}));
 }
 
@@ -234,6 +241,130 @@ TEST_F(GzipDamageTest, CorruptCompressedData) {
 TEST_F(GzipDamageTest, PlainDataUnderAGzipName) {
   EXPECT_EQ(readError(images2x3x4()),
             path_.string() + ": not gzip data, although the name ends in .gz");
+}
+
+// A .gz file of C bytes inflates to at most kMaxDeflateExpansion * C bytes. A header that claims
+// more is refused before anything past it is inflated, and a stream that inflates past what the
+// header claims (a "gzip bomb") is inflated one byte past the claim and no further.
+class IdxGzipSizeTest : public ::testing::Test {
+ protected:
+  // Writes `content` gzip-compressed (zlib, through the writer); returns the file's size.
+  std::uint64_t writeGzip(const std::vector<std::uint8_t>& content) {
+    writeFileAtomically(path_, content);
+    return std::filesystem::file_size(path_);
+  }
+  std::string imagesError() {
+    return dataErrorOf([&] { readIdxImages(path_); });
+  }
+  std::string labelsError() {
+    return dataErrorOf([&] { readIdxLabels(path_, 10); });
+  }
+  // Labels 1, 2, 3 under a header that claims `total` bytes (8 of header, total - 8 labels).
+  static std::vector<std::uint8_t> labelsClaiming(std::uint64_t total) {
+    return withHeader(encodeIdxLabels(std::vector<std::uint8_t>{1, 2, 3}), 4,
+                      static_cast<std::uint32_t>(total - 8));
+  }
+  TempFolder folder_;
+  std::filesystem::path path_ = folder_ / "idx.gz";
+};
+
+TEST_F(IdxGzipSizeTest, AClaimBeyondDeflatesLargestExpansionIsRefused) {
+  // 60000 MNIST-sized images announced, one present: a few hundred compressed bytes.
+  const std::uint64_t c =
+      writeGzip(withHeader(encodeIdxImages(1, 28, 28, patternPixels(784)), 4, 60000));
+  ASSERT_LT(c * kMaxDeflateExpansion, 47040016u);
+  EXPECT_EQ(imagesError(), path_.string() +
+                               ": header says 60000 images of 28x28 (47040016 bytes) but a gzip "
+                               "file of " +
+                               std::to_string(c) + " bytes can hold at most " +
+                               std::to_string(1032 * c) +
+                               " bytes (deflate expands at most 1032 times)");
+}
+
+TEST_F(IdxGzipSizeTest, TheBoundIsExactlyDeflatesLargestExpansion) {
+  const std::uint64_t c = writeGzip(labelsClaiming(100'000));
+  // A claim of exactly 1032 x C bytes is possible: the file is merely short.
+  ASSERT_EQ(writeGzip(labelsClaiming(1032 * c)), c) << "the header changed the compressed size";
+  EXPECT_EQ(labelsError(), path_.string() + ": truncated: header says " +
+                               std::to_string(1032 * c - 8) + " labels (" +
+                               std::to_string(1032 * c) +
+                               " bytes) but the file has 11 bytes uncompressed");
+  // One byte more is not.
+  ASSERT_EQ(writeGzip(labelsClaiming(1032 * c + 1)), c) << "the header changed the compressed size";
+  EXPECT_EQ(labelsError(), path_.string() + ": header says " + std::to_string(1032 * c - 7) +
+                               " labels (" + std::to_string(1032 * c + 1) +
+                               " bytes) but a gzip file of " + std::to_string(c) +
+                               " bytes can hold at most " + std::to_string(1032 * c) +
+                               " bytes (deflate expands at most 1032 times)");
+}
+
+TEST_F(IdxGzipSizeTest, ShortContentWithinTheBoundIsTruncated) {
+  // 1000 images announced, 10 present, of random (incompressible) pixels: the claim fits the
+  // compressed size, the content does not.
+  std::mt19937 random(7);
+  std::vector<std::uint8_t> pixels(10 * 784);
+  for (auto& p : pixels)
+    p = static_cast<std::uint8_t>(random());
+  const std::uint64_t c = writeGzip(withHeader(encodeIdxImages(10, 28, 28, pixels), 4, 1000));
+  ASSERT_GT(c * kMaxDeflateExpansion, 784016u);
+  EXPECT_EQ(imagesError(), path_.string() +
+                               ": truncated: header says 1000 images of 28x28 (784016 bytes) but "
+                               "the file has 7856 bytes uncompressed");
+}
+
+TEST_F(IdxGzipSizeTest, InflatingStopsOneBytePastTheClaim) {
+  // One image announced, then 16 MiB of zeros: about 16 KiB compressed, well within the bound.
+  // The message says "more than 800 bytes": the rest was never inflated.
+  auto content = encodeIdxImages(1, 28, 28, patternPixels(784));
+  content.resize(content.size() + (std::size_t{16} << 20), 0);
+  writeGzip(content);
+  EXPECT_EQ(imagesError(), path_.string() +
+                               ": trailing bytes: header says 1 images of 28x28 (800 bytes) but "
+                               "the file has more than 800 bytes uncompressed");
+}
+
+TEST_F(IdxGzipSizeTest, AFurtherMemberWithContentIsTrailingContent) {
+  writeGzip(encodeIdxLabels(std::vector<std::uint8_t>{1, 2, 3}));
+  appendGzipMember(path_, {4});
+  EXPECT_EQ(labelsError(), path_.string() +
+                               ": trailing bytes: header says 3 labels (11 bytes) but the file "
+                               "has more than 11 bytes uncompressed");
+}
+
+TEST_F(IdxGzipSizeTest, AFurtherEmptyMemberIsReadToTheEnd) {
+  // The content is complete after the first member; the reader still checks the rest of the
+  // stream (gzip -d accepts an empty member, and so do we) ...
+  writeGzip(encodeIdxLabels(std::vector<std::uint8_t>{1, 2, 3}));
+  appendGzipMember(path_, {});
+  EXPECT_EQ(readIdxLabels(path_, 10), (std::vector<std::uint8_t>{1, 2, 3}));
+  // ... and bytes after it.
+  auto bytes = testing::readRaw(path_);
+  bytes.push_back('x');
+  writeRaw(path_, bytes);
+  EXPECT_EQ(labelsError(), path_.string() + ": 1 trailing bytes after the gzip data");
+}
+
+TEST(FileContentTest, InflatesOnlyAsFarAsAsked) {
+  TempFolder folder;
+  writeFileAtomically(folder / "zeros.gz", std::vector<std::uint8_t>(std::size_t{8} << 20, 0));
+  FileContent file(folder / "zeros.gz");
+  EXPECT_TRUE(file.gzipped());
+  EXPECT_EQ(file.maxContentBytes(), 1032 * file.fileBytes());
+  EXPECT_EQ(file.readUpTo(10).size(), 10u);
+  EXPECT_EQ(file.readUpTo(1000).size(), 1000u);
+  const std::vector<std::uint8_t> content = file.take();
+  EXPECT_EQ(content.size(), 1000u);
+}
+
+TEST(FileContentTest, APlainFileIsItsOwnContent) {
+  TempFolder folder;
+  writeRaw(folder / "plain", std::vector<std::uint8_t>{1, 2, 3, 4, 5});
+  FileContent file(folder / "plain");
+  EXPECT_FALSE(file.gzipped());
+  EXPECT_EQ(file.maxContentBytes(), 5u);
+  EXPECT_EQ(file.readUpTo(3).size(), 3u);
+  EXPECT_EQ(file.readUpTo(100).size(), 5u);
+  EXPECT_EQ(file.take(), (std::vector<std::uint8_t>{1, 2, 3, 4, 5}));
 }
 
 TEST(IdxReaderTest, EmptyGzipFile) {

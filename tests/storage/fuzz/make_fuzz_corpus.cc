@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "data/file_bytes.h"
 #include "data/hdf5_dataset.h"
 #include "data/idx_writer.h"
 #include "src/storage/checkpoint.h"
@@ -39,6 +40,15 @@ void idxSeeds(const fs::path& dir) {
              ringtrain::data::encodeIdxLabels(std::vector<std::uint8_t>{0, 9, 3, 3, 7}));
   // The same images gzip-compressed: the target also reads every input under a .gz name.
   ringtrain::data::writeIdxImages(dir / "images-2x3x3.gz", 2, 3, 3, pattern(18));
+  // Two forged .gz files the reader must refuse without inflating them: a header that claims more
+  // than deflate can expand the file to, and one image followed by a megabyte of zeros (a small
+  // gzip bomb, about a kilobyte compressed).
+  auto claimsMore = ringtrain::data::encodeIdxLabels(std::vector<std::uint8_t>{1, 2, 3});
+  claimsMore[5] = 0x10;  // the count: 3 becomes 0x00100003 (1,048,579) labels
+  ringtrain::data::writeFileAtomically(dir / "labels-claiming-1m.gz", claimsMore);
+  auto bomb = ringtrain::data::encodeIdxImages(1, 4, 4, pattern(16));
+  bomb.resize(bomb.size() + (1 << 20), 0);
+  ringtrain::data::writeFileAtomically(dir / "images-1x4x4-then-zeros.gz", bomb);
 }
 
 void hdf5Seeds(const fs::path& dir) {
