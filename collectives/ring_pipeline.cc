@@ -168,8 +168,14 @@ void RingPipeline::Run::retireSendsFrom(int segment, std::size_t begin, std::siz
   }
 }
 
+// An all-gather receive at step t lands in the part of `out` that this rank reduced at step
+// t - n and sent on from there: it is posted only once step t - n has been processed, so that no
+// receive is pending on memory this rank still writes and sends from (MPI forbids it, even though
+// the final value can only arrive after that send). Posting at most n - 1 steps ahead is still
+// far more than the pipeline needs.
 void RingPipeline::Run::postReceives() {
-  while (post_.step < pass_.steps && post_.index < take_.index + depth_) {
+  while (post_.step < pass_.steps && post_.index < take_.index + depth_ &&
+         !(post_.step >= pass_.reduceSteps && post_.step - n_ >= take_.step)) {
     const int segment = segmentAt(post_.step, 1);
     const std::size_t begin = post_.chunk * receiveChunk_;
     const std::size_t elements = receiveLength(segment, post_.chunk);
