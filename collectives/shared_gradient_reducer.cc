@@ -151,17 +151,16 @@ bool SharedGradientReducer::takeTicket(std::size_t& piece) {
 
 template <class Ready, class Describe>
 void SharedGradientReducer::waitFor(Ready ready, Describe waitingFor) {
+  if (ready()) return;
+  const std::int64_t started = steadyNowNs();
   int spins = 0;
-  std::int64_t started = 0;
   while (!ready()) {
     pauseOrYield(spins, spinLimit_);
-    if (options_.stallTimeoutSeconds <= 0 || spins % 4096 != 0) continue;
-    const std::int64_t now = steadyNowNs();
-    if (started == 0) started = now;
-    const double waited = static_cast<double>(now - started) * 1e-9;
+    if (options_.stallTimeoutSeconds <= 0 || spins % 256 != 0) continue;
+    const double waited = static_cast<double>(steadyNowNs() - started) * 1e-9;
     if (waited > options_.stallTimeoutSeconds) {
       std::ostringstream message;
-      message << "stall: waited " << static_cast<int>(waited) << " s (--stall-timeout "
+      message << "stall: waited " << options_.stallTimeoutSeconds << " s (--stall-timeout "
               << options_.stallTimeoutSeconds << ") in step " << step_
               << " of the shared-memory gradient average for " << waitingFor()
               << "; aborting the job";
