@@ -118,6 +118,7 @@ void Model<Scalar>::placeGradients(std::span<Scalar> storage) {
   std::copy_n(gradientData_, size(), storage.data());
   gradientData_ = storage.data();
   bindLayers();
+  gradients_ = Vector<Scalar>();  // the model's own buffer is no longer used
 }
 
 template <class Scalar>

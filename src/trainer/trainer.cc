@@ -16,6 +16,8 @@
 #include <variant>
 
 #include "collectives/fingerprint.h"
+#include "collectives/gradient_reducer.h"
+#include "collectives/shared_gradient_reducer.h"
 #include "collectives/steady_clock.h"
 #include "src/common/log.h"
 #include "src/storage/checkpoint.h"

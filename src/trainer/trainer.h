@@ -24,8 +24,7 @@
 
 #include "collectives/aligned_buffer.h"
 #include "collectives/communicator.h"
-#include "collectives/gradient_reducer.h"
-#include "collectives/shared_gradient_reducer.h"
+#include "collectives/gradient_exchange.h"
 #include "collectives/stall_watchdog.h"
 #include "data/sharded_sampler.h"
 #include "models/model.h"

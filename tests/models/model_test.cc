@@ -6,7 +6,9 @@
 #include <xmmintrin.h>
 #endif
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -186,6 +188,57 @@ TEST(ModelTest, GradientsAreAnnouncedInReverseLayerOrderOnceTheyAreFinal) {
     const auto final = model.gradients().subspan(layer.offset, layer.count);
     EXPECT_TRUE(std::equal(final.begin(), final.end(), atAnnouncement[k].begin())) << layer.name;
   }
+}
+
+// Backward in parts (what the shared-memory gradient average uses): the offsets come in
+// decreasing order, each layer's parts end at its own offset before it is announced, everything
+// reported final is final, and the gradients are those of a backward in one piece to float
+// rounding (a block's matrix product may round differently from the whole one).
+TEST(ModelTest, BackwardInPartsReportsFinalSuffixesAndGivesTheSameGradients) {
+  auto model =
+      makeModel<double>({.name = "mlp", .input = {1, 28, 28}, .classes = 10, .hidden = {512, 64}});
+  model.initialize(3);
+  const RandomBatch batch = randomBatch(model, 16, 4);
+  model.forward(batch.view());
+  model.backward();
+  const std::vector<double> whole(model.gradients().begin(), model.gradients().end());
+
+  std::vector<double> placed(model.parameterCount(), -1.0f);
+  model.placeGradients(placed);
+  EXPECT_EQ(model.gradients().data(), placed.data());
+  EXPECT_TRUE(std::equal(whole.begin(), whole.end(), placed.begin())) << "copied when placed";
+  std::fill(placed.begin(), placed.end(),
+            std::numeric_limits<double>::quiet_NaN());  // anything not written shows up
+  model.forward(batch.view());
+  std::vector<std::size_t> offsets;
+  std::vector<std::vector<double>> suffixes;  // what was reported final, as it was then
+  std::vector<std::size_t> announced;
+  model.backward([&](const LayerParameters& layer) { announced.push_back(layer.offset); },
+                 [&](std::size_t offset) {
+                   offsets.push_back(offset);
+                   suffixes.emplace_back(placed.begin() + static_cast<std::ptrdiff_t>(offset),
+                                         placed.end());
+                 });
+  ASSERT_GE(offsets.size(), 6u) << "the 784x512 layer alone comes in several parts";
+  EXPECT_TRUE(std::is_sorted(offsets.rbegin(), offsets.rend())) << "offsets must decrease";
+  EXPECT_EQ(offsets.back(), 0u);
+  for (const std::size_t layerOffset : announced)
+    EXPECT_NE(std::find(offsets.begin(), offsets.end(), layerOffset), offsets.end());
+  for (std::size_t k = 0; k < offsets.size(); ++k) {
+    EXPECT_TRUE(std::equal(suffixes[k].begin(), suffixes[k].end(),
+                           placed.begin() + static_cast<std::ptrdiff_t>(offsets[k])))
+        << "the part from " << offsets[k] << " changed after it was reported final";
+  }
+  double largest = 0;
+  double worst = 0;
+  for (std::size_t i = 0; i < whole.size(); ++i) {
+    largest = std::max(largest, std::abs(whole[i]));
+    worst = std::max(worst, std::abs(whole[i] - placed[i]));
+  }
+  EXPECT_LE(worst, 1e-12 * largest);
+
+  std::vector<double> wrongSize(3);
+  EXPECT_THROW(model.placeGradients(wrongSize), std::invalid_argument);
 }
 
 // The timeline's view of a step: every layer that computes something begins and ends its forward
