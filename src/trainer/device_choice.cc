@@ -58,6 +58,14 @@ std::string hostBackend(const TrainConfig& config, const DeviceFacts& facts) {
 
 std::variant<DeviceChoice, std::string> chooseDevice(const TrainConfig& config,
                                                      const DeviceFacts& facts) {
+  // Refused here, before any rank builds a shared window it cannot have, with the exit status
+  // of every other bad option.
+  if (config.backend == "shm" && facts.nodes > 1) {
+    return fmt::format(
+        "--backend shm needs every rank on one node, but the {} ranks are on {} nodes: use "
+        "--backend ring, hierarchical or auto across nodes",
+        facts.ranks, facts.nodes);
+  }
   const std::string why = whyNotGpus(facts);
   if (config.device == "cpu") return DeviceChoice{"cpu", hostBackend(config, facts), ""};
   if (config.device == "cuda" || config.backend == "nccl") {
@@ -91,6 +99,8 @@ DeviceFacts deviceFacts(const TrainConfig& config, const collectives::MpiEnviron
   int fits = nodeFitsOnGpus(facts) ? 1 : 0;
   RINGTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &fits, 1, MPI_INT, MPI_MIN, env.world()));
   facts.everyNodeFits = fits == 1;
+  facts.nodes = env.nodeCount();
+  facts.ranks = env.worldSize();
   facts.sharedNode = env.worldSize() > 1 && env.nodeCount() == 1;
   return facts;
 }

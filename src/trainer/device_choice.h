@@ -23,6 +23,8 @@ struct DeviceFacts {
   std::string noGpuReason;    // why visibleGpus is 0
   bool everyNodeFits = true;  // on every node: GPU path, and ranks <= visible GPUs
   bool sharedNode = false;    // several ranks, all on one node: the host backend can be shm
+  int nodes = 1;              // nodes the job's ranks are on
+  int ranks = 1;              // ranks in the job
 };
 
 struct DeviceChoice {

@@ -5,8 +5,9 @@
 # Checks: synthetic training sees 4 ranks on 2 nodes, keeps the replicas identical and moves its
 # gradients through the hosts' links; linear regression learns y = 2x + 10 with the mpi backend;
 # a filtered run of the collectives MPI tests passes; --expect-world-size refuses a wrong rank
-# count; SIGTERM to the cluster script ends the job and removes every namespace; and the hosts'
-# environment holds the sanitizers' settings but not a variable the job did not forward.
+# count, and --backend shm ranks on two hosts; SIGTERM to the cluster script ends the job and
+# removes every namespace; and the hosts' environment holds the sanitizers' settings but not a
+# variable the job did not forward.
 set -uo pipefail
 bin="${1:?usage: netns_cluster_test.sh BIN_DIR}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -101,6 +102,18 @@ if [ "$status" -eq 0 ]; then
 else
   expect "--expect-world-size 8 with 4 ranks is refused (status $status)" "$log" \
     "error: --expect-world-size 8 but MPI started 4 rank\(s\)"
+fi
+
+# 4b. --backend shm across hosts: refused before any shared window, one line, status 2.
+log="$work/shm-across-hosts.log"
+timeout 60 "$cluster" --hosts 2 --slots 1 -- \
+  mpirun -np 2 "$bin/ringtrain" train --synthetic --steps 5 --backend shm >"$log" 2>&1
+status=$?
+if [ "$status" -ne 2 ]; then
+  fail "--backend shm on 2 hosts: exit status $status (want 2)" "$log"
+else
+  expect "--backend shm on 2 hosts is refused (status 2)" "$log" \
+    "error: --backend shm needs every rank on one node, but the 2 ranks are on 2 nodes"
 fi
 
 # 5. SIGTERM to the cluster script mid-training: the job ends, and the namespaces and the ranks go.

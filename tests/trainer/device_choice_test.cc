@@ -99,6 +99,24 @@ TEST(DeviceChoice, AutoOnOneNodeTakesSharedMemory) {
   EXPECT_EQ(chosen(options("auto"), gpusOnOneNode).backend, "nccl");
 }
 
+// --backend shm across nodes is refused up front (one line, exit status 2 on every rank) rather
+// than failing later in the shared window's set-up; on one node, or with one rank, it is taken.
+TEST(DeviceChoice, SharedMemoryAcrossNodesIsRefused) {
+  DeviceFacts twoNodes = cpuOnlyBuild();
+  twoNodes.nodes = 2;
+  twoNodes.ranks = 4;
+  EXPECT_EQ(refusal(options("cpu", "shm"), twoNodes),
+            "--backend shm needs every rank on one node, but the 4 ranks are on 2 nodes: use "
+            "--backend ring, hierarchical or auto across nodes");
+  EXPECT_EQ(refusal(options("auto", "shm"), twoNodes).rfind("--backend shm needs", 0), 0u);
+  EXPECT_EQ(chosen(options("cpu"), twoNodes).backend, "ring");  // auto across nodes
+  DeviceFacts oneNode = cpuOnlyBuild();
+  oneNode.sharedNode = true;
+  oneNode.ranks = 4;
+  EXPECT_EQ(chosen(options("cpu", "shm"), oneNode).backend, "shm");
+  EXPECT_EQ(chosen(options("cpu", "shm"), cpuOnlyBuild()).backend, "shm");  // one rank
+}
+
 TEST(DeviceChoice, AnExplicitDeviceIsTakenOrRefused) {
   EXPECT_EQ(chosen(options("cpu"), gpus(1, 8)).device, "cpu");
   EXPECT_EQ(chosen(options("cpu", "hierarchical"), gpus(1, 8)).backend, "hierarchical");
