@@ -2,13 +2,17 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 #include <new>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "collectives/mpi_check.h"
+#include "collectives/node_topology.h"
 
 namespace ringtrain::collectives {
 
@@ -22,22 +26,19 @@ std::byte* alignUp(void* address) {
 }  // namespace
 
 void requireOneNode(MPI_Comm comm, std::string_view what) {
-  MPI_Comm node = MPI_COMM_NULL;
-  RINGTRAIN_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-  int nodeSize = 0;
-  int size = 0;
-  RINGTRAIN_MPI_CHECK(MPI_Comm_size(node, &nodeSize));
-  RINGTRAIN_MPI_CHECK(MPI_Comm_size(comm, &size));
-  RINGTRAIN_MPI_CHECK(MPI_Comm_free(&node));
-  // Every rank learns the smallest share of the job one node holds: all reach the same verdict.
-  int smallest = 0;
-  RINGTRAIN_MPI_CHECK(MPI_Allreduce(&nodeSize, &smallest, 1, MPI_INT, MPI_MIN, comm));
-  if (smallest != size) {
-    throw std::invalid_argument(std::string(what) + " needs all " + std::to_string(size) +
-                                " ranks on one node, but a node holds only " +
-                                std::to_string(smallest) +
-                                " of them; use 'ring' or 'hierarchical' across nodes");
-  }
+  // Every rank gets every rank's node (an all-gather), so all reach the same verdict.
+  const std::vector<int> nodes = nodeOfEachRank(comm, 0);
+  std::map<int, int> ranksOnNode;
+  for (const int node : nodes)
+    ++ranksOnNode[node];
+  if (ranksOnNode.size() == 1) return;
+  int smallest = static_cast<int>(nodes.size());
+  for (const auto& [node, ranks] : ranksOnNode)
+    smallest = std::min(smallest, ranks);
+  throw std::invalid_argument(std::string(what) + " needs all " + std::to_string(nodes.size()) +
+                              " ranks on one node, but a node holds only " +
+                              std::to_string(smallest) +
+                              " of them; use 'ring' or 'hierarchical' across nodes");
 }
 
 void pauseOrYield(int& spins, int limit) {

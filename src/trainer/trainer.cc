@@ -606,8 +606,7 @@ TrainingSummary Trainer::run() {
       "training {} ({} parameters) on {} rank(s), backend {}: {} steps of {} samples "
       "({} per rank), {} steps per epoch; {} gradient bucket(s) up to {} KiB, "
       "overlap {}, compression {}",
-      config_.model, model_.parameterCount(), control_->size(),
-      sharedAveraged_.empty() ? gradients_->backendName() : std::string_view("shm"),
+      config_.model, model_.parameterCount(), control_->size(), gradientBackend(config_),
       firstStep_ > 0 ? fmt::format("{} (from {} to {})", plannedSteps_ - firstStep_, firstStep_ + 1,
                                    plannedSteps_)
                      : std::to_string(plannedSteps_),
