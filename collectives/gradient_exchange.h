@@ -5,7 +5,7 @@
 // SharedGradientReducer (shared_gradient_reducer.h) with memory shared by the ranks of one node.
 // The training loop drives both alike, once per step:
 //   beginStep(gradients, averaged); backward, calling segmentReady for each layer;
-//   finishStep(onAveraged), which calls onAveraged for every bucket, in order.
+//   finishStep(onAveraged), which hands every bucket's average to onAveraged, in order.
 #pragma once
 
 #include <cstddef>
@@ -35,7 +35,9 @@ class GradientExchange {
   virtual bool wantsProgress() const { return false; }
   virtual void gradientsFinalFrom(std::size_t /*offset*/) {}
   // Calls onAveraged for every bucket in order, each as soon as its average is complete, and
-  // returns when all are done.
+  // returns when all are done. An exchange may hand a bucket over in parts, as they are averaged:
+  // a call then carries the bucket's index and name with a narrower offset and count; the parts
+  // of a bucket come from its end to its start and cover it exactly once, before the next bucket.
   virtual void finishStep(const std::function<void(const GradientBucket&)>& onAveraged) = 0;
 
   // Seconds of this step's finishStep that went to averaging rather than to onAveraged (the

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -135,14 +136,44 @@ void SharedGradientReducer::gradientsFinalFrom(std::size_t offset) {
   if (options_.overlap) publish(std::min(offset, count_));
 }
 
-bool SharedGradientReducer::takeTicket(std::size_t& piece) {
+bool SharedGradientReducer::pieceReadyToTake() const {
+  const std::optional<std::size_t> next = nextTicket();
+  return next && pieceReady(*next);
+}
+
+bool SharedGradientReducer::pieceReady(std::size_t piece) const {
+  const std::uint64_t needed = watermarkValue(pieces_[piece].begin);
+  for (int r = 0; r < size_; ++r) {
+    if (flag(watermark(r)).load(std::memory_order_acquire) < needed) return false;
+  }
+  return true;
+}
+
+bool SharedGradientReducer::othersFinished() const {
+  const std::uint64_t final = watermarkValue(0);
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_ && flag(watermark(r)).load(std::memory_order_acquire) < final) return false;
+  }
+  return true;
+}
+
+std::optional<std::size_t> SharedGradientReducer::nextTicket() const {
+  const std::uint64_t first = (step_ - 1) * pieces_.size();
+  const std::uint64_t t = flag(ticket()).load(std::memory_order_acquire);
+  if (t >= step_ * pieces_.size()) return std::nullopt;
+  return pieces_.size() - 1 - static_cast<std::size_t>(t - first);  // from the end
+}
+
+bool SharedGradientReducer::takeReadyTicket(std::size_t& piece) {
   const std::uint64_t first = (step_ - 1) * pieces_.size();
   const std::uint64_t end = step_ * pieces_.size();
   std::atomic_ref<std::uint64_t> counter = flag(ticket());
   std::uint64_t t = counter.load(std::memory_order_acquire);
   while (t < end) {
+    const std::size_t candidate = pieces_.size() - 1 - static_cast<std::size_t>(t - first);
+    if (!pieceReady(candidate)) return false;
     if (counter.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel)) {
-      piece = pieces_.size() - 1 - static_cast<std::size_t>(t - first);  // from the end
+      piece = candidate;
       return true;
     }
   }
@@ -170,22 +201,6 @@ void SharedGradientReducer::waitFor(Ready ready, Describe waitingFor) {
 }
 
 void SharedGradientReducer::averagePiece(const Piece& piece) {
-  const std::uint64_t needed = watermarkValue(piece.begin);
-  waitFor(
-      [&] {
-        for (int r = 0; r < size_; ++r) {
-          if (flag(watermark(r)).load(std::memory_order_acquire) < needed) return false;
-        }
-        return true;
-      },
-      [&] {
-        std::string ranks;
-        for (int r = 0; r < size_; ++r) {
-          if (flag(watermark(r)).load() < needed)
-            ranks += (ranks.empty() ? "rank " : ", ") + std::to_string(r);
-        }
-        return "the gradients of " + segmentAt(piece.begin) + " from " + ranks;
-      });
   const std::int64_t start = steadyNowNs();
   const std::size_t count = piece.end - piece.begin;
   float* out = averaged_ + piece.begin;
@@ -205,40 +220,90 @@ void SharedGradientReducer::averagePiece(const Piece& piece) {
   averagedBytes_ += count * sizeof(float);
 }
 
-void SharedGradientReducer::waitUntilDone(const GradientBucket& bucket) {
-  const std::size_t first = bucket.offset / pieceElements_;
-  const std::size_t last = (bucket.offset + bucket.count - 1) / pieceElements_;
-  waitFor(
-      [&] {
-        for (std::size_t p = first; p <= last; ++p) {
-          if (flag(doneFlag(p)).load(std::memory_order_acquire) < step_) return false;
-        }
-        return true;
-      },
-      [&] { return "the average of " + bucket.name + " (another rank is averaging it)"; });
+std::size_t SharedGradientReducer::donePiecesFrom(std::size_t below) const {
+  while (below > 0 && flag(doneFlag(below - 1)).load(std::memory_order_acquire) >= step_)
+    --below;
+  return below;
+}
+
+std::string SharedGradientReducer::describeWait(std::size_t notDone) const {
+  if (const std::optional<std::size_t> next = nextTicket()) {
+    std::string ranks;
+    const std::uint64_t needed = watermarkValue(pieces_[*next].begin);
+    for (int r = 0; r < size_; ++r) {
+      if (flag(watermark(r)).load() < needed)
+        ranks += (ranks.empty() ? "rank " : ", ") + std::to_string(r);
+    }
+    return "the gradients of " + segmentAt(pieces_[*next].begin) + " from " + ranks;
+  }
+  return "the average of " + segmentAt(pieces_[notDone - 1].begin) + " (another rank is averaging it)";
 }
 
 void SharedGradientReducer::finishStep(
     const std::function<void(const GradientBucket&)>& onAveraged) {
   if (!options_.overlap) publish(0);
   const std::int64_t start = steadyNowNs();
-  std::size_t piece = 0;
-  while (!pieces_.empty() && takeTicket(piece))
-    averagePiece(pieces_[piece]);
-  const std::int64_t helped = steadyNowNs();
-  if (trace_) {
-    trace_->span("averaging", "all-reduce", start, helped,
-                 static_cast<std::int64_t>(averagedBytes_), "shm");
-  }
+  // When every other rank finished backward before this one, this rank's optimiser is what the
+  // step waits for: it hands over what is averaged first and averages only when it has caught
+  // up. The others average first (their averages are what the last rank waits for) and update
+  // while nothing is ready to average.
+  const bool updateFirst = othersFinished();
+  std::size_t notDone = pieces_.size();  // pieces [notDone, end) are averaged and handed over
   double callbacks = 0;
-  for (const GradientBucket& b : buckets_) {
+  std::int64_t averagingSince = -1;
+  auto closeAveraging = [&](std::int64_t now) {
+    if (trace_ && averagingSince >= 0) {
+      trace_->span("averaging", "all-reduce", averagingSince, now,
+                   static_cast<std::int64_t>(averagedBytes_), "shm");
+    }
+    averagingSince = -1;
+  };
+  // Hands [pieces_[from].begin, pieces_[notDone].begin) to onAveraged, cut at bucket boundaries,
+  // from the end of the buffer (buckets_ run from the end).
+  auto handOver = [&](std::size_t from) {
+    const std::int64_t t0 = steadyNowNs();
+    closeAveraging(t0);
+    const std::size_t lo = pieces_[from].begin;
+    const std::size_t hi = notDone == pieces_.size() ? count_ : pieces_[notDone].begin;
+    for (const GradientBucket& b : buckets_) {
+      const std::size_t begin = std::max(b.offset, lo);
+      const std::size_t end = std::min(b.offset + b.count, hi);
+      if (begin >= end) continue;
+      GradientBucket part = b;
+      part.offset = begin;
+      part.count = end - begin;
+      onAveraged(part);
+    }
+    notDone = from;
+    callbacks += static_cast<double>(steadyNowNs() - t0) * 1e-9;
+  };
+  while (notDone > 0) {
+    const std::size_t doneFrom = donePiecesFrom(notDone);
+    const bool canHandOver = doneFrom < notDone;
+    if (canHandOver && (updateFirst || !pieceReadyToTake())) {
+      handOver(doneFrom);
+      continue;
+    }
+    std::size_t piece = 0;
+    if (takeReadyTicket(piece)) {
+      if (averagingSince < 0) averagingSince = steadyNowNs();
+      averagePiece(pieces_[piece]);
+      continue;
+    }
+    if (canHandOver) {
+      handOver(doneFrom);
+      continue;
+    }
+    // Nothing to average and nothing to hand over: another rank is still in backward, or is
+    // averaging the next piece to hand over.
     const std::int64_t waitStart = steadyNowNs();
-    waitUntilDone(b);
+    closeAveraging(waitStart);
+    waitFor([&] { return pieceReadyToTake() || donePiecesFrom(notDone) < notDone; },
+            [&] { return describeWait(notDone); });
     const std::int64_t waitEnd = steadyNowNs();
-    if (trace_ && waitEnd - waitStart > 1000) trace_->span(b.name, "wait", waitStart, waitEnd);
-    onAveraged(b);
-    callbacks += static_cast<double>(steadyNowNs() - waitEnd) * 1e-9;
+    if (trace_ && waitEnd - waitStart > 1000) trace_->span("shm wait", "wait", waitStart, waitEnd);
   }
+  closeAveraging(steadyNowNs());
   const double total = static_cast<double>(steadyNowNs() - start) * 1e-9;
   lastWaitSeconds_ = total - callbacks;
   lastReduceSeconds_ = reduceSeconds_;

@@ -8,16 +8,19 @@
 // in shared memory that says, for this step, from which offset to the end of the buffer
 // everything is final (backward finishes the buffer from its end). The buffer is cut into pieces of
 // about pieceBytes, handed out from the end of the buffer to its start (the order in which backward
-// finishes them) by a shared ticket counter. In finishStep every rank takes tickets until none is
-// left; for each it waits until every rank has announced the layers the piece covers and writes the
-// piece's average into the averaged buffer. The formula does not depend on who computes it, (g_0 +
-// g_1 + ... + g_{n-1}) / n summed in rank order, so the result is the same bits on every rank and
-// in every run.
+// finishes them) by a shared ticket counter. In finishStep every rank takes a ticket once every
+// rank has announced the layers its piece covers, writes the piece's average into the averaged
+// buffer, and hands what is averaged to onAveraged (the optimiser) from the end of the buffer, in
+// parts of buckets as they complete. The formula does not depend on who computes it, (g_0 + g_1 +
+// ... + g_{n-1}) / n summed in rank order, so the result is the same bits on every rank and in
+// every run.
 //
 // Why: with one core per rank a communication thread can only run beside backward by taking time
 // from it, and the ranks seldom finish backward together. The rank that finishes first spends its
-// wait averaging the pieces whose layers every rank has finished; the last one finds most of the
-// work done and shares what is left (typically the first layer, the last to be finished).
+// wait averaging the pieces whose layers every rank has finished, and updating its parameters
+// from what is averaged while nothing is ready. The last one, whose optimiser the whole step then
+// waits for, updates first what the others have averaged and takes pieces only when it has caught
+// up with them.
 //
 // Reuse of the shared buffers from one step to the next needs no extra synchronisation:
 // - a rank overwrites its gradients in step s + 1 only after its finishStep of step s returned,
@@ -39,6 +42,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -80,7 +84,8 @@ class SharedGradientReducer final : public GradientExchange {
   std::string describePlan() const override {
     return collectives::describePlan(buckets_, segments_);
   }
-  // `gradients` and `averaged` must be gradientStorage() and averagedStorage().
+  // `gradients` and `averaged` must be gradientStorage() and averagedStorage(). finishStep may
+  // hand a bucket over in several parts (see GradientExchange::finishStep).
   void beginStep(std::span<const float> gradients, std::span<float> averaged) override;
   void segmentReady(int segment) override;
   bool wantsProgress() const override { return true; }
@@ -106,9 +111,19 @@ class SharedGradientReducer final : public GradientExchange {
   std::uint64_t* ticket() const;
 
   void publish(std::size_t finalFrom);
-  bool takeTicket(std::size_t& piece);
+  // Whether every rank has announced the layers `piece` covers; whether every other rank has
+  // finished its backward.
+  bool pieceReady(std::size_t piece) const;
+  bool othersFinished() const;
+  // The piece the next ticket stands for (none once all are taken), and whether it is ready.
+  std::optional<std::size_t> nextTicket() const;
+  bool pieceReadyToTake() const;
+  // Takes the next ticket only if its piece is ready, so that averaging never waits.
+  bool takeReadyTicket(std::size_t& piece);
   void averagePiece(const Piece& piece);
-  void waitUntilDone(const GradientBucket& bucket);
+  // The lowest p such that pieces [p, below) are all averaged in this step.
+  std::size_t donePiecesFrom(std::size_t below) const;
+  std::string describeWait(std::size_t notDone) const;
   // Waits until `ready()` holds; past the stall timeout aborts the job with `waitingFor()`.
   template <class Ready, class Describe>
   void waitFor(Ready ready, Describe waitingFor);

@@ -1,6 +1,6 @@
 // SharedGradientReducer under mpirun: every rank's averages equal (g_0 + ... + g_{n-1}) / n summed
 // in rank order, to the bit, for several steps; overlap on and off, coarse and fine
-// announcements, give the same bits; buckets are handed over in order; the ranks must share a
+// announcements, give the same bits; every element is handed over once, in bucket order, after its average is final; the ranks must share a
 // node; gradients outside gradientStorage() are refused.
 #include "collectives/shared_gradient_reducer.h"
 
@@ -56,9 +56,17 @@ std::vector<float> expectedAverage(int ranks, int step) {
 
 enum class Announce { kPerLayer, kInParts };
 
+// One onAveraged call: which bucket, and the range it handed over.
+struct HandedOver {
+  int bucket = 0;
+  std::size_t offset = 0;
+  std::size_t count = 0;
+};
+
 struct StepResults {
-  std::vector<std::vector<float>> averages;  // per step
-  std::vector<int> callbackOrder;            // bucket indices, every step
+  std::vector<std::vector<float>> averages;      // per step
+  std::vector<std::vector<HandedOver>> handed;   // per step, in call order
+  std::size_t handedBeforeAveraged = 0;  // elements whose average was not final when handed over
 };
 
 // Steps like backward: layers from the last to the first, each written then announced (in parts
@@ -67,7 +75,9 @@ struct StepResults {
 StepResults runSteps(const SharedReducerOptions& options, Announce announce, int steps) {
   SharedGradientReducer reducer(MPI_COMM_WORLD, segments(), options);
   int rank = 0;
+  int ranks = 1;
   RINGTRAIN_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  RINGTRAIN_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &ranks));
   const std::span<float> gradients = reducer.gradientStorage();
   StepResults run;
   for (int step = 0; step < steps; ++step) {
@@ -86,7 +96,14 @@ StepResults runSteps(const SharedReducerOptions& options, Announce announce, int
       reducer.segmentReady(s);
       std::this_thread::sleep_for(std::chrono::microseconds(100 * (rank + 1)));
     }
-    reducer.finishStep([&](const GradientBucket& b) { run.callbackOrder.push_back(b.index); });
+    const std::vector<float> expected = expectedAverage(ranks, step);
+    const std::span<const float> averaging = reducer.averagedStorage();
+    run.handed.emplace_back();
+    reducer.finishStep([&](const GradientBucket& b) {
+      run.handed.back().push_back({b.index, b.offset, b.count});
+      for (std::size_t i = b.offset; i < b.offset + b.count; ++i)
+        run.handedBeforeAveraged += std::memcmp(&averaging[i], &expected[i], sizeof(float)) != 0;
+    });
     const std::span<float> averaged = reducer.averagedStorage();
     run.averages.emplace_back(averaged.begin(), averaged.end());
   }
@@ -121,14 +138,37 @@ TEST(SharedGradientReducerTest, AveragesEqualTheRankOrderSumOnEveryRankForEveryS
   }
 }
 
-TEST(SharedGradientReducerTest, HandsBucketsOverInOrderEveryStep) {
-  const StepResults run = runSteps(smallPieces(true), Announce::kPerLayer, 3);
-  SharedGradientReducer plan(MPI_COMM_WORLD, segments(), smallPieces(true));
-  const std::size_t buckets = plan.buckets().size();
-  ASSERT_GE(buckets, 3u) << "the test needs several buckets";
-  ASSERT_EQ(run.callbackOrder.size(), 3 * buckets);
-  for (std::size_t i = 0; i < run.callbackOrder.size(); ++i)
-    EXPECT_EQ(run.callbackOrder[i], static_cast<int>(i % buckets));
+// onAveraged gets the buffer from its end to its start, in bucket order, each element once and
+// only once its average is final; a call stays within its bucket (it may be a part of it: a rank
+// hands over what is averaged while other parts are still being averaged).
+TEST(SharedGradientReducerTest, HandsEveryElementOverOnceInBucketOrderAfterItsAverage) {
+  for (const bool overlap : {true, false}) {
+    const StepResults run = runSteps(smallPieces(overlap), Announce::kInParts, 3);
+    SharedGradientReducer plan(MPI_COMM_WORLD, segments(), smallPieces(overlap));
+    const auto buckets = plan.buckets();
+    ASSERT_GE(buckets.size(), 3u) << "the test needs several buckets";
+    EXPECT_EQ(run.handedBeforeAveraged, 0u)
+        << "elements handed over before their average was final, overlap " << overlap;
+    for (std::size_t step = 0; step < run.handed.size(); ++step) {
+      const std::vector<HandedOver>& calls = run.handed[step];
+      ASSERT_FALSE(calls.empty()) << "step " << step;
+      std::size_t end = kCount;  // the next call must end where the last one began
+      int bucket = 0;
+      for (const HandedOver& call : calls) {
+        ASSERT_GE(call.bucket, bucket) << "buckets out of order in step " << step;
+        ASSERT_LT(static_cast<std::size_t>(call.bucket), buckets.size());
+        const auto& b = buckets[static_cast<std::size_t>(call.bucket)];
+        EXPECT_GT(call.count, 0u);
+        EXPECT_EQ(call.offset + call.count, end) << "a gap or an overlap in step " << step;
+        EXPECT_GE(call.offset, b.offset) << "outside bucket " << call.bucket;
+        EXPECT_LE(call.offset + call.count, b.offset + b.count) << "outside bucket " << call.bucket;
+        bucket = call.bucket;
+        end = call.offset;
+      }
+      EXPECT_EQ(end, 0u) << "the start of the buffer was never handed over in step " << step;
+      EXPECT_EQ(bucket, static_cast<int>(buckets.size()) - 1);
+    }
+  }
 }
 
 TEST(SharedGradientReducerTest, OverlapOffAndCoarseAnnouncementsGiveTheSameBits) {
