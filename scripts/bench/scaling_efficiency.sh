@@ -8,7 +8,9 @@
 # Prints a table; writes one JSON line per run and a summary JSON.
 #   scripts/bench/scaling_efficiency.sh [--ranks N] [--steps S] [--rounds R]
 #                                       [--backends "ring shm mpi"] [--out DIR]
-#                                       [-- EXTRA RINGTRAIN ARGS...]
+#                                       [--compare-bin PATH] [-- EXTRA RINGTRAIN ARGS...]
+# --compare-bin runs every backend a second time in each round with another ringtrain build (a
+# change against its parent, say), as "BACKEND@compare", against the same 1-rank reference.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # shellcheck source=../lib/common.sh
@@ -21,6 +23,7 @@ rounds=6
 backends="ring shm"
 out="$root/build/scaling-efficiency"
 extra=()
+compare=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --ranks) ranks="$2"; shift 2 ;;
@@ -28,25 +31,30 @@ while [ $# -gt 0 ]; do
     --rounds) rounds="$2"; shift 2 ;;
     --backends) backends="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
+    --compare-bin) compare="$2"; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     *) echo "scaling_efficiency.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
 ringtrain="${RINGTRAIN_BIN:-$root/build/bin/ringtrain}"
 [ -x "$ringtrain" ] || { echo "scaling_efficiency.sh: no $ringtrain (build first)" >&2; exit 2; }
+if [ -n "$compare" ] && [ ! -x "$compare" ]; then
+  echo "scaling_efficiency.sh: --compare-bin $compare is not an executable" >&2
+  exit 2
+fi
 mkdir -p "$out"
 results="$out/results.jsonl"
 : >"$results"
 
-# run ROUND NP BACKEND: one training run; appends a JSON line with its samples per second and the
-# per-step breakdown rank 0 prints.
+# run ROUND NP BACKEND [BINARY LABEL]: one training run; appends a JSON line with its samples per
+# second and the per-step breakdown rank 0 prints, under LABEL (default: the backend).
 run() {
-  local round="$1" np="$2" backend="$3"
-  local log="$out/r$round-np$np-$backend.log"
-  mpirun -np "$np" --bind-to core "$ringtrain" train --synthetic --steps "$steps" \
+  local round="$1" np="$2" backend="$3" binary="${4:-$ringtrain}" label="${5:-$3}"
+  local log="$out/r$round-np$np-$label.log"
+  mpirun -np "$np" --bind-to core "$binary" train --synthetic --steps "$steps" \
     --log-every 0 --backend "$backend" "${extra[@]}" >"$log" 2>&1 ||
     { echo "scaling_efficiency.sh: run failed, see $log" >&2; exit 1; }
-  python3 - "$log" "$round" "$np" "$backend" >>"$results" <<'EOF'
+  python3 - "$log" "$round" "$np" "$label" >>"$results" <<'EOF'
 import json, re, sys
 log, round_, np_, backend = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 text = open(log).read()
@@ -66,6 +74,7 @@ for round in $(seq "$rounds"); do
   run "$round" 1 ring
   for backend in $backends; do
     run "$round" "$ranks" "$backend"
+    if [ -n "$compare" ]; then run "$round" "$ranks" "$backend" "$compare" "$backend@compare"; fi
   done
 done
 
