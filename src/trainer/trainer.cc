@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <thread>
 #include <variant>
 
@@ -309,24 +310,37 @@ void Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
                                           : std::string_view(optimizerSpanNames_[b.index]),
               "optimizer", t0);
   };
+  // The non-finite value reported is the first one of the first bucket that holds one, whatever
+  // parts the bucket arrived in (the shm exchange hands buckets over in parts that depend on
+  // timing): every rank names the same element.
+  struct NonFinite {
+    int bucket = 0;
+    std::size_t element = 0;
+  };
+  std::optional<NonFinite> nonFinite;
   reducer_->finishStep([&](const collectives::GradientBucket& b) {
-    if (check && problem.empty()) {
+    if (check && (!nonFinite || b.index <= nonFinite->bucket)) {
       const std::int64_t at = gpu_ ? gpu_->firstNonFinite(b.offset, b.count)
                                    : firstNonFinite(averaged.data() + b.offset, b.count);
-      if (at >= 0) {
-        const std::size_t element = b.offset + static_cast<std::size_t>(at);
-        for (const models::ParameterEntry& entry : model_.parameterTable()) {
-          if (element >= entry.offset && element < entry.offset + entry.count) {
-            problem = fmt::format(
-                "step {}: the averaged gradient of {} holds {} (element {})", step + 1, entry.name,
-                gpu_ ? gpu_->averagedValue(element) : averaged[element], element - entry.offset);
-            break;
-          }
-        }
+      const std::size_t element = b.offset + static_cast<std::size_t>(at);
+      if (at >= 0 && (!nonFinite || b.index < nonFinite->bucket || element < nonFinite->element)) {
+        nonFinite = NonFinite{b.index, element};
       }
     }
     if (!deferUpdates) update(b);
   });
+  if (nonFinite) {
+    const std::size_t element = nonFinite->element;
+    for (const models::ParameterEntry& entry : model_.parameterTable()) {
+      if (element >= entry.offset && element < entry.offset + entry.count) {
+        problem = fmt::format("step {}: the averaged gradient of {} holds {} (element {})",
+                              step + 1, entry.name,
+                              gpu_ ? gpu_->averagedValue(element) : averaged[element],
+                              element - entry.offset);
+        break;
+      }
+    }
+  }
   if (!problem.empty()) {
     if (config_.checkFinite == "stop") {
       throw TrainingStopped(problem + "; stopping (--check-finite stop)");
