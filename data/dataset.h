@@ -40,6 +40,9 @@ class Dataset {
 
   // One line for the log: where the samples come from, how many, their shape and classes.
   virtual std::string describe() const = 0;
+  // Whether gather reads the samples from storage (a file) rather than from memory: what a
+  // prefetching loader hides.
+  virtual bool readsStorage() const { return false; }
 };
 
 // A training set and the test set it is evaluated on; they share sample shape and classes.

@@ -67,6 +67,7 @@ class Hdf5Dataset final : public Dataset {
   void gather(std::span<const std::int64_t> indices, float* images,
               std::int32_t* labels) const override;
   std::string describe() const override;
+  bool readsStorage() const override { return true; }
 
   PixelType pixelType() const { return pixelType_; }
   const std::string& source() const { return source_; }

@@ -96,4 +96,10 @@ std::span<const std::int64_t> ShardedSampler::next() {
   return batch;
 }
 
+std::span<const std::int64_t> ShardedSampler::peek() const {
+  if (shardEpoch_ != position_.epoch) return {};
+  return {shard_.data() + position_.step * options_.batchSize,
+          static_cast<std::size_t>(batchSizeAt(position_.step))};
+}
+
 }  // namespace ringtrain::data

@@ -69,6 +69,9 @@ class ShardedSampler {
   // This rank's sample indices for the batch at position(), then moves on (to step 0 of the next
   // epoch after the last step). The span stays valid until the next call.
   std::span<const std::int64_t> next();
+  // The indices next() will return, without moving on, when they lie in the epoch already drawn;
+  // empty at the start of an epoch, whose permutation only next() draws. Valid until next().
+  std::span<const std::int64_t> peek() const;
 
  private:
   void startEpoch(std::int64_t epoch);

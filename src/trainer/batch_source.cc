@@ -15,6 +15,7 @@ class ClassificationSource final : public BatchSource {
     dataset_->gather(indices, inputs, labels);
   }
   std::string describe() const override { return dataset_->describe(); }
+  bool readsStorage() const override { return dataset_->readsStorage(); }
 
  private:
   std::unique_ptr<data::Dataset> dataset_;

@@ -23,6 +23,8 @@ class BatchSource {
   virtual void gather(std::span<const std::int64_t> indices, float* inputs, std::int32_t* labels,
                       float* values) const = 0;
   virtual std::string describe() const = 0;
+  // Whether gather reads from a file (data::Dataset::readsStorage).
+  virtual bool readsStorage() const { return false; }
 };
 
 // A classification dataset of data/ (MNIST, synthetic).

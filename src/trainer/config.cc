@@ -58,7 +58,8 @@ po::options_description trainOptions(TrainConfig& c, RawOptions& raw) {
       ("synthetic-shape", po::value(&raw.syntheticShape)->default_value(raw.syntheticShape), "synthetic image shape C,H,W")
       ("synthetic-classes", po::value(&c.syntheticClasses)->default_value(c.syntheticClasses), "synthetic number of classes")
       ("synthetic-size", po::value(&c.syntheticSize)->default_value(c.syntheticSize), "synthetic training samples")
-      ("drop-last", po::value(&c.dropLast)->implicit_value(true)->default_value(false), "drop each epoch's last, smaller batch");
+      ("drop-last", po::value(&c.dropLast)->implicit_value(true)->default_value(false), "drop each epoch's last, smaller batch")
+      ("prefetch", po::value(&c.prefetch)->default_value(c.prefetch), "auto | on | off: gather the next batch on a thread of its own while the step trains (auto: on with --device cuda or HDF5 data, off for data in memory on the CPU, where the thread would only take time from the rank's core)");
   po::options_description run("Run");
   run.add_options()
       ("epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training data")
@@ -195,6 +196,11 @@ std::optional<std::string> parseTrainConfig(int argc, const char* const* argv, T
   return validateTrainConfig(c);
 }
 
+bool prefetchesInBackground(const TrainConfig& c, bool dataReadsStorage) {
+  if (c.prefetch != "auto") return c.prefetch == "on";
+  return c.device == "cuda" || dataReadsStorage;
+}
+
 std::optional<std::string> validateTrainConfig(const TrainConfig& c) {
   auto oneOf = [](const std::string& value, std::initializer_list<const char*> allowed) {
     return std::any_of(allowed.begin(), allowed.end(), [&](const char* a) { return value == a; });
@@ -263,6 +269,9 @@ std::optional<std::string> validateTrainConfig(const TrainConfig& c) {
   }
   if (!oneOf(c.onResize, {"keep-global-batch", "keep-per-rank-batch"})) {
     return "--on-resize '" + c.onResize + "': expected keep-global-batch or keep-per-rank-batch";
+  }
+  if (!oneOf(c.prefetch, {"auto", "on", "off"})) {
+    return "--prefetch '" + c.prefetch + "': expected auto, on or off";
   }
   if (!(c.sigtermGraceSeconds >= 0)) return "--sigterm-grace must not be negative";
   if (c.sigtermExitCode < 0 || c.sigtermExitCode > 255) {

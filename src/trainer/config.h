@@ -26,6 +26,8 @@ struct TrainConfig {
   int syntheticClasses = 10;
   std::int64_t syntheticSize = 60000;
   bool dropLast = false;  // drop each epoch's last, smaller batch
+  std::string prefetch = "auto";  // auto | on | off: gather the next batch on a thread beside
+                                  // the step (auto: on with --device cuda or HDF5 data)
 
   // Schedule of the run
   int epochs = 15;
@@ -94,6 +96,9 @@ std::optional<std::string> parseTrainConfig(int argc, const char* const* argv, T
 
 // Checks the values that do not depend on the machine (ranges, names); returns the first problem.
 std::optional<std::string> validateTrainConfig(const TrainConfig& config);
+// --prefetch settled: on or off as given; auto is on with --device cuda (the host is otherwise
+// idle while the GPU computes) or data read from a file per batch (HDF5), off otherwise.
+bool prefetchesInBackground(const TrainConfig& config, bool dataReadsStorage);
 
 // "--hidden 512,256" and friends: comma-separated positive integers.
 std::optional<std::vector<int>> parseIntList(const std::string& text);

@@ -194,10 +194,7 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
     });
   }
 
-  const std::size_t sampleSize = static_cast<std::size_t>(train.sampleShape().elements());
-  inputs_.resize(static_cast<std::size_t>(config.batchSize) * sampleSize);
-  labels_.resize(static_cast<std::size_t>(config.batchSize));
-  values_.resize(static_cast<std::size_t>(config.batchSize));
+  batches_ = std::make_unique<BatchPrefetcher>(train, prefetchesInBackground(config, train.readsStorage()));
 }
 
 Trainer::~Trainer() {
@@ -254,12 +251,14 @@ void Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
   const std::span<const std::int64_t> indices = sampler_.next();
   const std::size_t batch = indices.size();
   const std::size_t sampleSize = static_cast<std::size_t>(train_.sampleShape().elements());
-  train_.gather(indices, inputs_.data(), labels_.data(), values_.data());
+  HostBatch& host = batches_->take(indices);
+  // The next step's batch is gathered while this one trains (--prefetch); not past the last step.
+  if (step + 1 < plannedSteps_) batches_->prefetch(sampler_.peek());
   if (step == config_.testNanStep && control_->rank() == 0) {
-    inputs_[0] = std::numeric_limits<float>::quiet_NaN();  // test-only fault injection
+    host.inputs[0] = std::numeric_limits<float>::quiet_NaN();  // test-only fault injection
   }
   const models::Batch<float> input =
-      batchView(inputs_.data(), labels_.data(), values_.data(), batch, sampleSize);
+      batchView(host.inputs.data(), host.labels.data(), host.values.data(), batch, sampleSize);
   const std::int64_t gathered = collectives::steadyNowNs();
   traceSpan("data", "data", start);
 
@@ -541,10 +540,6 @@ void Trainer::continueAt(const ResumePoint& point) {
   if (point.batchSize != config_.batchSize) {
     config_.batchSize = point.batchSize;
     reserveBatch(config_.batchSize);
-    const std::size_t sampleSize = static_cast<std::size_t>(train_.sampleShape().elements());
-    inputs_.resize(static_cast<std::size_t>(config_.batchSize) * sampleSize);
-    labels_.resize(static_cast<std::size_t>(config_.batchSize));
-    values_.resize(static_cast<std::size_t>(config_.batchSize));
   }
   sampler_ = data::ShardedSampler(samplerOptions(config_, train_.size(), *control_), point.sampler);
   stepsPerEpoch_ = sampler_.stepsPerEpoch();
@@ -627,7 +622,8 @@ TrainingSummary Trainer::run() {
       globalBatch, config_.batchSize, stepsPerEpoch_, reducer_->buckets().size(),
       config_.fusionThresholdBytes >> 10, config_.overlap ? "on" : "off", config_.compression));
   if (!deviceLine_.empty()) log(deviceLine_);
-  log("data: " + train_.describe() + "; test: " + test_.describe());
+  log("data: " + train_.describe() + "; test: " + test_.describe() +
+      (batches_->background() ? "; next batch prefetched on a thread of its own" : ""));
 
   auto evaluateAndLog = [&](std::int64_t step) {
     summary.lastEvaluation = evaluate();

@@ -30,6 +30,7 @@
 #include "models/model.h"
 #include "models/model_factory.h"
 #include "src/storage/tensorboard_writer.h"
+#include "src/trainer/batch_prefetcher.h"
 #include "src/trainer/batch_source.h"
 #include "src/trainer/config.h"
 #include "src/trainer/consistency_check.h"
@@ -121,6 +122,7 @@ class Trainer {
   // The host model: with --device cuda the mirror of the GPU's, current after run() and resume().
   models::Model<float>& model() { return model_; }
   const collectives::GradientExchange& reducer() const { return *reducer_; }
+  const BatchPrefetcher& batches() const { return *batches_; }
   std::int64_t plannedSteps() const { return plannedSteps_; }
   std::int64_t firstStep() const { return firstStep_; }
   int batchSize() const { return config_.batchSize; }
@@ -175,9 +177,7 @@ class Trainer {
   std::vector<std::string> layerSpanNames_;  // "forward fc1", "backward fc1", ...
   std::vector<std::int64_t> layerStarts_;
   std::vector<std::string> optimizerSpanNames_;  // per bucket
-  std::vector<float> inputs_;
-  std::vector<std::int32_t> labels_;
-  std::vector<float> values_;
+  std::unique_ptr<BatchPrefetcher> batches_;  // this rank's training batches, gathered
   double windowLoss_ = 0;  // sum of this rank's per-sample losses since the last log line
   std::int64_t windowSamples_ = 0;
   std::int64_t windowCorrect_ = 0;

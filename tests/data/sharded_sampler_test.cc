@@ -202,6 +202,31 @@ TEST(ShardedSamplerTest, StepEqualToStepsPerEpochIsTheNextEpochsStart) {
   EXPECT_EQ(first, Batch(b.begin(), b.end()));
 }
 
+// peek() is what next() returns next, inside an epoch already drawn, and moves nothing; at the
+// start of an epoch (the first one included) it is empty.
+TEST(ShardedSamplerTest, PeekShowsTheNextBatchWithoutMovingAndNothingAtAnEpochsStart) {
+  for (const bool dropLast : {false, true}) {
+    const SamplerOptions o = options(100, 1, 3, 7, dropLast);
+    ShardedSampler sampler(o);
+    EXPECT_TRUE(sampler.peek().empty()) << "before the first epoch is drawn";
+    for (int epoch = 0; epoch < kEpochs; ++epoch) {
+      for (std::int64_t step = 0; step < sampler.stepsPerEpoch(); ++step) {
+        const SamplerPosition at = sampler.position();
+        const auto peeked = sampler.peek();
+        const Batch seen(peeked.begin(), peeked.end());
+        EXPECT_EQ(sampler.position(), at) << "peek moved the sampler";
+        const auto taken = sampler.next();
+        if (step == 0) {
+          EXPECT_TRUE(seen.empty()) << "epoch " << epoch << " is drawn by next(), not peek()";
+        } else {
+          EXPECT_EQ(seen, Batch(taken.begin(), taken.end()))
+              << "epoch " << epoch << " step " << step << " dropLast " << dropLast;
+        }
+      }
+    }
+  }
+}
+
 TEST(ShardedSamplerTest, WithoutShuffleRankRTakesRThenRPlusSize) {
   SamplerOptions o = options(11, 1, 3, 2, false);
   o.shuffle = false;

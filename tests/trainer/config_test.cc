@@ -117,6 +117,7 @@ TEST_F(ConfigTest, EveryBadValueGetsOneLineNamingTheOption) {
       {{"--batch-size", "many"}, "batch-size"},
       {{"--no-such-option"}, "no-such-option"},
       {{"--synthetic-shape", "28x28"}, "--synthetic-shape '28x28': expected C,H,W"},
+      {{"--prefetch", "yes"}, "--prefetch 'yes': expected auto, on or off"},
   };
   for (const auto& [words, expected] : cases) {
     std::vector<std::string> args = {"--data", data()};
@@ -126,6 +127,23 @@ TEST_F(ConfigTest, EveryBadValueGetsOneLineNamingTheOption) {
     EXPECT_NE(p.error->find(expected), std::string::npos) << *p.error;
     EXPECT_EQ(p.error->find('\n'), std::string::npos) << "more than one line: " << *p.error;
   }
+}
+
+// --prefetch auto: a thread for the next batch where the rank's own thread would otherwise wait
+// (on the GPU) or read a file (HDF5); not for data in memory on the CPU.
+TEST_F(ConfigTest, PrefetchAutoIsOnForTheGpuAndForFilesOnly) {
+  TrainConfig c;
+  EXPECT_EQ(c.prefetch, "auto");
+  c.device = "cpu";
+  EXPECT_FALSE(prefetchesInBackground(c, false));
+  EXPECT_TRUE(prefetchesInBackground(c, true));
+  c.device = "cuda";
+  EXPECT_TRUE(prefetchesInBackground(c, false));
+  c.prefetch = "off";
+  EXPECT_FALSE(prefetchesInBackground(c, true));
+  c.device = "cpu";
+  c.prefetch = "on";
+  EXPECT_TRUE(prefetchesInBackground(c, false));
 }
 
 TEST_F(ConfigTest, AMissingDataFolderIsNamedWithTheWayOut) {

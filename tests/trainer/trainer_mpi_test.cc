@@ -169,6 +169,40 @@ INSTANTIATE_TEST_SUITE_P(BackendsAndCompression, OverlapOnOff,
                          [](const auto& param) {
                            return std::get<0>(param.param) + "_" + std::get<1>(param.param);
                          });
+// --prefetch on gathers each next batch on a thread while the step trains (not at an epoch's
+// start, whose permutation only the sampler's next() draws): the batches, hence the parameters,
+// are the same to the bit as without, across epochs and their last, smaller batches.
+TEST(Prefetch, OnAndOffGiveTheSameParametersToTheBit) {
+  const Sources sources = syntheticMnistLike();
+  TrainConfig config;
+  config.model = "mlp";
+  config.hidden = {64};
+  config.batchSize = 50;  // 960 / ranks samples a rank: an epoch ends in a smaller batch
+  config.steps = 25;
+  config.logEvery = 0;
+  config.prefetch = "off";
+  Trainer plain(config, *sources.train, *sources.test, quiet());
+  plain.run();
+  config.prefetch = "on";
+  Trainer prefetching(config, *sources.train, *sources.test, quiet());
+  prefetching.run();
+
+  const int ranks = testing::mpiEnvironment().worldSize();
+  const std::int64_t stepsPerEpoch = (960 / ranks + 49) / 50;
+  const std::int64_t epochStarts = (25 + stepsPerEpoch - 1) / stepsPerEpoch;
+  EXPECT_EQ(plain.batches().prefetchedTakes(), 0);
+  EXPECT_EQ(prefetching.batches().directTakes(), epochStarts);
+  EXPECT_EQ(prefetching.batches().prefetchedTakes(), 25 - epochStarts);
+  const auto a = plain.model().parameters();
+  const auto b = prefetching.model().parameters();
+  ASSERT_EQ(a.size(), b.size());
+  std::size_t differing = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    differing += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+  EXPECT_EQ(differing, 0u) << "of " << a.size() << " parameters differ on rank "
+                           << testing::mpiEnvironment().worldRank();
+}
+
 // The shared-memory exchange sends no messages, so there is nothing to compress.
 INSTANTIATE_TEST_SUITE_P(SharedMemory, OverlapOnOff,
                          ::testing::Values(std::tuple<std::string, std::string>("shm", "none")),
