@@ -4,12 +4,14 @@
 # batches, SGD with momentum 0.9) run in the same job, and the ratio ringtrain / PyTorch.
 #
 #   scripts/bench/gpu_train_bench.sh [--build DIR] [--data DIR] [--steps N] [--out DIR]
-#                                    [--no-reference]
+#                                    [--prefetch auto|on|off] [--no-reference]
 #
 # ringtrain trains on the MNIST sample (--data, default data/mnist) for --steps steps (default
 # 2000) and logs its rate every 200 steps; the figure is the median of those windows without the
 # first (start-up, allocation), over the training steps alone (evaluation excluded). Prints a
 # table and writes gpu_train_bench.json (and the logs) to --out (default: $OUT or ./bench-out).
+# --prefetch goes to ringtrain (default auto: on with cuda); the rank is not bound to one core, so
+# the prefetch thread does not share it with the thread that waits for the GPU.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 build=build
@@ -17,14 +19,16 @@ data=data/mnist
 steps=2000
 out=${OUT:-$PWD/bench-out}
 reference=1
+prefetch=auto
 while [[ $# -gt 0 ]]; do
   case $1 in
     --build) build=$2; shift 2 ;;
     --data) data=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --prefetch) prefetch=$2; shift 2 ;;
     --no-reference) reference=0; shift ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "gpu_train_bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -40,9 +44,10 @@ for tf32 in false true; do
     for batch in 64 256 1024; do
       log="$out/ringtrain-$model-b$batch-tf32-$tf32.log"
       echo "== ringtrain $model batch $batch tf32 $tf32"
-      if ! mpirun -np 1 "$ringtrain" train --device cuda --tf32="$tf32" --model "$model" \
-          --batch-size "$batch" --steps "$steps" --log-every 200 --lr 0.01 --momentum 0.9 \
-          --lr-schedule constant --data "$data" >"$log" 2>&1; then
+      if ! mpirun -np 1 --bind-to none "$ringtrain" train --device cuda --tf32="$tf32" \
+          --model "$model" --batch-size "$batch" --steps "$steps" --log-every 200 --lr 0.01 \
+          --momentum 0.9 --lr-schedule constant --prefetch "$prefetch" --data "$data" \
+          >"$log" 2>&1; then
         echo "   FAILED: see $log"; tail -5 "$log"; status=1
       fi
     done
