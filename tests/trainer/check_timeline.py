@@ -4,7 +4,10 @@ forward and backward spans for every layer, each bucket's all-reduce with its by
 waits, optimiser updates and evaluation (and, when asked, checkpoints on rank 0).
 
   check_timeline.py FILE --ranks N --layers fc1,relu1,... --backend ring [--require CATEGORY]...
-                     [--require-rank0 CATEGORY]...
+                     [--require-rank0 CATEGORY]... [--shared]
+
+--shared (backend shm): whichever rank is idle averages, so all-reduce ("averaging") and wait spans
+are required on some rank, not on every rank.
 
 Prints one line per problem and exits 1 if there is any.
 """
@@ -24,6 +27,8 @@ def main():
                         help="a further category every rank must have")
     parser.add_argument("--require-rank0", action="append", default=[],
                         help="a further category rank 0 must have (checkpoint: rank 0 writes)")
+    parser.add_argument("--shared", action="store_true",
+                        help="all-reduce and wait spans on some rank suffice (shm)")
     args = parser.parse_args()
 
     try:
@@ -54,6 +59,7 @@ def main():
     if sorted(spans) != list(range(args.ranks)):
         problems.append(f"ranks with events: {sorted(spans)}, want 0..{args.ranks - 1}")
     layers = args.layers.split(",")
+    some_rank = {"all-reduce": False, "wait": False}  # --shared: seen on any rank
     for rank in range(args.ranks):
         mine = spans.get(rank, [])
         if not names.get(rank):
@@ -64,7 +70,9 @@ def main():
                 if have[(phase, f"{phase} {layer}")] == 0:
                     problems.append(f"rank {rank}: no '{phase} {layer}' span")
         reduces = [e for e in mine if e["cat"] == "all-reduce"]
-        if not reduces:
+        some_rank["all-reduce"] |= bool(reduces)
+        some_rank["wait"] |= any(e["cat"] == "wait" for e in mine)
+        if not reduces and not args.shared:
             problems.append(f"rank {rank}: no all-reduce span")
         for e in reduces:
             a = e.get("args", {})
@@ -75,10 +83,14 @@ def main():
                                 f"want {args.backend!r}: {e}")
                 break
         categories = {e["cat"] for e in mine}
-        wanted = ["wait", "optimizer", "evaluation", "data"] + args.require
-        for category in wanted + (args.require_rank0 if rank == 0 else []):
+        wanted = ([] if args.shared else ["wait"]) + ["optimizer", "evaluation", "data"]
+        for category in wanted + args.require + (args.require_rank0 if rank == 0 else []):
             if category not in categories:
                 problems.append(f"rank {rank}: no '{category}' span")
+    if args.shared:
+        for category, seen in some_rank.items():
+            if not seen:
+                problems.append(f"no '{category}' span on any rank")
     for p in problems[:20]:
         print(f"{args.file}: {p}")
     if not problems:

@@ -131,14 +131,16 @@ expect "check-finite skip" 0 30 "skipping step 8: the averaged gradient of fc1.w
 expect "check-finite off" 0 30 "done: 20 steps" \
   -np 2 "${train[@]}" --steps 20 --check-finite off --test-nan-step 7
 
-# The timeline, for each backend, with several buckets.
-for backend in ring mpi; do
+# The timeline, for each backend, with several buckets (shm: whichever rank is idle averages).
+for backend in ring mpi shm; do
   trace="$work/timeline-$backend.json"
+  shared=()
+  if [ "$backend" = shm ]; then shared=(--shared); fi
   expect "timeline, $backend backend" 0 60 "timeline written to $trace" \
     -np 2 "${train[@]}" --steps 30 --backend "$backend" --fusion-threshold 256K \
     --timeline "$trace" --checkpoint-dir "$work/checkpoints-$backend" --checkpoint-every 10 &&
     if ! python3 "$check_timeline" "$trace" --ranks 2 --backend "$backend" \
-      --layers fc1,relu1,fc2,relu2,fc3 --require-rank0 checkpoint; then
+      --layers fc1,relu1,fc2,relu2,fc3 --require-rank0 checkpoint "${shared[@]}"; then
       fail "timeline, $backend backend: the trace lacks events"
     fi
 done
