@@ -236,7 +236,8 @@ std::string SharedGradientReducer::describeWait(std::size_t notDone) const {
     }
     return "the gradients of " + segmentAt(pieces_[*next].begin) + " from " + ranks;
   }
-  return "the average of " + segmentAt(pieces_[notDone - 1].begin) + " (another rank is averaging it)";
+  return "the average of " + segmentAt(pieces_[notDone - 1].begin) +
+         " (another rank is averaging it)";
 }
 
 void SharedGradientReducer::finishStep(

@@ -63,8 +63,8 @@ HostBatch& BatchPrefetcher::take(std::span<const std::int64_t> indices) {
     std::unique_lock lock(mutex_);
     if (waitForJob(lock)) {
       job_ = Job::kNone;
-      const bool same = std::equal(indices.begin(), indices.end(), jobIndices_.begin(),
-                                   jobIndices_.end());
+      const bool same =
+          std::equal(indices.begin(), indices.end(), jobIndices_.begin(), jobIndices_.end());
       if (same) {
         if (jobError_) std::rethrow_exception(std::exchange(jobError_, nullptr));
         ++prefetchedTakes_;

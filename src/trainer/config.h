@@ -25,7 +25,7 @@ struct TrainConfig {
   std::vector<int> syntheticShape = {1, 28, 28};  // C,H,W
   int syntheticClasses = 10;
   std::int64_t syntheticSize = 60000;
-  bool dropLast = false;  // drop each epoch's last, smaller batch
+  bool dropLast = false;          // drop each epoch's last, smaller batch
   std::string prefetch = "auto";  // auto | on | off: gather the next batch on a thread beside
                                   // the step (auto: on with --device cuda or HDF5 data)
 

@@ -194,7 +194,8 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
     });
   }
 
-  batches_ = std::make_unique<BatchPrefetcher>(train, prefetchesInBackground(config, train.readsStorage()));
+  batches_ = std::make_unique<BatchPrefetcher>(
+      train, prefetchesInBackground(config, train.readsStorage()));
 }
 
 Trainer::~Trainer() {
@@ -332,10 +333,9 @@ void Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
     const std::size_t element = nonFinite->element;
     for (const models::ParameterEntry& entry : model_.parameterTable()) {
       if (element >= entry.offset && element < entry.offset + entry.count) {
-        problem = fmt::format("step {}: the averaged gradient of {} holds {} (element {})",
-                              step + 1, entry.name,
-                              gpu_ ? gpu_->averagedValue(element) : averaged[element],
-                              element - entry.offset);
+        problem = fmt::format(
+            "step {}: the averaged gradient of {} holds {} (element {})", step + 1, entry.name,
+            gpu_ ? gpu_->averagedValue(element) : averaged[element], element - entry.offset);
         break;
       }
     }

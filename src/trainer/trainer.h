@@ -177,7 +177,7 @@ class Trainer {
   std::vector<std::string> layerSpanNames_;  // "forward fc1", "backward fc1", ...
   std::vector<std::int64_t> layerStarts_;
   std::vector<std::string> optimizerSpanNames_;  // per bucket
-  std::unique_ptr<BatchPrefetcher> batches_;  // this rank's training batches, gathered
+  std::unique_ptr<BatchPrefetcher> batches_;     // this rank's training batches, gathered
   double windowLoss_ = 0;  // sum of this rank's per-sample losses since the last log line
   std::int64_t windowSamples_ = 0;
   std::int64_t windowCorrect_ = 0;

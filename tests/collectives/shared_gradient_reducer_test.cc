@@ -1,7 +1,7 @@
 // SharedGradientReducer under mpirun: every rank's averages equal (g_0 + ... + g_{n-1}) / n summed
 // in rank order, to the bit, for several steps; overlap on and off, coarse and fine
-// announcements, give the same bits; every element is handed over once, in bucket order, after its average is final; the ranks must share a
-// node; gradients outside gradientStorage() are refused.
+// announcements, give the same bits; every element is handed over once, in bucket order, after its
+// average is final; the ranks must share a node; gradients outside gradientStorage() are refused.
 #include "collectives/shared_gradient_reducer.h"
 
 #include <gtest/gtest.h>
@@ -64,8 +64,8 @@ struct HandedOver {
 };
 
 struct StepResults {
-  std::vector<std::vector<float>> averages;      // per step
-  std::vector<std::vector<HandedOver>> handed;   // per step, in call order
+  std::vector<std::vector<float>> averages;     // per step
+  std::vector<std::vector<HandedOver>> handed;  // per step, in call order
   std::size_t handedBeforeAveraged = 0;  // elements whose average was not final when handed over
 };
 
