@@ -20,16 +20,6 @@ BatchPrefetcher::~BatchPrefetcher() {
   worker_.join();  // after the gather in flight, if any
 }
 
-void BatchPrefetcher::gather(std::span<const std::int64_t> indices, HostBatch& into) const {
-  const auto sampleSize = static_cast<std::size_t>(source_.sampleShape().elements());
-  into.inputs.resize(indices.size() * sampleSize);
-  into.labels.resize(indices.size());
-  into.values.resize(indices.size());
-  into.samples = 0;
-  source_.gather(indices, into.inputs.data(), into.labels.data(), into.values.data());
-  into.samples = indices.size();
-}
-
 void BatchPrefetcher::work() {
   std::unique_lock lock(mutex_);
   for (;;) {
@@ -41,7 +31,7 @@ void BatchPrefetcher::work() {
     lock.unlock();
     std::exception_ptr error;
     try {
-      gather(indices, into);
+      gatherBatch(source_, indices, into);
     } catch (...) {
       error = std::current_exception();
     }
@@ -77,7 +67,7 @@ HostBatch& BatchPrefetcher::take(std::span<const std::int64_t> indices) {
   // The batch handed out last is no longer in use: either buffer may take this one.
   ++directTakes_;
   handedOut_ = 1 - handedOut_;
-  gather(indices, buffers_[handedOut_]);
+  gatherBatch(source_, indices, buffers_[handedOut_]);
   return buffers_[handedOut_];
 }
 

@@ -28,15 +28,6 @@
 
 namespace ringtrain {
 
-// A batch gathered on the host: samples × the source's sample size inputs, and one label
-// (classification) or one target value (regression) per sample.
-struct HostBatch {
-  std::vector<float> inputs;
-  std::vector<std::int32_t> labels;
-  std::vector<float> values;
-  std::size_t samples = 0;
-};
-
 class BatchPrefetcher {
  public:
   BatchPrefetcher(const BatchSource& source, bool background);
@@ -55,7 +46,6 @@ class BatchPrefetcher {
   std::int64_t directTakes() const { return directTakes_; }
 
  private:
-  void gather(std::span<const std::int64_t> indices, HostBatch& into) const;
   void work();
   // Waits for the job in flight, if any, to end; returns whether there was one.
   bool waitForJob(std::unique_lock<std::mutex>& lock);

@@ -39,6 +39,17 @@ class RegressionSource final : public BatchSource {
 
 }  // namespace
 
+void gatherBatch(const BatchSource& source, std::span<const std::int64_t> indices,
+                 HostBatch& into) {
+  const auto sampleSize = static_cast<std::size_t>(source.sampleShape().elements());
+  into.inputs.resize(indices.size() * sampleSize);
+  into.labels.resize(indices.size());
+  into.values.resize(indices.size());
+  into.samples = 0;
+  source.gather(indices, into.inputs.data(), into.labels.data(), into.values.data());
+  into.samples = indices.size();
+}
+
 std::unique_ptr<BatchSource> regressionSource(const data::LinearRegressionOptions& options) {
   return std::make_unique<RegressionSource>(options);
 }

@@ -5,6 +5,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "data/dataset.h"
 #include "data/linear_regression_dataset.h"
@@ -26,6 +27,18 @@ class BatchSource {
   // Whether gather reads from a file (data::Dataset::readsStorage).
   virtual bool readsStorage() const { return false; }
 };
+
+// A batch gathered on the host: samples × the source's sample size inputs, and one label
+// (classification) or one target value (regression) per sample.
+struct HostBatch {
+  std::vector<float> inputs;
+  std::vector<std::int32_t> labels;
+  std::vector<float> values;
+  std::size_t samples = 0;
+};
+
+// Gathers `indices` of `source` into `into`, growing its buffers as needed.
+void gatherBatch(const BatchSource& source, std::span<const std::int64_t> indices, HostBatch& into);
 
 // A classification dataset of data/ (MNIST, synthetic).
 std::unique_ptr<BatchSource> classificationSource(std::unique_ptr<data::Dataset> dataset);

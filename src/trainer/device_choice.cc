@@ -51,7 +51,7 @@ namespace {
 // asks for messages to compress; the ring otherwise.
 std::string hostBackend(const TrainConfig& config, const DeviceFacts& facts) {
   if (config.backend != "auto") return config.backend;
-  return facts.sharedNode && config.compression == "none" ? "shm" : "ring";
+  return facts.sharedNode() && config.compression == "none" ? "shm" : "ring";
 }
 
 }  // namespace
@@ -101,7 +101,6 @@ DeviceFacts deviceFacts(const TrainConfig& config, const collectives::MpiEnviron
   facts.everyNodeFits = fits == 1;
   facts.nodes = env.nodeCount();
   facts.ranks = env.worldSize();
-  facts.sharedNode = env.worldSize() > 1 && env.nodeCount() == 1;
   return facts;
 }
 

@@ -22,9 +22,10 @@ struct DeviceFacts {
   int visibleGpus = 0;        // GPUs this rank sees
   std::string noGpuReason;    // why visibleGpus is 0
   bool everyNodeFits = true;  // on every node: GPU path, and ranks <= visible GPUs
-  bool sharedNode = false;    // several ranks, all on one node: the host backend can be shm
   int nodes = 1;              // nodes the job's ranks are on
   int ranks = 1;              // ranks in the job
+  // Several ranks, all on one node: the host backend can be shm.
+  bool sharedNode() const { return ranks > 1 && nodes == 1; }
 };
 
 struct DeviceChoice {

@@ -223,15 +223,13 @@ ConsistencyItems Trainer::consistencyItems() const {
   return items;
 }
 
-models::Batch<float> Trainer::batchView(const float* inputs, const std::int32_t* labels,
-                                        const float* values, std::size_t count,
-                                        std::size_t sampleSize) const {
+models::Batch<float> Trainer::batchView(const HostBatch& gathered) const {
   models::Batch<float> batch;
-  batch.inputs = {inputs, count * sampleSize};
+  batch.inputs = gathered.inputs;
   if (isClassification()) {
-    batch.labels = {labels, count};
+    batch.labels = {gathered.labels.data(), gathered.samples};
   } else {
-    batch.values = {values, count};
+    batch.values = {gathered.values.data(), gathered.samples};
   }
   return batch;
 }
@@ -250,16 +248,13 @@ void Trainer::traceSpan(std::string_view name, std::string_view category,
 void Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
   const std::int64_t start = collectives::steadyNowNs();
   const std::span<const std::int64_t> indices = sampler_.next();
-  const std::size_t batch = indices.size();
-  const std::size_t sampleSize = static_cast<std::size_t>(train_.sampleShape().elements());
   HostBatch& host = batches_->take(indices);
   // The next step's batch is gathered while this one trains (--prefetch); not past the last step.
   if (step + 1 < plannedSteps_) batches_->prefetch(sampler_.peek());
   if (step == config_.testNanStep && control_->rank() == 0) {
     host.inputs[0] = std::numeric_limits<float>::quiet_NaN();  // test-only fault injection
   }
-  const models::Batch<float> input =
-      batchView(host.inputs.data(), host.labels.data(), host.values.data(), batch, sampleSize);
+  const models::Batch<float> input = batchView(host);
   const std::int64_t gathered = collectives::steadyNowNs();
   traceSpan("data", "data", start);
 
@@ -322,9 +317,11 @@ void Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
     if (check && (!nonFinite || b.index <= nonFinite->bucket)) {
       const std::int64_t at = gpu_ ? gpu_->firstNonFinite(b.offset, b.count)
                                    : firstNonFinite(averaged.data() + b.offset, b.count);
-      const std::size_t element = b.offset + static_cast<std::size_t>(at);
-      if (at >= 0 && (!nonFinite || b.index < nonFinite->bucket || element < nonFinite->element)) {
-        nonFinite = NonFinite{b.index, element};
+      if (at >= 0) {
+        const std::size_t element = b.offset + static_cast<std::size_t>(at);
+        if (!nonFinite || b.index < nonFinite->bucket || element < nonFinite->element) {
+          nonFinite = NonFinite{b.index, element};
+        }
       }
     }
     if (!deferUpdates) update(b);
@@ -376,10 +373,7 @@ models::BatchResult Trainer::evaluate() {
   const data::IndexRange shard =
       data::contiguousShard(test_.size(), control_->rank(), control_->size());
   const std::size_t chunk = static_cast<std::size_t>(std::max(config_.batchSize, 256));
-  const std::size_t sampleSize = static_cast<std::size_t>(test_.sampleShape().elements());
-  std::vector<float> inputs(chunk * sampleSize);
-  std::vector<std::int32_t> labels(chunk);
-  std::vector<float> values(chunk);
+  HostBatch gathered;
   std::vector<std::int64_t> indices;
   models::BatchResult local;
   for (std::int64_t begin = shard.begin; begin < shard.end;
@@ -389,9 +383,8 @@ models::BatchResult Trainer::evaluate() {
     indices.clear();
     for (std::int64_t i = begin; i < end; ++i)
       indices.push_back(i);
-    test_.gather(indices, inputs.data(), labels.data(), values.data());
-    const models::Batch<float> view =
-        batchView(inputs.data(), labels.data(), values.data(), indices.size(), sampleSize);
+    gatherBatch(test_, indices, gathered);
+    const models::Batch<float> view = batchView(gathered);
     const models::BatchResult part = gpu_ ? gpu_->evaluate(view) : model_.evaluate(view);
     local.lossSum += part.lossSum;
     local.correct += part.correct;

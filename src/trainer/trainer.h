@@ -134,10 +134,8 @@ class Trainer {
   void trainStep(std::int64_t step, TrainingSummary& summary);
   void log(const std::string& line) const;
   bool isClassification() const { return train_.classes() > 0; }
-  // `count` gathered samples as the model takes them: labels or regression targets by the data.
-  models::Batch<float> batchView(const float* inputs, const std::int32_t* labels,
-                                 const float* values, std::size_t count,
-                                 std::size_t sampleSize) const;
+  // A gathered batch as the model takes it: labels or regression targets by the data.
+  models::Batch<float> batchView(const HostBatch& gathered) const;
   void traceSpan(std::string_view name, std::string_view category, std::int64_t start) const;
   // Rank 0 writes a checkpoint of the state after `step` steps (a failure aborts the job).
   void saveCheckpoint(std::int64_t step, TrainingSummary& summary);

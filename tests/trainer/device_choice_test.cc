@@ -88,14 +88,14 @@ TEST(DeviceChoice, AutoKeepsHostOnlyOptionsOnTheHost) {
 // asks for messages; a job across nodes, or an explicit backend, keeps its backend.
 TEST(DeviceChoice, AutoOnOneNodeTakesSharedMemory) {
   DeviceFacts oneNode = cpuOnlyBuild();
-  oneNode.sharedNode = true;
+  oneNode.ranks = 2;
   EXPECT_EQ(chosen(options("auto"), oneNode).backend, "shm");
   EXPECT_EQ(chosen(options("cpu"), oneNode).backend, "shm");
   EXPECT_EQ(chosen(options("cpu", "auto", "bf16"), oneNode).backend, "ring");
   EXPECT_EQ(chosen(options("cpu", "ring"), oneNode).backend, "ring");
   EXPECT_EQ(chosen(options("cpu"), cpuOnlyBuild()).backend, "ring");
   DeviceFacts gpusOnOneNode = gpus(2, 2);
-  gpusOnOneNode.sharedNode = true;
+  gpusOnOneNode.ranks = 2;
   EXPECT_EQ(chosen(options("auto"), gpusOnOneNode).backend, "nccl");
 }
 
@@ -111,7 +111,6 @@ TEST(DeviceChoice, SharedMemoryAcrossNodesIsRefused) {
   EXPECT_EQ(refusal(options("auto", "shm"), twoNodes).rfind("--backend shm needs", 0), 0u);
   EXPECT_EQ(chosen(options("cpu"), twoNodes).backend, "ring");  // auto across nodes
   DeviceFacts oneNode = cpuOnlyBuild();
-  oneNode.sharedNode = true;
   oneNode.ranks = 4;
   EXPECT_EQ(chosen(options("cpu", "shm"), oneNode).backend, "shm");
   EXPECT_EQ(chosen(options("cpu", "shm"), cpuOnlyBuild()).backend, "shm");  // one rank
