@@ -8,10 +8,13 @@ milliseconds per step: forward and backward (the layers' spans), gradient all-re
 spans on the communication thread), the waits for averaged gradients, the optimiser; and the share
 of the all-reduce time that was exposed, i.e. not hidden behind computation: the waits over the
 all-reduce time with overlap on, all of it with overlap off (the step then runs the all-reduces
-itself). Prints a table, or one JSON object with --json.
+itself). Also the step's tail: from the end of the last rank's backward to the end of the last
+optimiser update on any rank, the median over the steps (what a rank that finishes backward last
+still adds to the step). Prints a table, or one JSON object with --json.
 """
 import argparse
 import collections
+import statistics
 import json
 import sys
 
@@ -45,7 +48,28 @@ def summarise(events, skip, overlap):
         }
     mean = {k: sum(r[k] for r in ranks.values()) / len(ranks)
             for k in ("compute_ms", "allreduce_ms", "wait_ms", "optimizer_ms", "exposed_share")}
-    return {"ranks": ranks, "mean": mean}
+    return {"ranks": ranks, "mean": mean, "tail_us_median": step_tail(by_rank, skip)}
+
+
+def step_tail(by_rank, skip):
+    """Median over steps of (last optimiser end on any rank) - (last backward end on any rank)."""
+    ends = {}  # rank -> per step [backward end, optimiser end]
+    for rank, spans in by_rank.items():
+        steps = []
+        for e in sorted(spans, key=lambda e: e["ts"]):
+            if e["cat"] == "data":
+                steps.append([None, None])
+            elif steps and e["cat"] in ("backward", "optimizer"):
+                steps[-1][0 if e["cat"] == "backward" else 1] = e["ts"] + e["dur"]
+        ends[rank] = steps
+    count = min(len(s) for s in ends.values())
+    tails = []
+    for i in range(skip, count):
+        backward = [ends[r][i][0] for r in ends]
+        optimiser = [ends[r][i][1] for r in ends]
+        if None not in backward and None not in optimiser:
+            tails.append(max(optimiser) - max(backward))
+    return statistics.median(tails) if tails else None
 
 
 def main():
@@ -71,6 +95,9 @@ def main():
     for rank, r in result["ranks"].items():
         print(f"{rank:>4} {r['compute_ms']:>10.2f} {r['allreduce_ms']:>13.2f} {r['wait_ms']:>8.2f} "
               f"{r['optimizer_ms']:>12.2f} {100 * r['exposed_share']:>7.0f}%")
+    if result["tail_us_median"] is not None:
+        print(f"tail: last backward end to last optimiser end, median "
+              f"{result['tail_us_median']:.0f} us per step")
     return 0
 
 
