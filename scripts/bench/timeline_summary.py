@@ -10,7 +10,10 @@ of the all-reduce time that was exposed, i.e. not hidden behind computation: the
 all-reduce time with overlap on, all of it with overlap off (the step then runs the all-reduces
 itself). Also the step's tail: from the end of the last rank's backward to the end of the last
 optimiser update on any rank, the median over the steps (what a rank that finishes backward last
-still adds to the step). Prints a table, or one JSON object with --json.
+still adds to the step), and the same median for steps grouped by the lag between the first and
+the last rank's end of backward (the tail depends on it: the longer the others wait, the more of
+the average they have done), so that two builds can be compared at equal lag. Prints a table, or
+one JSON object with --json.
 """
 import argparse
 import collections
@@ -48,11 +51,18 @@ def summarise(events, skip, overlap):
         }
     mean = {k: sum(r[k] for r in ranks.values()) / len(ranks)
             for k in ("compute_ms", "allreduce_ms", "wait_ms", "optimizer_ms", "exposed_share")}
-    return {"ranks": ranks, "mean": mean, "tail_us_median": step_tail(by_rank, skip)}
+    tails = step_tails(by_rank, skip)
+    return {"ranks": ranks, "mean": mean,
+            "tail_us_median": statistics.median(t for t, _ in tails) if tails else None,
+            "tail_by_lag": tail_by_lag(tails)}
 
 
-def step_tail(by_rank, skip):
-    """Median over steps of (last optimiser end on any rank) - (last backward end on any rank)."""
+LAG_BINS_US = (0, 100, 200, 300, 500)
+
+
+def step_tails(by_rank, skip):
+    """Per step: (last optimiser end on any rank) - (last backward end on any rank), and the lag
+    (last backward end) - (first backward end), in microseconds."""
     ends = {}  # rank -> per step [backward end, optimiser end]
     for rank, spans in by_rank.items():
         steps = []
@@ -68,8 +78,22 @@ def step_tail(by_rank, skip):
         backward = [ends[r][i][0] for r in ends]
         optimiser = [ends[r][i][1] for r in ends]
         if None not in backward and None not in optimiser:
-            tails.append(max(optimiser) - max(backward))
-    return statistics.median(tails) if tails else None
+            tails.append((max(optimiser) - max(backward), max(backward) - min(backward)))
+    return tails
+
+
+def tail_by_lag(tails):
+    """The median tail of the steps in each lag bin (only with several ranks)."""
+    if not tails or all(lag == 0 for _, lag in tails):
+        return []
+    bins = []
+    for i, low in enumerate(LAG_BINS_US):
+        high = LAG_BINS_US[i + 1] if i + 1 < len(LAG_BINS_US) else None
+        chosen = [t for t, lag in tails if lag >= low and (high is None or lag < high)]
+        if chosen:
+            bins.append({"lag_from_us": low, "lag_to_us": high, "steps": len(chosen),
+                         "tail_us_median": statistics.median(chosen)})
+    return bins
 
 
 def main():
@@ -98,6 +122,9 @@ def main():
     if result["tail_us_median"] is not None:
         print(f"tail: last backward end to last optimiser end, median "
               f"{result['tail_us_median']:.0f} us per step")
+    for b in result["tail_by_lag"]:
+        span = f"{b['lag_from_us']}-{b['lag_to_us']}" if b["lag_to_us"] else f">= {b['lag_from_us']}"
+        print(f"  lag {span:>9} us: {b['steps']:>5} steps, tail median {b['tail_us_median']:.0f} us")
     return 0
 
 
