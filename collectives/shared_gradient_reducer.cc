@@ -17,6 +17,9 @@ namespace ringtrain::collectives {
 namespace {
 
 constexpr std::size_t kLine = 64;
+// Pieces handed over at a time while others are still to be averaged: about 20 us of optimiser
+// on one core, short enough that a rank soon reconsiders whether to average instead.
+constexpr std::size_t kHandOverPieces = 4;
 
 std::size_t roundUp(std::size_t bytes) {
   return (bytes + kLine - 1) / kLine * kLine;
@@ -28,7 +31,8 @@ std::atomic_ref<std::uint64_t> flag(std::uint64_t* address) {
 
 }  // namespace
 
-// Every rank's region: its watermark (a line of its own), then its gradients. Rank 0's region
+// Every rank's region: its watermark and its hand-over count (a line each), then its gradients.
+// Rank 0's region
 // also holds the ticket counter, one done flag per piece (a line each: different ranks set them
 // at once) and the averaged buffer.
 struct SharedGradientReducer::Layout {
@@ -39,8 +43,10 @@ struct SharedGradientReducer::Layout {
   std::size_t averaged = 0;
   std::size_t rank0Bytes = 0;
 
+  static constexpr std::size_t handedOver = kLine;  // offset in every region
+
   Layout(std::size_t pieces, std::size_t count) {
-    gradients = kLine;
+    gradients = 2 * kLine;
     rankBytes = gradients + roundUp(count * sizeof(float));
     ticket = rankBytes;
     done = ticket + kLine;
@@ -85,6 +91,29 @@ float* SharedGradientReducer::gradients(int rank) const {
 
 std::uint64_t* SharedGradientReducer::watermark(int rank) const {
   return reinterpret_cast<std::uint64_t*>(window_->region(rank));
+}
+
+std::uint64_t* SharedGradientReducer::handedOver(int rank) const {
+  return reinterpret_cast<std::uint64_t*>(window_->region(rank) + Layout::handedOver);
+}
+
+std::size_t SharedGradientReducer::othersMostLeftToHandOver() const {
+  const std::uint64_t stepBase = step_ * (pieces_.size() + 1);
+  std::size_t most = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    const std::uint64_t v = flag(handedOver(r)).load(std::memory_order_relaxed);
+    // Below this step's base: nothing handed over yet; past this step: done with it.
+    const std::size_t handed =
+        v < stepBase ? 0 : std::min<std::uint64_t>(v - stepBase, pieces_.size());
+    most = std::max(most, pieces_.size() - handed);
+  }
+  return most;
+}
+
+bool SharedGradientReducer::preferHandOver(std::size_t leftToHandOver, bool lastToFinish) const {
+  const std::size_t others = othersMostLeftToHandOver();
+  return leftToHandOver > others || (leftToHandOver == others && lastToFinish);
 }
 
 std::uint64_t SharedGradientReducer::watermarkValue(std::size_t offset) const {
@@ -244,11 +273,14 @@ void SharedGradientReducer::finishStep(
     const std::function<void(const GradientBucket&)>& onAveraged) {
   if (!options_.overlap) publish(0);
   const std::int64_t start = steadyNowNs();
-  // When every other rank finished backward before this one, this rank's optimiser is what the
-  // step waits for: it hands over what is averaged first and averages only when it has caught
-  // up. The others average first (their averages are what the last rank waits for) and update
-  // while nothing is ready to average.
-  const bool updateFirst = othersFinished();
+  // The step ends when the last rank's optimiser does, and what is left after backward (the
+  // averages still to compute, every rank's update of every piece) is shared so that the ranks
+  // end together: a rank with more left to hand over to its optimiser than any other updates
+  // (from what is averaged), the others average. Equal counts (nobody has updated yet): the rank
+  // that finished backward last updates first, since the others averaged while it computed. A
+  // rank averages anyway when nothing is averaged for it to update, and updates when no piece is
+  // ready to average.
+  const bool lastToFinish = othersFinished();
   std::size_t notDone = pieces_.size();  // pieces [notDone, end) are averaged and handed over
   double callbacks = 0;
   std::int64_t averagingSince = -1;
@@ -260,7 +292,8 @@ void SharedGradientReducer::finishStep(
     averagingSince = -1;
   };
   // Hands [pieces_[from].begin, pieces_[notDone].begin) to onAveraged, cut at bucket boundaries,
-  // from the end of the buffer (buckets_ run from the end).
+  // from the end of the buffer (buckets_ run from the end), and tells the other ranks how far it
+  // got.
   auto handOver = [&](std::size_t from) {
     const std::int64_t t0 = steadyNowNs();
     closeAveraging(t0);
@@ -276,13 +309,19 @@ void SharedGradientReducer::finishStep(
       onAveraged(part);
     }
     notDone = from;
+    flag(handedOver(rank_))
+        .store(step_ * (pieces_.size() + 1) + (pieces_.size() - notDone),
+               std::memory_order_relaxed);
     callbacks += static_cast<double>(steadyNowNs() - t0) * 1e-9;
   };
   while (notDone > 0) {
     const std::size_t doneFrom = donePiecesFrom(notDone);
     const bool canHandOver = doneFrom < notDone;
-    if (canHandOver && (updateFirst || !pieceReadyToTake())) {
-      handOver(doneFrom);
+    // While pieces are still to be averaged, in small parts, so that the choice is made again.
+    const std::size_t handOverFrom =
+        nextTicket() ? std::max(doneFrom, notDone - std::min(notDone, kHandOverPieces)) : doneFrom;
+    if (canHandOver && (preferHandOver(notDone, lastToFinish) || !pieceReadyToTake())) {
+      handOver(handOverFrom);
       continue;
     }
     std::size_t piece = 0;
@@ -292,7 +331,7 @@ void SharedGradientReducer::finishStep(
       continue;
     }
     if (canHandOver) {
-      handOver(doneFrom);
+      handOver(handOverFrom);
       continue;
     }
     // Nothing to average and nothing to hand over: another rank is still in backward, or is

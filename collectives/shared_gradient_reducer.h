@@ -18,9 +18,10 @@
 // Why: with one core per rank a communication thread can only run beside backward by taking time
 // from it, and the ranks seldom finish backward together. The rank that finishes first spends its
 // wait averaging the pieces whose layers every rank has finished, and updating its parameters
-// from what is averaged while nothing is ready. The last one, whose optimiser the whole step then
-// waits for, updates first what the others have averaged and takes pieces only when it has caught
-// up with them.
+// from what is averaged while nothing is ready. After backward, what is left (averages and every
+// rank's updates) is balanced so that the ranks end together: each rank publishes how many pieces
+// it has handed to its optimiser, and the one with the most left updates while the others
+// average.
 //
 // Reuse of the shared buffers from one step to the next needs no extra synchronisation:
 // - a rank overwrites its gradients in step s + 1 only after its finishStep of step s returned,
@@ -109,6 +110,13 @@ class SharedGradientReducer final : public GradientExchange {
   std::uint64_t watermarkValue(std::size_t offset) const;
   std::uint64_t* doneFlag(std::size_t piece) const;
   std::uint64_t* ticket() const;
+  // How many pieces `rank` has handed over to its optimiser in this step (step-tagged, as the
+  // watermark), and the most pieces any other rank still has to hand over.
+  std::uint64_t* handedOver(int rank) const;
+  std::size_t othersMostLeftToHandOver() const;
+  // Whether a rank with `leftToHandOver` pieces still to hand over should update rather than
+  // average (see finishStep).
+  bool preferHandOver(std::size_t leftToHandOver, bool lastToFinish) const;
 
   void publish(std::size_t finalFrom);
   // Whether every rank has announced the layers `piece` covers; whether every other rank has
