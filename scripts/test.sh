@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds ringtrain with warnings as errors, and runs every test
-# (unit tests, MPI tests under mpirun with 1-4 ranks, failure tests), then fuzzes the readers of
-# files from shared storage (IDX, HDF5 datasets, checkpoints) for a bounded time. Exits non-zero
-# if anything failed. A second run installs nothing and rebuilds only what changed.
+# (unit tests, MPI tests under mpirun with 1-4 ranks, failure tests), checks ringtrain's threads
+# and the shared-memory exchange with ThreadSanitizer, then fuzzes the readers of files from
+# shared storage (IDX, HDF5 datasets, checkpoints) for a bounded time. Exits non-zero if anything
+# failed. A second run installs nothing and rebuilds only what changed.
 #   scripts/test.sh                    everything
-#   scripts/test.sh -R allreduce       extra arguments go to ctest
+#   scripts/test.sh -R allreduce       extra arguments go to ctest (and skip the ThreadSanitizer step)
+#   scripts/test.sh --no-tsan          skip the ThreadSanitizer step
 #   scripts/test.sh --no-fuzz          skip the fuzz step
 #   scripts/test.sh --fuzz-seconds N   fuzz each reader for N seconds (default 20)
 #   scripts/test.sh --fuzz-only        only the fuzz step (with --fuzz-seconds: a longer run)
 #   scripts/test.sh --sanitize         build into build-sanitize/ with AddressSanitizer and
 #                                      UndefinedBehaviorSanitizer and run the tests there instead
 # RINGTRAIN_BUILD_DIR chooses the build folder (default: build/ in the repository);
-# RINGTRAIN_SANITIZE_BUILD_DIR and RINGTRAIN_FUZZ_BUILD_DIR those of --sanitize (build-sanitize/)
-# and of the fuzzers (build-fuzz/). docs/fuzzing.md describes the fuzz step and the sanitizers.
+# RINGTRAIN_SANITIZE_BUILD_DIR, RINGTRAIN_TSAN_BUILD_DIR and RINGTRAIN_FUZZ_BUILD_DIR those of
+# --sanitize (build-sanitize/), of the ThreadSanitizer step (build-tsan/) and of the fuzzers
+# (build-fuzz/). docs/fuzzing.md describes the fuzz step and the sanitizers.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=lib/common.sh
@@ -21,11 +24,12 @@ source "$root/scripts/lib/common.sh"
 source "$root/scripts/lib/sanitizers.sh"
 
 usage() {
-  sed -n '2,16s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+  sed -n '2,19s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
   exit 2
 }
 
 sanitize=0
+tsan=1
 fuzz=1
 tests=1
 # Three targets of 20 s each keep the step (with its build, about a minute on 2 cores) a small
@@ -35,6 +39,7 @@ ctest_args=()
 while [ "$#" -gt 0 ]; do
   case "$1" in
     --sanitize) sanitize=1 ;;
+    --no-tsan) tsan=0 ;;
     --no-fuzz) fuzz=0 ;;
     --fuzz-only) tests=0 ;;
     --fuzz-seconds)
@@ -80,6 +85,13 @@ if [ "$tests" -eq 1 ]; then
   fi
 fi
 
+if [ "$tests" -eq 1 ] && [ "$tsan" -eq 1 ]; then
+  if [ "${#ctest_args[@]}" -gt 0 ]; then
+    ringtrain_say "ThreadSanitizer step skipped: ctest arguments given (${ctest_args[*]})"
+  else
+    ringtrain_thread_sanitizer_checks "${RINGTRAIN_TSAN_BUILD_DIR:-$root/build-tsan}"
+  fi
+fi
 if [ "$fuzz" -eq 1 ]; then
   ringtrain_fuzz_storage_readers "${RINGTRAIN_FUZZ_BUILD_DIR:-$root/build-fuzz}" "$fuzz_seconds"
 fi

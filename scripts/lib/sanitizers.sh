@@ -142,3 +142,62 @@ ringtrain_sanitized_ctest() {
     ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" -L 'mpi|failure' "$@" || failed=1
   return "$failed"
 }
+
+# The ThreadSanitizer step of scripts/test.sh: ringtrain's own threads (the gradient reducer's
+# communication thread, the stall watchdog, the batch prefetcher, the timeline writer, the SIGTERM
+# timer) and the shared-memory exchange between ranks, checked for data races and lock-order
+# inversions. Builds only the programs it runs into $1 (clang, no CUDA), then runs the unit tests
+# that start threads, the MPI tests of the gradient exchanges, the trainer and resume on 2 ranks
+# (the reducer tests on 3 as well), and `ringtrain train` on 2 ranks with the shm and ring
+# backends, prefetching and a timeline. Any report fails the step (TSan's exit status 66); the
+# only suppressions (tsan.supp) are of Open MPI, which is not instrumented.
+RINGTRAIN_TSAN_FLAGS="-fsanitize=thread -fno-omit-frame-pointer"
+RINGTRAIN_TSAN_TARGETS=(ringtrain collectives_unit_tests trainer_unit_tests resilience_unit_tests
+  collectives_mpi_tests trainer_mpi_tests resume_mpi_tests)
+
+ringtrain_thread_sanitizer_checks() {
+  local build_dir="$1" root bin logs failed=0 n=0
+  root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+  mkdir -p "$build_dir"
+  ringtrain_configure "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DRINGTRAIN_CUDA=OFF \
+    "-DCMAKE_C_FLAGS=$RINGTRAIN_TSAN_FLAGS" "-DCMAKE_CXX_FLAGS=$RINGTRAIN_TSAN_FLAGS" \
+    "-DCMAKE_EXE_LINKER_FLAGS=$RINGTRAIN_TSAN_FLAGS" || return 1
+  cmake --build "$build_dir" -j "$(nproc)" --target "${RINGTRAIN_TSAN_TARGETS[@]}" || return 1
+  bin="$build_dir/bin"
+  logs="$build_dir/tsan-logs"
+  rm -rf "$logs" && mkdir -p "$logs"
+  export TSAN_OPTIONS="suppressions=$root/scripts/lib/tsan.supp:second_deadlock_stack=1:exitcode=66"
+  # One check: runs "$@", its output to a log of its own; on failure prints the reports.
+  tsan_check() {
+    local log
+    n=$((n + 1))
+    log="$logs/$n.log"
+    if "$@" >"$log" 2>&1; then
+      ringtrain_say "tsan: ok: $*"
+    else
+      ringtrain_say "tsan: FAILED (status $?): $* (log: $log)"
+      if grep -q 'WARNING: ThreadSanitizer' "$log"; then
+        sed -n '/WARNING: ThreadSanitizer/,/^SUMMARY: ThreadSanitizer/p' "$log" | head -n 200 >&2 || true
+      else
+        tail -n 40 "$log" >&2
+      fi
+      failed=1
+    fi
+  }
+  local reducers='*GradientReducer*'
+  tsan_check "$bin/collectives_unit_tests"
+  tsan_check "$bin/trainer_unit_tests"
+  tsan_check "$bin/resilience_unit_tests"
+  tsan_check mpirun -np 2 --oversubscribe "$bin/collectives_mpi_tests" "--gtest_filter=$reducers"
+  tsan_check mpirun -np 3 --oversubscribe "$bin/collectives_mpi_tests" "--gtest_filter=$reducers"
+  tsan_check mpirun -np 2 --oversubscribe "$bin/trainer_mpi_tests"
+  tsan_check mpirun -np 2 --oversubscribe "$bin/resume_mpi_tests"
+  local backend
+  for backend in shm ring; do
+    tsan_check mpirun -np 2 --oversubscribe "$bin/ringtrain" train --synthetic --steps 200 --log-every 100 \
+      --backend "$backend" --prefetch on --timeline "$logs/timeline-$backend.json"
+  done
+  unset -f tsan_check
+  return "$failed"
+}
