@@ -32,9 +32,8 @@ std::atomic_ref<std::uint64_t> flag(std::uint64_t* address) {
 }  // namespace
 
 // Every rank's region: its watermark and its hand-over count (a line each), then its gradients.
-// Rank 0's region
-// also holds the ticket counter, one done flag per piece (a line each: different ranks set them
-// at once) and the averaged buffer.
+// Rank 0's region also holds the ticket counter, one done flag per piece (a line each: different
+// ranks set them at once) and the averaged buffer.
 struct SharedGradientReducer::Layout {
   std::size_t gradients = 0;  // offset in every region
   std::size_t rankBytes = 0;  // region size of ranks other than 0
