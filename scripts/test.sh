@@ -63,12 +63,8 @@ ringtrain_allow_mpirun_as_root
 if [ "$tests" -eq 1 ]; then
   if [ "$sanitize" -eq 1 ]; then
     build_dir="${RINGTRAIN_SANITIZE_BUILD_DIR:-$root/build-sanitize}"
-    mkdir -p "$build_dir"
-    # clang, as for the fuzzers; no CUDA (AddressSanitizer and the CUDA runtime do not mix).
-    ringtrain_build "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
-      -DCMAKE_CXX_COMPILER=clang++ -DRINGTRAIN_CUDA=OFF \
-      "-DCMAKE_C_FLAGS=$RINGTRAIN_SANITIZE_FLAGS" "-DCMAKE_CXX_FLAGS=$RINGTRAIN_SANITIZE_FLAGS" \
-      "-DCMAKE_EXE_LINKER_FLAGS=$RINGTRAIN_SANITIZE_FLAGS"
+    ringtrain_configure_sanitized "$build_dir" "$RINGTRAIN_SANITIZE_FLAGS" "$RINGTRAIN_SANITIZE_FLAGS"
+    cmake --build "$build_dir" -j "$(nproc)"
   else
     build_dir="${RINGTRAIN_BUILD_DIR:-$root/build}"
     mkdir -p "$build_dir"

@@ -27,16 +27,24 @@ ringtrain_sanitizer_environment() {
   export ASAN_OPTIONS="allocator_may_return_null=1:max_allocation_size_mb=1024${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 }
 
+# Configures $1 for a sanitizer build: clang, RelWithDebInfo, no CUDA (the sanitizers and the CUDA
+# runtime do not mix), compiler flags $2, linker flags $3; further arguments go to cmake. Used by
+# the fuzzers, scripts/test.sh --sanitize and the ThreadSanitizer step.
+ringtrain_configure_sanitized() {
+  local build_dir="$1" flags="$2" link_flags="$3"
+  shift 3
+  mkdir -p "$build_dir"
+  ringtrain_configure "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DRINGTRAIN_CUDA=OFF \
+    "-DCMAKE_C_FLAGS=$flags" "-DCMAKE_CXX_FLAGS=$flags" "-DCMAKE_EXE_LINKER_FLAGS=$link_flags" "$@"
+}
+
 # Configures $1 with clang, the sanitizers and libFuzzer's coverage, and builds only the fuzz
 # targets and the corpus writer (the data and storage libraries, not the whole project).
 ringtrain_build_fuzzers() {
   local build_dir="$1"
-  local flags="$RINGTRAIN_SANITIZE_FLAGS -fsanitize=fuzzer-no-link"
-  mkdir -p "$build_dir"
-  ringtrain_configure "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DRINGTRAIN_FUZZ=ON -DRINGTRAIN_CUDA=OFF \
-    "-DCMAKE_C_FLAGS=$flags" "-DCMAKE_CXX_FLAGS=$flags" \
-    "-DCMAKE_EXE_LINKER_FLAGS=$RINGTRAIN_SANITIZE_FLAGS"
+  ringtrain_configure_sanitized "$build_dir" "$RINGTRAIN_SANITIZE_FLAGS -fsanitize=fuzzer-no-link" \
+    "$RINGTRAIN_SANITIZE_FLAGS" -DRINGTRAIN_FUZZ=ON
   cmake --build "$build_dir" --target storage_fuzzers -j "$(nproc)"
 }
 
@@ -158,11 +166,8 @@ RINGTRAIN_TSAN_TARGETS=(ringtrain collectives_unit_tests trainer_unit_tests resi
 ringtrain_thread_sanitizer_checks() {
   local build_dir="$1" root bin logs failed=0 n=0
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-  mkdir -p "$build_dir"
-  ringtrain_configure "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DRINGTRAIN_CUDA=OFF \
-    "-DCMAKE_C_FLAGS=$RINGTRAIN_TSAN_FLAGS" "-DCMAKE_CXX_FLAGS=$RINGTRAIN_TSAN_FLAGS" \
-    "-DCMAKE_EXE_LINKER_FLAGS=$RINGTRAIN_TSAN_FLAGS" || return 1
+  ringtrain_configure_sanitized "$build_dir" "$RINGTRAIN_TSAN_FLAGS" "$RINGTRAIN_TSAN_FLAGS" ||
+    return 1
   cmake --build "$build_dir" -j "$(nproc)" --target "${RINGTRAIN_TSAN_TARGETS[@]}" || return 1
   bin="$build_dir/bin"
   logs="$build_dir/tsan-logs"
