@@ -96,8 +96,12 @@ std::uint64_t* SharedGradientReducer::handedOver(int rank) const {
   return reinterpret_cast<std::uint64_t*>(window_->region(rank) + Layout::handedOver);
 }
 
+std::uint64_t SharedGradientReducer::handedOverValue(std::size_t pieces) const {
+  return step_ * (pieces_.size() + 1) + pieces;
+}
+
 std::size_t SharedGradientReducer::othersMostLeftToHandOver() const {
-  const std::uint64_t stepBase = step_ * (pieces_.size() + 1);
+  const std::uint64_t stepBase = handedOverValue(0);
   std::size_t most = 0;
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
@@ -309,8 +313,7 @@ void SharedGradientReducer::finishStep(
     }
     notDone = from;
     flag(handedOver(rank_))
-        .store(step_ * (pieces_.size() + 1) + (pieces_.size() - notDone),
-               std::memory_order_relaxed);
+        .store(handedOverValue(pieces_.size() - notDone), std::memory_order_relaxed);
     callbacks += static_cast<double>(steadyNowNs() - t0) * 1e-9;
   };
   while (notDone > 0) {

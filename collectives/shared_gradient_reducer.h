@@ -113,6 +113,8 @@ class SharedGradientReducer final : public GradientExchange {
   // How many pieces `rank` has handed over to its optimiser in this step (step-tagged, as the
   // watermark), and the most pieces any other rank still has to hand over.
   std::uint64_t* handedOver(int rank) const;
+  // The hand-over count that says "`pieces` handed over" in the current step.
+  std::uint64_t handedOverValue(std::size_t pieces) const;
   std::size_t othersMostLeftToHandOver() const;
   // Whether a rank with `leftToHandOver` pieces still to hand over should update rather than
   // average (see finishStep).
