@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where a step's time went, read from a ringtrain --timeline trace.
 
-  timeline_summary.py FILE [--skip STEPS] [--overlap on|off] [--json]
+  timeline_summary.py FILE [--skip STEPS] [--overlap on|off] [--spans] [--json]
 
 Per rank, from the step that follows the first STEPS (warm-up: first touch of the buffers), in
 milliseconds per step: forward and backward (the layers' spans), gradient all-reduce (the buckets'
@@ -12,8 +12,10 @@ itself). Also the step's tail: from the end of the last rank's backward to the e
 optimiser update on any rank, the median over the steps (what a rank that finishes backward last
 still adds to the step), and the same median for steps grouped by the lag between the first and
 the last rank's end of backward (the tail depends on it: the longer the others wait, the more of
-the average they have done), so that two builds can be compared at equal lag. Prints a table, or
-one JSON object with --json.
+the average they have done), so that two builds can be compared at equal lag; and when each of
+the two ends, the rank that finished backward first and the one that finished last. With --spans
+also the median duration of every span name (each layer's forward and backward, ...), per rank.
+Prints tables, or one JSON object with --json.
 """
 import argparse
 import collections
@@ -22,7 +24,7 @@ import json
 import sys
 
 
-def summarise(events, skip, overlap):
+def summarise(events, skip, overlap, with_spans=False):
     by_rank = collections.defaultdict(list)
     for e in events:
         if e.get("ph") == "X":
@@ -52,17 +54,39 @@ def summarise(events, skip, overlap):
     mean = {k: sum(r[k] for r in ranks.values()) / len(ranks)
             for k in ("compute_ms", "allreduce_ms", "wait_ms", "optimizer_ms", "exposed_share")}
     tails = step_tails(by_rank, skip)
-    return {"ranks": ranks, "mean": mean,
-            "tail_us_median": statistics.median(t for t, _ in tails) if tails else None,
-            "tail_by_lag": tail_by_lag(tails)}
+    result = {"ranks": ranks, "mean": mean,
+              "tail_us_median": statistics.median(t[0] for t in tails) if tails else None,
+              "tail_by_lag": tail_by_lag(tails)}
+    if tails and len(by_rank) > 1:
+        result["end_after_last_backward_us_median"] = {
+            "rank_first_to_finish_backward": statistics.median(t[2] for t in tails),
+            "rank_last_to_finish_backward": statistics.median(t[3] for t in tails)}
+    if with_spans:
+        result["span_us_median"] = span_medians(by_rank, skip)
+    return result
+
+
+def span_medians(by_rank, skip):
+    """Per rank, the median duration of each span name, over the spans from step `skip` on."""
+    medians = {}
+    for rank, spans in sorted(by_rank.items()):
+        begin = sorted(e["ts"] for e in spans if e["cat"] == "data")[skip]
+        durations = collections.defaultdict(list)
+        for e in spans:
+            if e["ts"] >= begin:
+                durations[e["name"]].append(e["dur"])
+        medians[rank] = {name: statistics.median(d) for name, d in durations.items()}
+    return medians
 
 
 LAG_BINS_US = (0, 100, 200, 300, 500)
 
 
 def step_tails(by_rank, skip):
-    """Per step: (last optimiser end on any rank) - (last backward end on any rank), and the lag
-    (last backward end) - (first backward end), in microseconds."""
+    """Per step, in microseconds: (last optimiser end on any rank) - (last backward end on any
+    rank); the lag (last backward end) - (first backward end); and the optimiser end of the rank
+    that finished backward first, and of the one that finished it last, after the last backward
+    end."""
     ends = {}  # rank -> per step [backward end, optimiser end]
     for rank, spans in by_rank.items():
         steps = []
@@ -78,18 +102,22 @@ def step_tails(by_rank, skip):
         backward = [ends[r][i][0] for r in ends]
         optimiser = [ends[r][i][1] for r in ends]
         if None not in backward and None not in optimiser:
-            tails.append((max(optimiser) - max(backward), max(backward) - min(backward)))
+            last = max(backward)
+            first_rank = backward.index(min(backward))
+            last_rank = backward.index(last)
+            tails.append((max(optimiser) - last, last - min(backward),
+                          optimiser[first_rank] - last, optimiser[last_rank] - last))
     return tails
 
 
 def tail_by_lag(tails):
     """The median tail of the steps in each lag bin (only with several ranks)."""
-    if not tails or all(lag == 0 for _, lag in tails):
+    if not tails or all(t[1] == 0 for t in tails):
         return []
     bins = []
     for i, low in enumerate(LAG_BINS_US):
         high = LAG_BINS_US[i + 1] if i + 1 < len(LAG_BINS_US) else None
-        chosen = [t for t, lag in tails if lag >= low and (high is None or lag < high)]
+        chosen = [t[0] for t in tails if t[1] >= low and (high is None or t[1] < high)]
         if chosen:
             bins.append({"lag_from_us": low, "lag_to_us": high, "steps": len(chosen),
                          "tail_us_median": statistics.median(chosen)})
@@ -101,6 +129,7 @@ def main():
     parser.add_argument("file")
     parser.add_argument("--skip", type=int, default=2)
     parser.add_argument("--overlap", choices=["on", "off"], default="on")
+    parser.add_argument("--spans", action="store_true")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     try:
@@ -110,7 +139,7 @@ def main():
         print(f"error: {args.file}: {e}", file=sys.stderr)
         return 2
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
-    result = summarise(events, args.skip, args.overlap == "on")
+    result = summarise(events, args.skip, args.overlap == "on", args.spans)
     if args.json:
         print(json.dumps(result))
         return 0
@@ -125,6 +154,19 @@ def main():
     for b in result["tail_by_lag"]:
         span = f"{b['lag_from_us']}-{b['lag_to_us']}" if b["lag_to_us"] else f">= {b['lag_from_us']}"
         print(f"  lag {span:>9} us: {b['steps']:>5} steps, tail median {b['tail_us_median']:.0f} us")
+    ends = result.get("end_after_last_backward_us_median")
+    if ends:
+        print(f"optimiser end after the last backward end, median: rank first to finish backward "
+              f"{ends['rank_first_to_finish_backward']:.0f} us, rank last to finish "
+              f"{ends['rank_last_to_finish_backward']:.0f} us")
+    if args.spans:
+        medians = result["span_us_median"]
+        names = sorted({n for m in medians.values() for n in m})
+        print(f"{'span median us':<36}" + "".join(f"{'rank ' + str(r):>10}" for r in medians))
+        for name in names:
+            print(f"{name:<36}" + "".join(
+                f"{medians[r][name]:>10.1f}" if name in medians[r] else f"{'-':>10}"
+                for r in medians))
     return 0
 
 
