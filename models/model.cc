@@ -64,7 +64,9 @@ void Model<Scalar>::buildParameterTable() {
           {static_cast<int>(i), layer.name(), layerStart, offset - layerStart});
     }
   }
+  count_ = offset;
   parameters_ = Vector<Scalar>::Zero(static_cast<Index>(offset));
+  parameterData_ = parameters_.data();
   gradients_ = Vector<Scalar>::Zero(static_cast<Index>(offset));
   gradientData_ = gradients_.data();
   bindLayers();
@@ -103,7 +105,7 @@ std::string Model<Scalar>::describe() const {
 template <class Scalar>
 void Model<Scalar>::bindLayers() {
   for (const LayerParameters& slice : parameterLayers_) {
-    layers_[static_cast<std::size_t>(slice.layerIndex)]->bind(parameters_.data() + slice.offset,
+    layers_[static_cast<std::size_t>(slice.layerIndex)]->bind(parameterData_ + slice.offset,
                                                               gradientData_ + slice.offset);
   }
 }
@@ -119,6 +121,19 @@ void Model<Scalar>::placeGradients(std::span<Scalar> storage) {
   gradientData_ = storage.data();
   bindLayers();
   gradients_ = Vector<Scalar>();  // the model's own buffer is no longer used
+}
+
+template <class Scalar>
+void Model<Scalar>::placeParameters(std::span<Scalar> storage, Placement placement) {
+  if (storage.size() != size()) {
+    throw std::invalid_argument("placeParameters: the model has " + std::to_string(size()) +
+                                " parameters but the storage holds " +
+                                std::to_string(storage.size()));
+  }
+  if (placement == Placement::kCopyValues) std::copy_n(parameterData_, size(), storage.data());
+  parameterData_ = storage.data();
+  bindLayers();
+  parameters_ = Vector<Scalar>();  // the model's own buffer is no longer used
 }
 
 template <class Scalar>
@@ -241,21 +256,27 @@ void Model<Scalar>::backward(const GradientReadyCallback& onGradientsReady,
     const BatchView<Scalar> gradient = outputGradient(i, batch);
     const ConstBatchView<Scalar> dy(gradient.data(), gradient.rows(), batch);
     if (observer_) observer_(static_cast<int>(i), LayerPhase::kBackward, true);
-    if (const int slice = parameterLayerOf_[i]; slice >= 0) {
-      const LayerParameters& parameters = parameterLayers_[static_cast<std::size_t>(slice)];
-      if (onProgress) {
+    // Announced once backward no longer reads the layer's parameters, if asked to: after its
+    // input gradient, which reads them.
+    const bool deferred = announceWhenParametersFree_ && needsInputGradient_[i];
+    const int slice = parameterLayerOf_[i];
+    const LayerParameters* parameters =
+        slice >= 0 ? &parameterLayers_[static_cast<std::size_t>(slice)] : nullptr;
+    if (parameters) {
+      if (onProgress && !deferred) {
         layer.backwardParametersInParts(in, dy, [&](Index final) {
-          onProgress(parameters.offset + static_cast<std::size_t>(final));
+          onProgress(parameters->offset + static_cast<std::size_t>(final));
         });
       } else {
         layer.backwardParameters(in, dy);
       }
-      if (onGradientsReady) onGradientsReady(parameters);
+      if (onGradientsReady && !deferred) onGradientsReady(*parameters);
     }
     if (needsInputGradient_[i]) {
       layer.backwardInput(in, ConstBatchView<Scalar>(outputs_[i], dy.rows(), batch), dy,
                           outputGradient(i - 1, batch));
     }
+    if (parameters && onGradientsReady && deferred) onGradientsReady(*parameters);
     if (observer_) observer_(static_cast<int>(i), LayerPhase::kBackward, false);
   }
 }

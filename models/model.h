@@ -119,8 +119,8 @@ class Model {
   Layer<Scalar>& layer(int index) { return *layers_.at(static_cast<std::size_t>(index)); }
   const Loss<Scalar>& loss() const { return *loss_; }
 
-  std::span<Scalar> parameters() { return {parameters_.data(), size()}; }
-  std::span<const Scalar> parameters() const { return {parameters_.data(), size()}; }
+  std::span<Scalar> parameters() { return {parameterData_, size()}; }
+  std::span<const Scalar> parameters() const { return {parameterData_, size()}; }
   std::span<Scalar> gradients() { return {gradientData_, size()}; }
   std::span<const Scalar> gradients() const { return {gradientData_, size()}; }
   // Keeps the gradients in `storage` (parameterCount() elements, owned by the caller and alive as
@@ -128,6 +128,18 @@ class Model {
   // processes read (collectives/shared_gradient_reducer.h). Copies the current gradients there.
   // Throws std::invalid_argument when the size differs.
   void placeGradients(std::span<Scalar> storage);
+  // Keeps the parameters in `storage` from now on (as placeGradients), e.g. in memory that the
+  // ranks of one node share. kCopyValues copies the current parameters there; kKeepValues takes
+  // what the storage holds (another process has filled it). Throws std::invalid_argument when the
+  // size differs.
+  enum class Placement { kCopyValues, kKeepValues };
+  void placeParameters(std::span<Scalar> storage, Placement placement);
+  // With `free` true, backward announces a layer's gradients (GradientReadyCallback; no
+  // GradientProgressCallback for parts of it) only once it no longer reads that layer's
+  // parameters, i.e. after the layer's input gradient where one is computed: from then on another
+  // process may update them (parameters shared between processes). The first layer with
+  // parameters computes no input gradient and is announced as before. Same results, to the bit.
+  void announceWhenParametersFree(bool free) { announceWhenParametersFree_ = free; }
   std::size_t parameterCount() const { return size(); }
   BatchRequirements batchRequirements() const {
     return {name_, input_, outputSize(), loss_->needsLabels()};
@@ -173,9 +185,9 @@ class Model {
   void setLayerObserver(LayerObserver observer) { observer_ = std::move(observer); }
 
  private:
-  std::size_t size() const { return static_cast<std::size_t>(parameters_.size()); }
+  std::size_t size() const { return count_; }
   void buildParameterTable();
-  void bindLayers();  // every layer's views into parameters_ and gradientData_
+  void bindLayers();  // every layer's views into parameterData_ and gradientData_
   BatchResult run(const Scalar* inputs, Index batch, const Targets<Scalar>& targets, bool training);
   BatchView<Scalar> outputGradient(std::size_t layer, Index batch);
 
@@ -184,7 +196,9 @@ class Model {
   std::vector<std::unique_ptr<Layer<Scalar>>> layers_;
   std::unique_ptr<Loss<Scalar>> loss_;
 
+  std::size_t count_ = 0;
   Vector<Scalar> parameters_;
+  Scalar* parameterData_ = nullptr;  // parameters_ or the storage given to placeParameters
   Vector<Scalar> gradients_;
   Scalar* gradientData_ = nullptr;  // gradients_ or the storage given to placeGradients
   std::vector<ParameterEntry> table_;
@@ -193,6 +207,7 @@ class Model {
   // Per layer: does backward need the gradient with respect to its input? Only when a layer
   // with parameters lies below it; the first matrix layer's input gradient is never computed.
   std::vector<bool> needsInputGradient_;
+  bool announceWhenParametersFree_ = false;
 
   // Activations and their gradients live in two arenas with one region per layer, sized for
   // capacity_ samples; a smaller batch uses the front of each region. A layer whose output is

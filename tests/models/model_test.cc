@@ -241,6 +241,74 @@ TEST(ModelTest, BackwardInPartsReportsFinalSuffixesAndGivesTheSameGradients) {
   EXPECT_THROW(model.placeGradients(wrongSize), std::invalid_argument);
 }
 
+// With announceWhenParametersFree, backward reads no parameters of a layer once it has announced
+// that layer's gradients (or reported them final in parts): here each announcement overwrites
+// those parameters with NaN, as another process updating them might, and the gradients stay
+// those of an undisturbed backward. Without it the same overwriting reaches the gradients: the
+// input gradient of a layer is computed after its announcement.
+TEST(ModelTest, AnnouncedWhenParametersFreeBackwardNoLongerReadsThem) {
+  for (const ModelSpec& spec :
+       {ModelSpec{.name = "mlp", .input = {1, 28, 28}, .classes = 10, .hidden = {64, 32}},
+        ModelSpec{.name = "cnn", .input = {1, 28, 28}, .classes = 10, .hidden = {}}}) {
+    auto reference = initializedModel<double>(spec, 5);
+    const RandomBatch batch = randomBatch(reference, 8, 6);
+    reference.forward(batch.view());
+    reference.backward();
+    const std::vector<double> expected(reference.gradients().begin(), reference.gradients().end());
+    for (const bool free : {true, false}) {
+      auto model = initializedModel<double>(spec, 5);
+      model.announceWhenParametersFree(free);
+      model.forward(batch.view());
+      const std::span<double> parameters = model.parameters();
+      auto spoil = [&](std::size_t from, std::size_t to) {
+        std::fill(parameters.begin() + static_cast<std::ptrdiff_t>(from),
+                  parameters.begin() + static_cast<std::ptrdiff_t>(to),
+                  std::numeric_limits<double>::quiet_NaN());
+      };
+      model.backward(
+          [&](const LayerParameters& layer) { spoil(layer.offset, layer.offset + layer.count); },
+          [&](std::size_t offset) { spoil(offset, parameters.size()); });
+      double largest = 0;
+      double worst = 0;
+      for (std::size_t i = 0; i < expected.size(); ++i) {
+        largest = std::max(largest, std::abs(expected[i]));
+        const double difference = std::abs(expected[i] - model.gradients()[i]);
+        worst = std::isnan(difference) ? std::numeric_limits<double>::infinity()
+                                       : std::max(worst, difference);
+      }
+      if (free) {
+        EXPECT_LE(worst, 1e-12 * largest) << spec.name << ": backward read announced parameters";
+      } else {
+        EXPECT_FALSE(worst <= 1e-12 * largest)
+            << spec.name << ": without the option the spoiled parameters should show";
+      }
+    }
+  }
+}
+
+TEST(ModelTest, PlacedParametersAreCopiedOrTakenAsTheyAre) {
+  auto model = initializedModel<float>(mlpSpec(), 8);
+  const std::vector<float> initial(model.parameters().begin(), model.parameters().end());
+  std::vector<float> copied(model.parameterCount(), 0.0f);
+  model.placeParameters(copied, Model<float>::Placement::kCopyValues);
+  EXPECT_EQ(model.parameters().data(), copied.data());
+  EXPECT_EQ(copied, initial);
+  std::vector<float> kept(model.parameterCount(), 0.25f);
+  model.placeParameters(kept, Model<float>::Placement::kKeepValues);
+  EXPECT_EQ(model.parameters().data(), kept.data());
+  EXPECT_EQ(kept, std::vector<float>(model.parameterCount(), 0.25f));
+  // The layers compute with the placed parameters: all weights equal, so all outputs are.
+  std::vector<float> inputs(784, 0.5f);
+  const std::vector<std::int32_t> labels = {3};
+  model.forward({inputs, labels, {}});
+  const auto outputs = model.outputs();
+  for (Index k = 1; k < model.outputSize(); ++k)
+    EXPECT_EQ(outputs(k, 0), outputs(0, 0));
+  std::vector<float> wrongSize(3);
+  EXPECT_THROW(model.placeParameters(wrongSize, Model<float>::Placement::kKeepValues),
+               std::invalid_argument);
+}
+
 // The timeline's view of a step: every layer that computes something begins and ends its forward
 // in order, then its backward in reverse order, and a layer's gradients are announced inside its
 // own backward span. Evaluation is not observed.
