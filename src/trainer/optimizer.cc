@@ -1,7 +1,9 @@
 #include "src/trainer/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 
 namespace ringtrain {
 namespace {
@@ -9,10 +11,9 @@ namespace {
 class Sgd final : public Optimizer {
  public:
   Sgd(const OptimizerOptions& o, std::size_t n)
-      : momentum_(o.momentum),
-        nesterov_(o.nesterov),
-        weightDecay_(o.weightDecay),
-        velocity_(o.momentum > 0 ? n : 0, 0.0f) {}
+      : momentum_(o.momentum), nesterov_(o.nesterov), weightDecay_(o.weightDecay) {
+    allocateState(1, o.momentum > 0 ? n : 0);  // no momentum: one empty array
+  }
 
   void update(std::span<float> p, std::span<const float> g, std::size_t begin, std::size_t end,
               float lr) override {
@@ -25,7 +26,7 @@ class Sgd final : public Optimizer {
         param[i] -= lr * (grad[i] + wd * param[i]);
       return;
     }
-    float* __restrict v = velocity_.data();
+    float* __restrict v = stateArray(0);
     const float mu = momentum_;
     // PyTorch: the first step's velocity is the gradient itself; with v starting at 0 and no
     // dampening, mu*0 + g gives the same.
@@ -45,15 +46,10 @@ class Sgd final : public Optimizer {
     }
   }
 
-  std::vector<std::span<float>> state() override {
-    return {std::span<float>(velocity_)};
-  }
-
  private:
   float momentum_;
   bool nesterov_;
   float weightDecay_;
-  std::vector<float> velocity_;
 };
 
 class Adam final : public Optimizer {
@@ -63,9 +59,9 @@ class Adam final : public Optimizer {
         beta2_(o.beta2),
         epsilon_(o.epsilon),
         weightDecay_(o.weightDecay),
-        decoupled_(decoupled),
-        m_(n, 0.0f),
-        v_(n, 0.0f) {}
+        decoupled_(decoupled) {
+    allocateState(2, n);
+  }
 
   void update(std::span<float> p, std::span<const float> g, std::size_t begin, std::size_t end,
               float lr) override {
@@ -77,8 +73,8 @@ class Adam final : public Optimizer {
     const float rootCorrection2 = std::sqrt(correction2);
     float* __restrict param = p.data();
     const float* __restrict grad = g.data();
-    float* __restrict m = m_.data();
-    float* __restrict v = v_.data();
+    float* __restrict m = stateArray(0);
+    float* __restrict v = stateArray(1);
     const float b1 = beta1_, b2 = beta2_, eps = epsilon_, wd = weightDecay_;
     const float l2 = decoupled_ ? 0.0f : wd;
     const float decay = decoupled_ ? 1.0f - lr * wd : 1.0f;
@@ -92,17 +88,36 @@ class Adam final : public Optimizer {
     }
   }
 
-  std::vector<std::span<float>> state() override {
-    return {std::span<float>(m_), std::span<float>(v_)};
-  }
-
  private:
   float beta1_, beta2_, epsilon_, weightDecay_;
   bool decoupled_;
-  std::vector<float> m_, v_;
 };
 
 }  // namespace
+
+void Optimizer::allocateState(std::size_t arrays, std::size_t parameters) {
+  owned_.assign(arrays * parameters, 0.0f);
+  state_.clear();
+  for (std::size_t a = 0; a < arrays; ++a)
+    state_.emplace_back(owned_.data() + a * parameters, parameters);
+}
+
+void Optimizer::placeState(std::span<float> storage, bool copyValues) {
+  if (storage.size() != stateSize()) {
+    throw std::invalid_argument("placeState: the optimiser's state holds " +
+                                std::to_string(stateSize()) + " values but the storage " +
+                                std::to_string(storage.size()));
+  }
+  std::size_t at = 0;
+  for (std::span<float>& array : state_) {
+    const std::span<float> placed = storage.subspan(at, array.size());
+    if (copyValues) std::copy(array.begin(), array.end(), placed.begin());
+    array = placed;
+    at += placed.size();
+  }
+  placedSize_ = storage.size();
+  owned_ = std::vector<float>();
+}
 
 std::unique_ptr<Optimizer> makeOptimizer(const OptimizerOptions& options, std::size_t parameters) {
   if (options.kind == "sgd") return std::make_unique<Sgd>(options, parameters);

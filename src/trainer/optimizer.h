@@ -40,11 +40,28 @@ class Optimizer {
   std::int64_t steps() const { return steps_; }
   // Resuming from a checkpoint: the step count the saved optimiser had reached.
   void restoreSteps(std::int64_t steps) { steps_ = steps; }
-  // The optimiser's state (momentum, moments), for checkpoints.
-  virtual std::vector<std::span<float>> state() = 0;
+  // The optimiser's state (momentum, moments): arrays of one value per parameter, for
+  // checkpoints.
+  virtual std::vector<std::span<float>> state() { return state_; }
+  // How many floats the state holds in all (arrays × parameters).
+  std::size_t stateSize() const { return owned_.size() + placedSize_; }
+  // Keeps the state in `storage` (stateSize() floats, alive as long as the optimiser) from now
+  // on, e.g. in memory that the ranks of one node share. With `copyValues` the current state is
+  // copied there; without, the storage's values are taken (another process filled it). Throws
+  // std::invalid_argument when the size differs.
+  void placeState(std::span<float> storage, bool copyValues);
 
  protected:
+  // `arrays` state arrays of `parameters` zeros each.
+  void allocateState(std::size_t arrays, std::size_t parameters);
+  float* stateArray(std::size_t array) const { return state_[array].data(); }
+
   std::int64_t steps_ = 0;
+
+ private:
+  std::vector<float> owned_;  // the state until placeState
+  std::size_t placedSize_ = 0;
+  std::vector<std::span<float>> state_;
 };
 
 // Throws std::invalid_argument for an unknown kind.

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "src/trainer/lr_schedule.h"
@@ -102,6 +104,46 @@ TEST(OptimizerTest, UpdatingBucketByBucketEqualsOneWholeStep) {
     }
     EXPECT_EQ(a, b) << kind;
   }
+}
+
+// placeState moves the state into storage the caller keeps (the node's shared copy with
+// --shm-parameters shared): copied or taken as it is, then updated there; the results are those
+// of an optimiser that kept its own.
+TEST(OptimizerTest, PlacedStateIsCopiedOrTakenAndUpdatedWhereItLies) {
+  for (const char* kind : {"sgd", "adam", "adamw"}) {
+    OptimizerOptions o;
+    o.kind = kind;
+    auto own = makeOptimizer(o, 10);
+    auto placed = makeOptimizer(o, 10);
+    const std::size_t arrays = std::string(kind) == "sgd" ? 1 : 2;
+    ASSERT_EQ(placed->stateSize(), arrays * 10) << kind;
+    std::vector<float> a(10, 1.0f), b(10, 1.0f), g(10);
+    for (int i = 0; i < 10; ++i)
+      g[i] = std::cos(static_cast<float>(i));
+    own->step(a, g, 0.1f);
+    placed->step(b, g, 0.1f);
+    std::vector<float> storage(placed->stateSize(), -7.0f);
+    placed->placeState(storage, /*copyValues=*/true);
+    EXPECT_EQ(placed->state()[0].data(), storage.data()) << kind;
+    EXPECT_TRUE(std::equal(own->state()[0].begin(), own->state()[0].end(), storage.begin()))
+        << kind << ": the state was not copied";
+    own->step(a, g, 0.1f);
+    placed->step(b, g, 0.1f);
+    EXPECT_EQ(a, b) << kind;
+    EXPECT_TRUE(
+        std::equal(own->state().back().begin(), own->state().back().end(), storage.end() - 10))
+        << kind << ": the update did not land in the placed storage";
+    // Taken as it is: another process filled it.
+    std::vector<float> filled(storage);
+    auto taker = makeOptimizer(o, 10);
+    taker->placeState(filled, /*copyValues=*/false);
+    EXPECT_EQ(filled, storage) << kind;
+    std::vector<float> wrongSize(3);
+    EXPECT_THROW(taker->placeState(wrongSize, false), std::invalid_argument) << kind;
+  }
+  OptimizerOptions plain;
+  plain.momentum = 0.0f;
+  EXPECT_EQ(makeOptimizer(plain, 10)->stateSize(), 0u) << "SGD without momentum keeps no state";
 }
 
 TEST(OptimizerTest, UnknownKindIsRejected) {
