@@ -33,24 +33,29 @@ std::atomic_ref<std::uint64_t> flag(std::uint64_t* address) {
 
 // Every rank's region: its watermark and its hand-over count (a line each), then its gradients.
 // Rank 0's region also holds the ticket counter, one done flag per piece (a line each: different
-// ranks set them at once) and the averaged buffer.
+// ranks set them at once), the averaged buffer and, with shared parameters, the parameters and
+// the optimiser's state.
 struct SharedGradientReducer::Layout {
   std::size_t gradients = 0;  // offset in every region
   std::size_t rankBytes = 0;  // region size of ranks other than 0
   std::size_t ticket = 0;     // offsets in rank 0's region
   std::size_t done = 0;
   std::size_t averaged = 0;
+  std::size_t parameters = 0;
+  std::size_t state = 0;
   std::size_t rank0Bytes = 0;
 
   static constexpr std::size_t handedOver = kLine;  // offset in every region
 
-  Layout(std::size_t pieces, std::size_t count) {
+  Layout(std::size_t pieces, std::size_t count, bool shared, std::size_t stateSize) {
     gradients = 2 * kLine;
     rankBytes = gradients + roundUp(count * sizeof(float));
     ticket = rankBytes;
     done = ticket + kLine;
     averaged = done + pieces * kLine;
-    rank0Bytes = averaged + roundUp(count * sizeof(float));
+    parameters = averaged + roundUp(count * sizeof(float));
+    state = parameters + (shared ? roundUp(count * sizeof(float)) : 0);
+    rank0Bytes = state + (shared ? roundUp(stateSize * sizeof(float)) : 0);
   }
 };
 
@@ -68,7 +73,8 @@ SharedGradientReducer::SharedGradientReducer(MPI_Comm comm, std::vector<Gradient
   pieceElements_ = std::max(kLine, options_.pieceBytes / kLine * kLine) / sizeof(float);
   for (std::size_t begin = 0; begin < count_; begin += pieceElements_)
     pieces_.push_back({begin, std::min(count_, begin + pieceElements_)});
-  layout_ = std::make_unique<Layout>(pieces_.size(), count_);
+  layout_ = std::make_unique<Layout>(pieces_.size(), count_, options_.shareParameters,
+                                     options_.stateSize);
   window_ = std::make_unique<SharedMemoryWindow>(
       comm, rank_ == 0 ? layout_->rank0Bytes : layout_->rankBytes);
   averaged_ = reinterpret_cast<float*>(window_->region(0) + layout_->averaged);
@@ -76,6 +82,16 @@ SharedGradientReducer::SharedGradientReducer(MPI_Comm comm, std::vector<Gradient
 }
 
 SharedGradientReducer::~SharedGradientReducer() = default;
+
+std::span<float> SharedGradientReducer::sharedParameters() const {
+  if (!options_.shareParameters) return {};
+  return {reinterpret_cast<float*>(window_->region(0) + layout_->parameters), count_};
+}
+
+std::span<float> SharedGradientReducer::sharedState() const {
+  if (!options_.shareParameters) return {};
+  return {reinterpret_cast<float*>(window_->region(0) + layout_->state), options_.stateSize};
+}
 
 std::string SharedGradientReducer::segmentAt(std::size_t offset) const {
   for (const GradientSegment& s : segments_) {
@@ -232,24 +248,39 @@ void SharedGradientReducer::waitFor(Ready ready, Describe waitingFor) {
   }
 }
 
-void SharedGradientReducer::averagePiece(const Piece& piece) {
+void SharedGradientReducer::averagePiece(const Piece& piece, StoreMode store, bool markDone) {
   const std::int64_t start = steadyNowNs();
   const std::size_t count = piece.end - piece.begin;
   float* out = averaged_ + piece.begin;
-  // (g_0 + g_1 + ... + g_{n-1}) / n, in rank order whoever computes it. Streamed past this
-  // core's cache: every rank's optimiser reads it next, so no core should have to own its lines
-  // first (measured with a temporary switch, 6 interleaved rounds of 1 and 2 ranks of the
-  // default MLP: median efficiency 0.85 against 0.81 with ordinary stores).
+  // (g_0 + g_1 + ... + g_{n-1}) / n, in rank order whoever computes it.
   for (int r = 1; r < size_; ++r) {
     const float* sum = r == 1 ? gradients(0) + piece.begin : out;
     reduceArrays(DataType::kFloat32, ReduceOp::kSum, sum, gradients(r) + piece.begin, out, count,
-                 r == size_ - 1 ? size_ : 1, StoreMode::kStreaming);
+                 r == size_ - 1 ? size_ : 1, store);
   }
   if (size_ == 1) std::copy_n(gradients(0) + piece.begin, count, out);
-  flag(doneFlag(static_cast<std::size_t>(&piece - pieces_.data())))
-      .store(step_, std::memory_order_seq_cst);
+  if (markDone) markPieceDone(piece);
   reduceSeconds_ += static_cast<double>(steadyNowNs() - start) * 1e-9;
   averagedBytes_ += count * sizeof(float);
+}
+
+void SharedGradientReducer::markPieceDone(const Piece& piece) {
+  flag(doneFlag(static_cast<std::size_t>(&piece - pieces_.data())))
+      .store(step_, std::memory_order_seq_cst);
+}
+
+void SharedGradientReducer::handOverRange(
+    std::size_t begin, std::size_t end,
+    const std::function<void(const GradientBucket&)>& onAveraged) const {
+  for (const GradientBucket& b : buckets_) {
+    const std::size_t from = std::max(b.offset, begin);
+    const std::size_t to = std::min(b.offset + b.count, end);
+    if (from >= to) continue;
+    GradientBucket part = b;
+    part.offset = from;
+    part.count = to - from;
+    onAveraged(part);
+  }
 }
 
 std::size_t SharedGradientReducer::donePiecesFrom(std::size_t below) const {
@@ -272,9 +303,51 @@ std::string SharedGradientReducer::describeWait(std::size_t notDone) const {
          " (another rank is averaging it)";
 }
 
+void SharedGradientReducer::finishSharedStep(
+    const std::function<void(const GradientBucket&)>& onAveraged) {
+  const std::int64_t start = steadyNowNs();
+  double callbacks = 0;
+  const std::size_t pieces = pieces_.size();
+  for (;;) {
+    std::size_t piece = 0;
+    if (takeReadyTicket(piece)) {
+      // The same core updates from it next: ordinary stores keep it in this core's cache.
+      const std::int64_t t0 = steadyNowNs();
+      averagePiece(pieces_[piece], StoreMode::kCached, false);
+      const std::int64_t t1 = steadyNowNs();
+      if (trace_) {
+        trace_->span("averaging", "all-reduce", t0, t1,
+                     static_cast<std::int64_t>(pieces_[piece].end - pieces_[piece].begin) *
+                         static_cast<std::int64_t>(sizeof(float)),
+                     "shm");
+      }
+      handOverRange(pieces_[piece].begin, pieces_[piece].end, onAveraged);
+      // Release: the updated parameters are visible before the flag is.
+      markPieceDone(pieces_[piece]);
+      callbacks += static_cast<double>(steadyNowNs() - t1) * 1e-9;
+      continue;
+    }
+    const bool ticketsLeft = nextTicket().has_value();
+    if (!ticketsLeft && donePiecesFrom(pieces) == 0) break;
+    // Another rank is still in backward, or is updating the last pieces.
+    const std::int64_t waitStart = steadyNowNs();
+    waitFor([&] { return pieceReadyToTake() || (!nextTicket() && donePiecesFrom(pieces) == 0); },
+            [&] { return describeWait(donePiecesFrom(pieces)); });
+    const std::int64_t waitEnd = steadyNowNs();
+    if (trace_ && waitEnd - waitStart > 1000) trace_->span("shm wait", "wait", waitStart, waitEnd);
+  }
+  const double total = static_cast<double>(steadyNowNs() - start) * 1e-9;
+  lastWaitSeconds_ = total - callbacks;
+  lastReduceSeconds_ = reduceSeconds_;
+}
+
 void SharedGradientReducer::finishStep(
     const std::function<void(const GradientBucket&)>& onAveraged) {
   if (!options_.overlap) publish(0);
+  if (options_.shareParameters) {
+    finishSharedStep(onAveraged);
+    return;
+  }
   const std::int64_t start = steadyNowNs();
   // The step ends when the last rank's optimiser does, and what is left after backward (the
   // averages still to compute, every rank's update of every piece) is shared so that the ranks
@@ -300,17 +373,8 @@ void SharedGradientReducer::finishStep(
   auto handOver = [&](std::size_t from) {
     const std::int64_t t0 = steadyNowNs();
     closeAveraging(t0);
-    const std::size_t lo = pieces_[from].begin;
-    const std::size_t hi = notDone == pieces_.size() ? count_ : pieces_[notDone].begin;
-    for (const GradientBucket& b : buckets_) {
-      const std::size_t begin = std::max(b.offset, lo);
-      const std::size_t end = std::min(b.offset + b.count, hi);
-      if (begin >= end) continue;
-      GradientBucket part = b;
-      part.offset = begin;
-      part.count = end - begin;
-      onAveraged(part);
-    }
+    handOverRange(pieces_[from].begin, notDone == pieces_.size() ? count_ : pieces_[notDone].begin,
+                  onAveraged);
     notDone = from;
     flag(handedOver(rank_))
         .store(handedOverValue(pieces_.size() - notDone), std::memory_order_relaxed);
@@ -329,7 +393,11 @@ void SharedGradientReducer::finishStep(
     std::size_t piece = 0;
     if (takeReadyTicket(piece)) {
       if (averagingSince < 0) averagingSince = steadyNowNs();
-      averagePiece(pieces_[piece]);
+      // Streamed past this core's cache: every rank's optimiser reads it next, so no core should
+      // have to own its lines first (measured with a temporary switch, 6 interleaved rounds of 1
+      // and 2 ranks of the default MLP: median efficiency 0.85 against 0.81 with ordinary
+      // stores).
+      averagePiece(pieces_[piece], StoreMode::kStreaming, true);
       continue;
     }
     if (canHandOver) {

@@ -32,6 +32,15 @@
 // Ticket ranges are per step ([(s-1)P, sP) for P pieces), so a rank still looking for work of
 // step s can never take one of step s + 1.
 //
+// With shareParameters the node keeps one copy of the parameters and of the optimiser's state in
+// the window (the ZeRO-1 split of the update, with the all-gather for free: every rank reads the
+// same memory). A rank that takes a piece averages it and hands it to onAveraged at once, and its
+// optimiser updates that piece of the shared copy; the piece's done flag then means "averaged and
+// updated", and finishStep returns once every piece is done, so the next forward reads final
+// parameters. No other rank writes a piece's parameters before every rank has announced its
+// gradients in the next step, and a rank announces a layer only once its backward no longer reads
+// that layer's parameters (Model::announceWhenParametersFree).
+//
 // Without overlap no rank starts averaging before every rank has finished backward: the
 // announcements are held back until finishStep. The results are the same bits either way.
 //
@@ -51,6 +60,7 @@
 #include <mpi.h>
 
 #include "collectives/gradient_reducer.h"
+#include "collectives/reduce_kernels.h"
 #include "collectives/shared_memory_window.h"
 #include "collectives/trace_sink.h"
 
@@ -62,6 +72,15 @@ struct SharedReducerOptions {
   // Work unit: small enough that the last rank to finish backward shares the tail with the
   // others, large enough that taking a ticket (one atomic on a shared line) costs nothing.
   std::size_t pieceBytes = 64 << 10;
+  // One copy of the parameters and of the optimiser's state (stateSize floats) for the node, in the
+  // window (sharedParameters(), sharedState()), instead of one per rank: finishStep then hands each
+  // piece to onAveraged on the rank that averaged it, right after averaging it, and that rank's
+  // optimiser updates the shared copy. Every element is updated once per step by one rank instead
+  // of once by every rank. The caller must not read a layer's parameters after announcing its
+  // gradients until finishStep returns (another rank may be updating them), and must place its
+  // parameters and state in the window.
+  bool shareParameters = false;
+  std::size_t stateSize = 0;         // floats of optimiser state, with shareParameters
   double stallTimeoutSeconds = 300;  // 0: wait for ever
   // Test-only fault injection, as CommunicatorOptions': rank testStallRank never announces
   // anything in step testStallStep (counted from 1) and waits for ever instead.
@@ -80,6 +99,10 @@ class SharedGradientReducer final : public GradientExchange {
   // Where this rank's model must keep its gradients, and where the averages appear.
   std::span<float> gradientStorage() const { return {gradients(rank_), count_}; }
   std::span<float> averagedStorage() const { return {averaged_, count_}; }
+  // With shareParameters: the node's one copy of the parameters and of the optimiser's state
+  // (stateSize floats), whose contents rank 0 provides; empty without.
+  std::span<float> sharedParameters() const;
+  std::span<float> sharedState() const;
 
   std::span<const GradientBucket> buckets() const override { return buckets_; }
   std::string describePlan() const override {
@@ -130,7 +153,14 @@ class SharedGradientReducer final : public GradientExchange {
   bool pieceReadyToTake() const;
   // Takes the next ticket only if its piece is ready, so that averaging never waits.
   bool takeReadyTicket(std::size_t& piece);
-  void averagePiece(const Piece& piece);
+  // Writes the piece's average; with `markDone` also tells the other ranks it is averaged.
+  void averagePiece(const Piece& piece, StoreMode store, bool markDone);
+  void markPieceDone(const Piece& piece);
+  // Calls onAveraged for [begin, end) cut at bucket boundaries, from the end of the buffer.
+  void handOverRange(std::size_t begin, std::size_t end,
+                     const std::function<void(const GradientBucket&)>& onAveraged) const;
+  // finishStep with shareParameters: every rank averages and updates pieces until none is left.
+  void finishSharedStep(const std::function<void(const GradientBucket&)>& onAveraged);
   // The lowest p such that pieces [p, below) are all averaged in this step.
   std::size_t donePiecesFrom(std::size_t below) const;
   std::string describeWait(std::size_t notDone) const;

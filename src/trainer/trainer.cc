@@ -125,8 +125,14 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
     segmentOfLayer_[static_cast<std::size_t>(layer.layerIndex)] = static_cast<int>(segments.size());
     segments.push_back({layer.name, layer.offset, layer.count});
   }
+  optimizer_ = makeOptimizer(optimizerOptions(config), model_.parameterCount());
   if (sharedMemory && control_->size() > 1) {
+    // One copy of the parameters and optimiser state for the node, unless --check-finite must
+    // see every averaged gradient on every rank before any update.
+    const bool shareParameters = config.shmParameters == "shared" && config.checkFinite == "off";
     collectives::SharedReducerOptions sharedOptions;
+    sharedOptions.shareParameters = shareParameters;
+    sharedOptions.stateSize = shareParameters ? optimizer_->stateSize() : 0;
     sharedOptions.fusionThresholdBytes = config.fusionThresholdBytes;
     sharedOptions.overlap = config.overlap;
     sharedOptions.stallTimeoutSeconds = config.stallTimeoutSeconds;
@@ -136,6 +142,12 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
         environment.comm, std::move(segments), sharedOptions, environment_.timeline);
     model_.placeGradients(shared->gradientStorage());  // backward writes where peers read
     sharedAveraged_ = shared->averagedStorage();
+    if (shareParameters) {
+      // Another rank may update a layer's parameters once this one has announced its gradients.
+      model_.announceWhenParametersFree(true);
+      sharedParameters_ = shared->sharedParameters();
+      sharedState_ = shared->sharedState();
+    }
     reducer_ = std::move(shared);
   } else {
     collectives::ReducerOptions reducerOptions;
@@ -154,7 +166,6 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
   if (control_->rank() == 0) model_.initialize(config.seed);
   control_->broadcast(model_.parameters(), 0);
 
-  optimizer_ = makeOptimizer(optimizerOptions(config), model_.parameterCount());
   if (onGpu) {
     gpu_ = makeGpuReplica(model_, optimizerOptions(config), config.tf32, *gradients_);
     std::vector<std::int32_t> devices(static_cast<std::size_t>(control_->size()));
@@ -599,7 +610,19 @@ void Trainer::logScalars(std::string_view split, std::int64_t step,
   }
 }
 
+void Trainer::shareParameters() {
+  if (sharedParameters_.empty() || model_.parameters().data() == sharedParameters_.data()) return;
+  // Every rank holds the same parameters and state (broadcast from rank 0 at the start or on
+  // resuming); rank 0's become the node's one copy.
+  const bool root = control_->rank() == 0;
+  model_.placeParameters(sharedParameters_, root ? models::Model<float>::Placement::kCopyValues
+                                                 : models::Model<float>::Placement::kKeepValues);
+  optimizer_->placeState(sharedState_, /*copyValues=*/root);
+  control_->barrier();  // before any rank reads them
+}
+
 TrainingSummary Trainer::run() {
+  shareParameters();
   TrainingSummary summary;
   summary.firstStep = firstStep_;
   const std::int64_t wallStart = collectives::steadyNowNs();
@@ -608,7 +631,9 @@ TrainingSummary Trainer::run() {
       "training {} ({} parameters) on {} rank(s), backend {}: {} steps of {} samples "
       "({} per rank), {} steps per epoch; {} gradient bucket(s) up to {} KiB, "
       "overlap {}, compression {}",
-      config_.model, model_.parameterCount(), control_->size(), gradientBackend(config_),
+      config_.model, model_.parameterCount(), control_->size(),
+      gradientBackend(config_) +
+          (sharedParameters_.empty() ? "" : " (one copy of the parameters for the node)"),
       firstStep_ > 0 ? fmt::format("{} (from {} to {})", plannedSteps_ - firstStep_, firstStep_ + 1,
                                    plannedSteps_)
                      : std::to_string(plannedSteps_),

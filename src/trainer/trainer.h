@@ -139,6 +139,9 @@ class Trainer {
   void traceSpan(std::string_view name, std::string_view category, std::int64_t start) const;
   // Rank 0 writes a checkpoint of the state after `step` steps (a failure aborts the job).
   void saveCheckpoint(std::int64_t step, TrainingSummary& summary);
+  // --shm-parameters shared: moves the model's parameters and the optimiser's state into the
+  // node's shared copy (once, before the first step).
+  void shareParameters();
   // Rank 0's part of resume(): the point to continue from, or nullopt for a fresh start.
   std::optional<ResumePoint> resumePointOnRoot();
   void continueAt(const ResumePoint& point);
@@ -159,6 +162,10 @@ class Trainer {
   std::vector<int> segmentOfLayer_;  // per model layer: its gradient segment, or -1
   std::unique_ptr<collectives::GradientExchange> reducer_;
   std::span<float> sharedAveraged_;  // --backend shm: the node's averaged buffer
+  // --shm-parameters shared: the node's one copy of the parameters and optimiser state, which
+  // run() moves the model and optimiser into (shareParameters).
+  std::span<float> sharedParameters_;
+  std::span<float> sharedState_;
   data::ShardedSampler sampler_;
   std::unique_ptr<Optimizer> optimizer_;  // with gpu_: the host mirror of the GPU optimiser
   std::unique_ptr<GpuReplica> gpu_;       // --device cuda, else null

@@ -1,7 +1,8 @@
 // SharedGradientReducer under mpirun: every rank's averages equal (g_0 + ... + g_{n-1}) / n summed
 // in rank order, to the bit, for several steps; overlap on and off, coarse and fine
 // announcements, give the same bits; every element is handed over once, in bucket order, after its
-// average is final; the ranks must share a node; gradients outside gradientStorage() are refused.
+// average is final; with shared parameters each element is handed over on one rank and its update
+// is seen by all; the ranks must share a node; gradients outside gradientStorage() are refused.
 #include "collectives/shared_gradient_reducer.h"
 
 #include <gtest/gtest.h>
@@ -36,9 +37,9 @@ constexpr std::size_t kCount = 50100;
 // fused multiply-add one way here and another way there, so every rank and the reference compute
 // the same bits.
 float gradientValue(int rank, std::size_t i, int step) {
-  const std::size_t k = (i * 7919 + static_cast<std::size_t>(rank) * 104729 +
-                         static_cast<std::size_t>(step) * 31) %
-                        100003;
+  const std::size_t k =
+      (i * 7919 + static_cast<std::size_t>(rank) * 104729 + static_cast<std::size_t>(step) * 31) %
+      100003;
   return std::sin(static_cast<float>(k) * 1e-4f);
 }
 
@@ -186,6 +187,83 @@ TEST(SharedGradientReducerTest, OnePieceForTheWholeBufferWorksToo) {
   options.pieceBytes = 1 << 20;
   const StepResults run = runSteps(options, Announce::kPerLayer, 2);
   EXPECT_EQ(differingBits(run.averages[1], expectedAverage(mpiEnvironment().worldSize(), 1)), 0u);
+}
+
+// With shared parameters each element is handed over on one rank only, right after its average,
+// and the updates that rank makes to the node's one copy of the parameters and state are visible
+// on every rank once finishStep returns. The "optimiser" here adds the average to the parameter
+// and counts the updates in the state.
+TEST(SharedGradientReducerTest, SharedParametersAreUpdatedOnceOnTheNodeAndSeenByEveryRank) {
+  SharedReducerOptions options = smallPieces(true);
+  options.shareParameters = true;
+  options.stateSize = kCount;
+  SharedGradientReducer reducer(MPI_COMM_WORLD, segments(), options);
+  const int rank = mpiEnvironment().worldRank();
+  const int ranks = mpiEnvironment().worldSize();
+  const std::span<float> parameters = reducer.sharedParameters();
+  const std::span<float> state = reducer.sharedState();
+  ASSERT_EQ(parameters.size(), kCount);
+  ASSERT_EQ(state.size(), kCount);
+  if (rank == 0) {
+    std::fill(parameters.begin(), parameters.end(), 0.0f);
+    std::fill(state.begin(), state.end(), 0.0f);
+  }
+  RINGTRAIN_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+  const std::span<float> gradients = reducer.gradientStorage();
+  const std::span<const float> averaged = reducer.averagedStorage();
+  std::vector<float> expectedParameters(kCount, 0.0f);
+  for (int step = 0; step < 4; ++step) {
+    const std::vector<float> expected = expectedAverage(ranks, step);
+    reducer.beginStep(gradients, reducer.averagedStorage());
+    const auto all = segments();
+    for (int s = static_cast<int>(all.size()) - 1; s >= 0; --s) {
+      const GradientSegment& seg = all[static_cast<std::size_t>(s)];
+      for (std::size_t i = seg.offset; i < seg.offset + seg.count; ++i)
+        gradients[i] = gradientValue(rank, i, step);
+      reducer.segmentReady(s);
+      std::this_thread::sleep_for(std::chrono::microseconds(100 * (rank + 1)));
+    }
+    std::uint64_t handed = 0;
+    std::size_t notFinal = 0;
+    std::size_t outsideBucket = 0;
+    const auto buckets = reducer.buckets();
+    reducer.finishStep([&](const GradientBucket& b) {
+      const GradientBucket& whole = buckets[static_cast<std::size_t>(b.index)];
+      outsideBucket += b.offset < whole.offset || b.offset + b.count > whole.offset + whole.count;
+      for (std::size_t i = b.offset; i < b.offset + b.count; ++i) {
+        notFinal += std::memcmp(&averaged[i], &expected[i], sizeof(float)) != 0;
+        parameters[i] += averaged[i];
+        state[i] += 1.0f;
+      }
+      handed += b.count;
+    });
+    for (std::size_t i = 0; i < kCount; ++i)
+      expectedParameters[i] += expected[i];
+    EXPECT_EQ(notFinal, 0u) << "elements handed over before their average was final, step " << step
+                            << ", rank " << rank;
+    EXPECT_EQ(outsideBucket, 0u) << "a hand-over reaching outside its bucket";
+    // Seen from this rank, right after finishStep: every element updated once in this step.
+    std::size_t wrongCount = 0;
+    std::size_t wrongParameter = 0;
+    for (std::size_t i = 0; i < kCount; ++i) {
+      wrongCount += state[i] != static_cast<float>(step + 1);
+      wrongParameter += std::memcmp(&parameters[i], &expectedParameters[i], sizeof(float)) != 0;
+    }
+    EXPECT_EQ(wrongCount, 0u) << "elements not updated exactly once by step " << step + 1
+                              << ", seen from rank " << rank;
+    EXPECT_EQ(wrongParameter, 0u) << "parameters differing after step " << step + 1
+                                  << ", seen from rank " << rank;
+    std::uint64_t handedByAll = 0;
+    RINGTRAIN_MPI_CHECK(
+        MPI_Allreduce(&handed, &handedByAll, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD));
+    EXPECT_EQ(handedByAll, kCount) << "elements handed over on the node in step " << step;
+  }
+}
+
+TEST(SharedGradientReducerTest, KeepsNoSharedParametersUnlessAskedTo) {
+  SharedGradientReducer reducer(MPI_COMM_WORLD, segments(), smallPieces(true));
+  EXPECT_TRUE(reducer.sharedParameters().empty());
+  EXPECT_TRUE(reducer.sharedState().empty());
 }
 
 TEST(SharedGradientReducerTest, RefusesGradientsKeptElsewhere) {

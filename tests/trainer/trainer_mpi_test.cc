@@ -73,6 +73,20 @@ std::vector<float> copyOf(std::span<const float> values) {
   return {values.begin(), values.end()};
 }
 
+// A backend as the tests name it: "shm_per_rank" is --backend shm --shm-parameters per-rank
+// ("shm" alone keeps the node's one shared copy, the default).
+void useBackend(TrainConfig& config, const std::string& name) {
+  config.backend = name == "shm_per_rank" ? "shm" : name;
+  if (name == "shm_per_rank") config.shmParameters = "per-rank";
+}
+
+std::size_t differingBits(std::span<const float> a, std::span<const float> b) {
+  std::size_t differing = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    differing += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+  return differing;
+}
+
 class ExactDataParallelism : public ::testing::TestWithParam<std::string> {};
 
 // N ranks with batch B must train exactly as one rank with batch N*B: after 24 steps of SGD with
@@ -91,7 +105,7 @@ TEST_P(ExactDataParallelism, NRanksWithBatchBEqualOneRankWithBatchNB) {
   config.steps = 24;
   config.logEvery = 0;
   config.seed = 11;
-  config.backend = GetParam();
+  useBackend(config, GetParam());
   config.fusionThresholdBytes = 256 << 10;  // several buckets, reduced while backward runs
 
   // The reference, computed on every rank alone.
@@ -117,7 +131,7 @@ TEST_P(ExactDataParallelism, NRanksWithBatchBEqualOneRankWithBatchNB) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ExactDataParallelism,
-                         ::testing::Values("ring", "mpi", "hierarchical", "shm"),
+                         ::testing::Values("ring", "mpi", "hierarchical", "shm", "shm_per_rank"),
                          [](const auto& param) { return param.param; });
 
 // With overlap each bucket is averaged on the communication thread while backward runs, and its
@@ -137,7 +151,7 @@ TEST_P(OverlapOnOff, GiveTheSameParametersToTheBit) {
   config.batchSize = 16;
   config.steps = 20;
   config.logEvery = 0;
-  config.backend = std::get<0>(GetParam());
+  useBackend(config, std::get<0>(GetParam()));
   config.compression = std::get<1>(GetParam());
   config.fusionThresholdBytes = 64 << 10;
 
@@ -154,11 +168,8 @@ TEST_P(OverlapOnOff, GiveTheSameParametersToTheBit) {
   const auto b = overlapped.model().parameters();
   ASSERT_EQ(a.size(), b.size());
   EXPECT_GT(relativeDifference(initial, a), 1e-3) << "training did not move the weights";
-  std::size_t differing = 0;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    differing += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
-  EXPECT_EQ(differing, 0u) << "of " << a.size() << " parameters differ on rank "
-                           << testing::mpiEnvironment().worldRank();
+  EXPECT_EQ(differingBits(a, b), 0u) << "of " << a.size() << " parameters differ on rank "
+                                     << testing::mpiEnvironment().worldRank();
   const std::vector<int> others = ranksWithOtherParameters(b);
   EXPECT_TRUE(others.empty()) << "rank " << others.front() << " holds other parameters";
 }
@@ -196,17 +207,58 @@ TEST(Prefetch, OnAndOffGiveTheSameParametersToTheBit) {
   const auto a = plain.model().parameters();
   const auto b = prefetching.model().parameters();
   ASSERT_EQ(a.size(), b.size());
-  std::size_t differing = 0;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    differing += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
-  EXPECT_EQ(differing, 0u) << "of " << a.size() << " parameters differ on rank "
-                           << testing::mpiEnvironment().worldRank();
+  EXPECT_EQ(differingBits(a, b), 0u) << "of " << a.size() << " parameters differ on rank "
+                                     << testing::mpiEnvironment().worldRank();
 }
 
 // The shared-memory exchange sends no messages, so there is nothing to compress.
 INSTANTIATE_TEST_SUITE_P(SharedMemory, OverlapOnOff,
-                         ::testing::Values(std::tuple<std::string, std::string>("shm", "none")),
-                         [](const auto&) { return std::string("shm_none"); });
+                         ::testing::Values(std::tuple<std::string, std::string>("shm", "none"),
+                                           std::tuple<std::string, std::string>("shm_per_rank",
+                                                                                "none")),
+                         [](const auto& param) { return std::get<0>(param.param) + "_none"; });
+
+// --shm-parameters shared keeps one copy of the parameters and optimiser state for the node and
+// has each element updated by the rank that averaged it; per-rank has every rank update its own
+// copy. Same averages, same update rule: the same bits, for SGD with momentum and for Adam (two
+// state arrays), and on every rank (each per-rank replica equal to the shared copy).
+TEST(SharedParameters, TrainToTheSameBitsAsPerRankCopies) {
+  models::enableFlushToZero();
+  const Sources sources = syntheticMnistLike();
+  for (const std::string optimizer : {"sgd", "adam"}) {
+    TrainConfig config;
+    config.model = "mlp";
+    config.hidden = {256, 128};
+    config.optimizer = optimizer;
+    config.learningRate = optimizer == "sgd" ? 0.05 : 0.001;
+    config.batchSize = 16;
+    config.steps = 20;
+    config.logEvery = 0;
+    config.backend = "shm";
+    config.fusionThresholdBytes = 64 << 10;
+    config.shmParameters = "per-rank";
+    Trainer perRank(config, *sources.train, *sources.test, quiet());
+    const std::vector<float> initial = copyOf(perRank.model().parameters());
+    perRank.run();
+    config.shmParameters = "shared";
+    Trainer shared(config, *sources.train, *sources.test, quiet());
+    shared.run();
+    const auto a = perRank.model().parameters();
+    const auto b = shared.model().parameters();
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_GT(relativeDifference(initial, a), 1e-3) << "training did not move the weights";
+    EXPECT_EQ(differingBits(a, b), 0u)
+        << "of " << a.size() << " parameters differ with " << optimizer << " on rank "
+        << testing::mpiEnvironment().worldRank();
+    const auto stateA = perRank.optimizerState();
+    const auto stateB = shared.optimizerState();
+    ASSERT_EQ(stateA.size(), stateB.size());
+    for (std::size_t k = 0; k < stateA.size(); ++k) {
+      EXPECT_EQ(differingBits(stateA[k], stateB[k]), 0u)
+          << "optimiser state array " << k << " differs with " << optimizer;
+    }
+  }
+}
 
 TEST(TrainerTest, LinregRecoversSlopeTwoAndInterceptTen) {
   TrainConfig config;
