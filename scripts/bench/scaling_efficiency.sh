@@ -11,6 +11,8 @@
 #                                       [--compare-bin PATH] [-- EXTRA RINGTRAIN ARGS...]
 # --compare-bin runs every backend a second time in each round with another ringtrain build (a
 # change against its parent, say), as "BACKEND@compare", against the same 1-rank reference.
+# A backend may carry the value of --shm-parameters: "shm/per-rank" runs --backend shm
+# --shm-parameters per-rank (plain "shm" takes the default, shared).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # shellcheck source=../lib/common.sh
@@ -50,9 +52,10 @@ results="$out/results.jsonl"
 # second and the per-step breakdown rank 0 prints, under LABEL (default: the backend).
 run() {
   local round="$1" np="$2" backend="$3" binary="${4:-$ringtrain}" label="${5:-$3}"
-  local log="$out/r$round-np$np-$label.log"
+  local log="$out/r$round-np$np-${label//\//-}.log" options=(--backend "${backend%%/*}")
+  if [[ "$backend" == */* ]]; then options+=(--shm-parameters "${backend#*/}"); fi
   mpirun -np "$np" --bind-to core "$binary" train --synthetic --steps "$steps" \
-    --log-every 0 --backend "$backend" "${extra[@]}" >"$log" 2>&1 ||
+    --log-every 0 "${options[@]}" "${extra[@]}" >"$log" 2>&1 ||
     { echo "scaling_efficiency.sh: run failed, see $log" >&2; exit 1; }
   python3 - "$log" "$round" "$np" "$label" >>"$results" <<'EOF'
 import json, re, sys
@@ -109,6 +112,12 @@ for b in backends:
     print(f"# {b}: median efficiency {s['median_efficiency']:.3f} "
           f"(range {s['min']:.3f}-{s['max']:.3f}), median {s['median_samples_per_second']:.0f} "
           f"samples/s on {ranks} ranks; 1 rank median {summary['one_rank_median']:.0f}")
+# Paired, round by round: how often each other backend beat the first one listed.
+first = backends[0] if backends else None
+for b in backends[1:]:
+    ahead = sum(1 for x, y in zip(eff[b], eff[first]) if x > y)
+    summary["backends"][b]["rounds_ahead_of_" + first] = ahead
+    print(f"# {b} ahead of {first} in {ahead} of {len(eff[b])} rounds")
 json.dump(summary, open(sys.argv[2], "w"), indent=1)
 EOF
 echo "# runs: $results, summary: $out/summary.json, logs: $out/"
