@@ -316,9 +316,7 @@ void SharedGradientReducer::finishSharedStep(
       averagePiece(pieces_[piece], StoreMode::kCached, false);
       const std::int64_t t1 = steadyNowNs();
       if (trace_) {
-        trace_->span("averaging", "all-reduce", t0, t1,
-                     static_cast<std::int64_t>(pieces_[piece].end - pieces_[piece].begin) *
-                         static_cast<std::int64_t>(sizeof(float)),
+        trace_->span("averaging", "all-reduce", t0, t1, static_cast<std::int64_t>(averagedBytes_),
                      "shm");
       }
       handOverRange(pieces_[piece].begin, pieces_[piece].end, onAveraged);
