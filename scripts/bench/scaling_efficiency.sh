@@ -11,8 +11,8 @@
 #                                       [--compare-bin PATH] [-- EXTRA RINGTRAIN ARGS...]
 # --compare-bin runs every backend a second time in each round with another ringtrain build (a
 # change against its parent, say), as "BACKEND@compare", against the same 1-rank reference.
-# A backend may carry the value of --shm-parameters: "shm/per-rank" runs --backend shm
-# --shm-parameters per-rank (plain "shm" takes the default, shared).
+# A backend may carry the value of --shm-parameters: "shm/shared" runs --backend shm
+# --shm-parameters shared (plain "shm" takes the default, per-rank).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # shellcheck source=../lib/common.sh

@@ -61,7 +61,7 @@ struct TrainConfig {
                                  // | nccl
   int expectWorldSize = 0;       // > 0: refuse to run unless the job has exactly this many ranks
   bool overlap = true;           // average gradients while backward runs
-  std::string shmParameters = "shared";  // shm: shared (one copy per node) | per-rank
+  std::string shmParameters = "per-rank";  // shm: per-rank | shared (one copy per node)
   std::size_t fusionThresholdBytes = std::size_t{8} << 20;  // largest gradient bucket
   std::string compression = "none";                         // none | fp16 | bf16
   double stallTimeoutSeconds = 300;  // abort when a collective waits this long (0: never)

@@ -73,11 +73,11 @@ std::vector<float> copyOf(std::span<const float> values) {
   return {values.begin(), values.end()};
 }
 
-// A backend as the tests name it: "shm_per_rank" is --backend shm --shm-parameters per-rank
-// ("shm" alone keeps the node's one shared copy, the default).
+// A backend as the tests name it: "shm_shared" is --backend shm --shm-parameters shared (one copy
+// of the parameters for the node; "shm" alone keeps a copy on every rank, the default).
 void useBackend(TrainConfig& config, const std::string& name) {
-  config.backend = name == "shm_per_rank" ? "shm" : name;
-  if (name == "shm_per_rank") config.shmParameters = "per-rank";
+  config.backend = name == "shm_shared" ? "shm" : name;
+  if (name == "shm_shared") config.shmParameters = "shared";
 }
 
 std::size_t differingBits(std::span<const float> a, std::span<const float> b) {
@@ -131,7 +131,7 @@ TEST_P(ExactDataParallelism, NRanksWithBatchBEqualOneRankWithBatchNB) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ExactDataParallelism,
-                         ::testing::Values("ring", "mpi", "hierarchical", "shm", "shm_per_rank"),
+                         ::testing::Values("ring", "mpi", "hierarchical", "shm", "shm_shared"),
                          [](const auto& param) { return param.param; });
 
 // With overlap each bucket is averaged on the communication thread while backward runs, and its
@@ -214,7 +214,7 @@ TEST(Prefetch, OnAndOffGiveTheSameParametersToTheBit) {
 // The shared-memory exchange sends no messages, so there is nothing to compress.
 INSTANTIATE_TEST_SUITE_P(SharedMemory, OverlapOnOff,
                          ::testing::Values(std::tuple<std::string, std::string>("shm", "none"),
-                                           std::tuple<std::string, std::string>("shm_per_rank",
+                                           std::tuple<std::string, std::string>("shm_shared",
                                                                                 "none")),
                          [](const auto& param) { return std::get<0>(param.param) + "_none"; });
 
