@@ -153,8 +153,9 @@ class SharedGradientReducer final : public GradientExchange {
   bool pieceReadyToTake() const;
   // Takes the next ticket only if its piece is ready, so that averaging never waits.
   bool takeReadyTicket(std::size_t& piece);
-  // Writes the piece's average; with `markDone` also tells the other ranks it is averaged.
-  void averagePiece(const Piece& piece, StoreMode store, bool markDone);
+  // Writes the piece's average; markPieceDone then tells the other ranks it is done (averaged,
+  // and with shared parameters also updated).
+  void averagePiece(const Piece& piece, StoreMode store);
   void markPieceDone(const Piece& piece);
   // Calls onAveraged for [begin, end) cut at bucket boundaries, from the end of the buffer.
   void handOverRange(std::size_t begin, std::size_t end,

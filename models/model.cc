@@ -111,29 +111,27 @@ void Model<Scalar>::bindLayers() {
 }
 
 template <class Scalar>
-void Model<Scalar>::placeGradients(std::span<Scalar> storage) {
+void Model<Scalar>::place(std::span<Scalar> storage, Placement placement, Scalar*& data,
+                          Vector<Scalar>& own, const char* what) {
   if (storage.size() != size()) {
-    throw std::invalid_argument("placeGradients: the model has " + std::to_string(size()) +
+    throw std::invalid_argument(std::string(what) + ": the model has " + std::to_string(size()) +
                                 " parameters but the storage holds " +
                                 std::to_string(storage.size()));
   }
-  std::copy_n(gradientData_, size(), storage.data());
-  gradientData_ = storage.data();
+  if (placement == Placement::kCopyValues) std::copy_n(data, size(), storage.data());
+  data = storage.data();
   bindLayers();
-  gradients_ = Vector<Scalar>();  // the model's own buffer is no longer used
+  own = Vector<Scalar>();  // the model's own buffer is no longer used
+}
+
+template <class Scalar>
+void Model<Scalar>::placeGradients(std::span<Scalar> storage) {
+  place(storage, Placement::kCopyValues, gradientData_, gradients_, "placeGradients");
 }
 
 template <class Scalar>
 void Model<Scalar>::placeParameters(std::span<Scalar> storage, Placement placement) {
-  if (storage.size() != size()) {
-    throw std::invalid_argument("placeParameters: the model has " + std::to_string(size()) +
-                                " parameters but the storage holds " +
-                                std::to_string(storage.size()));
-  }
-  if (placement == Placement::kCopyValues) std::copy_n(parameterData_, size(), storage.data());
-  parameterData_ = storage.data();
-  bindLayers();
-  parameters_ = Vector<Scalar>();  // the model's own buffer is no longer used
+  place(storage, placement, parameterData_, parameters_, "placeParameters");
 }
 
 template <class Scalar>

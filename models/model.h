@@ -188,6 +188,10 @@ class Model {
   std::size_t size() const { return count_; }
   void buildParameterTable();
   void bindLayers();  // every layer's views into parameterData_ and gradientData_
+  // placeGradients and placeParameters: `data` and `own` are gradientData_ and gradients_, or
+  // parameterData_ and parameters_; `what` names the call in the error.
+  void place(std::span<Scalar> storage, Placement placement, Scalar*& data, Vector<Scalar>& own,
+             const char* what);
   BatchResult run(const Scalar* inputs, Index batch, const Targets<Scalar>& targets, bool training);
   BatchView<Scalar> outputGradient(std::size_t layer, Index batch);
 

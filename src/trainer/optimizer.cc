@@ -102,6 +102,13 @@ void Optimizer::allocateState(std::size_t arrays, std::size_t parameters) {
     state_.emplace_back(owned_.data() + a * parameters, parameters);
 }
 
+std::size_t Optimizer::stateSize() const {
+  std::size_t total = 0;
+  for (const std::span<float> array : state_)
+    total += array.size();
+  return total;
+}
+
 void Optimizer::placeState(std::span<float> storage, bool copyValues) {
   if (storage.size() != stateSize()) {
     throw std::invalid_argument("placeState: the optimiser's state holds " +
@@ -115,7 +122,6 @@ void Optimizer::placeState(std::span<float> storage, bool copyValues) {
     array = placed;
     at += placed.size();
   }
-  placedSize_ = storage.size();
   owned_ = std::vector<float>();
 }
 

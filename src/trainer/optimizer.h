@@ -44,7 +44,7 @@ class Optimizer {
   // checkpoints.
   virtual std::vector<std::span<float>> state() { return state_; }
   // How many floats the state holds in all (arrays × parameters).
-  std::size_t stateSize() const { return owned_.size() + placedSize_; }
+  std::size_t stateSize() const;
   // Keeps the state in `storage` (stateSize() floats, alive as long as the optimiser) from now
   // on, e.g. in memory that the ranks of one node share. With `copyValues` the current state is
   // copied there; without, the storage's values are taken (another process filled it). Throws
@@ -60,7 +60,6 @@ class Optimizer {
 
  private:
   std::vector<float> owned_;  // the state until placeState
-  std::size_t placedSize_ = 0;
   std::vector<std::span<float>> state_;
 };
 
