@@ -1,7 +1,9 @@
 #include "collectives/shared_gradient_reducer.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <optional>
 #include <sstream>
@@ -32,13 +34,14 @@ std::atomic_ref<std::uint64_t> flag(std::uint64_t* address) {
 }  // namespace
 
 // Every rank's region: its watermark and its hand-over count (a line each), then its gradients.
-// Rank 0's region also holds the ticket counter, one done flag per piece (a line each: different
-// ranks set them at once), the averaged buffer and, with shared parameters, the parameters and
-// the optimiser's state.
+// Rank 0's region also holds the ticket counter, the probe's line, one done flag per piece (a
+// line each: different ranks set them at once), the averaged buffer and, with shared parameters,
+// the parameters and the optimiser's state.
 struct SharedGradientReducer::Layout {
   std::size_t gradients = 0;  // offset in every region
   std::size_t rankBytes = 0;  // region size of ranks other than 0
   std::size_t ticket = 0;     // offsets in rank 0's region
+  std::size_t probe = 0;
   std::size_t done = 0;
   std::size_t averaged = 0;
   std::size_t parameters = 0;
@@ -51,7 +54,8 @@ struct SharedGradientReducer::Layout {
     gradients = 2 * kLine;
     rankBytes = gradients + roundUp(count * sizeof(float));
     ticket = rankBytes;
-    done = ticket + kLine;
+    probe = ticket + kLine;
+    done = probe + kLine;
     averaged = done + pieces * kLine;
     parameters = averaged + roundUp(count * sizeof(float));
     state = parameters + (shared ? roundUp(count * sizeof(float)) : 0);
@@ -78,6 +82,7 @@ SharedGradientReducer::SharedGradientReducer(MPI_Comm comm, std::vector<Gradient
   window_ = std::make_unique<SharedMemoryWindow>(
       comm, rank_ == 0 ? layout_->rank0Bytes : layout_->rankBytes);
   averaged_ = reinterpret_cast<float*>(window_->region(0) + layout_->averaged);
+  parametersShared_ = options_.shareParameters;
   spinLimit_ = window_->spinLimit(WaitMode::kSpin);
 }
 
@@ -91,6 +96,72 @@ std::span<float> SharedGradientReducer::sharedParameters() const {
 std::span<float> SharedGradientReducer::sharedState() const {
   if (!options_.shareParameters) return {};
   return {reinterpret_cast<float*>(window_->region(0) + layout_->state), options_.stateSize};
+}
+
+void SharedGradientReducer::setParametersShared(bool shared) {
+  if (shared && !options_.shareParameters) {
+    throw std::logic_error(
+        "SharedGradientReducer: no shared copy of the parameters was made (shareParameters)");
+  }
+  parametersShared_ = shared;
+}
+
+std::uint64_t* SharedGradientReducer::probeLine() const {
+  return reinterpret_cast<std::uint64_t*>(window_->region(0) + layout_->probe);
+}
+
+double SharedGradientReducer::measureRoundTripNs() {
+  // The line counts up: rank 0 writes an odd step of the sequence (ping), its partner the next
+  // (pong); every rank advances probeSequence_ by the same amount, so the sequence needs no reset.
+  std::atomic_ref<std::uint64_t> line = flag(probeLine());
+  auto waitForValue = [&](std::uint64_t value) {
+    // A bare spin first: a pause between loads would be part of what is measured.
+    for (int spin = 0; spin < 4096; ++spin) {
+      if (line.load(std::memory_order_acquire) >= value) return;
+    }
+    waitFor([&] { return line.load(std::memory_order_acquire) >= value; },
+            [] { return std::string("the cross-core probe"); });
+  };
+  auto roundTrip = [&] {
+    line.store(++probeSequence_, std::memory_order_release);
+    waitForValue(++probeSequence_);
+  };
+  auto answer = [&] {
+    waitForValue(++probeSequence_);
+    line.store(++probeSequence_, std::memory_order_release);
+  };
+  double slowest = 0;
+  for (int peer = 1; peer < size_; ++peer) {
+    if (rank_ == 0) {
+      roundTrip();  // waits for the partner to arrive; not measured
+      // Timed in groups, so that reading the clock is a small part; the median group, so that
+      // a vCPU taken away for a moment does not count.
+      std::array<double, kProbeGroups> groups{};
+      for (double& group : groups) {
+        const std::int64_t start = steadyNowNs();
+        for (int i = 0; i < kProbeTripsPerGroup; ++i)
+          roundTrip();
+        group = static_cast<double>(steadyNowNs() - start) / kProbeTripsPerGroup;
+      }
+      std::nth_element(groups.begin(), groups.begin() + kProbeGroups / 2, groups.end());
+      slowest = std::max(slowest, groups[kProbeGroups / 2]);
+    } else if (rank_ == peer) {
+      for (int i = 0; i < 1 + kProbeGroups * kProbeTripsPerGroup; ++i)
+        answer();
+    } else {
+      probeSequence_ += 2 * (1 + kProbeGroups * kProbeTripsPerGroup);
+    }
+  }
+  // Rank 0's verdict, in the line after the counter, released by the counter's last step.
+  std::atomic_ref<std::uint64_t> verdict = flag(probeLine() + 1);
+  if (rank_ == 0) {
+    verdict.store(std::bit_cast<std::uint64_t>(slowest), std::memory_order_relaxed);
+    line.store(++probeSequence_, std::memory_order_release);
+  } else {
+    waitForValue(++probeSequence_);
+    slowest = std::bit_cast<double>(verdict.load(std::memory_order_relaxed));
+  }
+  return slowest;
 }
 
 std::string SharedGradientReducer::segmentAt(std::size_t offset) const {
@@ -341,7 +412,7 @@ void SharedGradientReducer::finishSharedStep(
 void SharedGradientReducer::finishStep(
     const std::function<void(const GradientBucket&)>& onAveraged) {
   if (!options_.overlap) publish(0);
-  if (options_.shareParameters) {
+  if (parametersShared_) {
     finishSharedStep(onAveraged);
     return;
   }

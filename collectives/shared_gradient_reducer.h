@@ -79,6 +79,8 @@ struct SharedReducerOptions {
   // of once by every rank. The caller must not read a layer's parameters after announcing its
   // gradients until finishStep returns (another rank may be updating them), and must place its
   // parameters and state in the window.
+  // The copy is kept in the window from the start; setParametersShared switches between it and
+  // per-rank copies between steps.
   bool shareParameters = false;
   std::size_t stateSize = 0;         // floats of optimiser state, with shareParameters
   double stallTimeoutSeconds = 300;  // 0: wait for ever
@@ -103,6 +105,20 @@ class SharedGradientReducer final : public GradientExchange {
   // (stateSize floats), whose contents rank 0 provides; empty without.
   std::span<float> sharedParameters() const;
   std::span<float> sharedState() const;
+  // Whether finishStep updates the shared copy (each piece once, by the rank that averaged it)
+  // or hands every piece to every rank's own copy. Collective: every rank calls it between the
+  // same two steps, after moving its parameters and state (the caller's part). Throws
+  // std::logic_error without options.shareParameters.
+  void setParametersShared(bool shared);
+  bool parametersShared() const { return parametersShared_; }
+  // How long one cache line takes to go from rank 0's core to another rank's and back, in ns:
+  // kProbeGroups groups of kProbeTripsPerGroup round trips with each other rank in turn, the
+  // median group's mean, the largest over the ranks. Collective; every rank returns rank 0's
+  // figure. It tells whether the cores share a cache (tens of ns) or not (hundreds: on a VM whose
+  // host moves its vCPUs, from one second to the next).
+  double measureRoundTripNs();
+  static constexpr int kProbeGroups = 5;
+  static constexpr int kProbeTripsPerGroup = 8;
 
   std::span<const GradientBucket> buckets() const override { return buckets_; }
   std::string describePlan() const override {
@@ -133,6 +149,7 @@ class SharedGradientReducer final : public GradientExchange {
   std::uint64_t watermarkValue(std::size_t offset) const;
   std::uint64_t* doneFlag(std::size_t piece) const;
   std::uint64_t* ticket() const;
+  std::uint64_t* probeLine() const;  // the probe's counter, then rank 0's verdict
   // How many pieces `rank` has handed over to its optimiser in this step (step-tagged, as the
   // watermark), and the most pieces any other rank still has to hand over.
   std::uint64_t* handedOver(int rank) const;
@@ -183,6 +200,8 @@ class SharedGradientReducer final : public GradientExchange {
   float* averaged_ = nullptr;
   int spinLimit_ = 0;
 
+  bool parametersShared_ = false;
+  std::uint64_t probeSequence_ = 0;  // the probe line's last value, the same on every rank
   std::uint64_t step_ = 0;
   std::size_t published_ = 0;  // this step's lowest offset announced so far
   double reduceSeconds_ = 0;

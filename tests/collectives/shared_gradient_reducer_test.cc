@@ -70,9 +70,27 @@ struct StepResults {
   std::size_t handedBeforeAveraged = 0;  // elements whose average was not final when handed over
 };
 
-// Steps like backward: layers from the last to the first, each written then announced (in parts
+// One step's backward: layers from the last to the first, each written then announced (in parts
 // of 1000 elements from its end with kInParts), with a little work in between so that ranks
 // really average while others still compute.
+void writeAndAnnounce(SharedGradientReducer& reducer, int rank, int step, Announce announce) {
+  const std::span<float> gradients = reducer.gradientStorage();
+  const auto all = segments();
+  for (int s = static_cast<int>(all.size()) - 1; s >= 0; --s) {
+    const GradientSegment& seg = all[static_cast<std::size_t>(s)];
+    for (std::size_t end = seg.offset + seg.count; end > seg.offset;) {
+      const std::size_t begin =
+          announce == Announce::kInParts && end - seg.offset > 1000 ? end - 1000 : seg.offset;
+      for (std::size_t i = begin; i < end; ++i)
+        gradients[i] = gradientValue(rank, i, step);
+      if (begin > seg.offset) reducer.gradientsFinalFrom(begin);
+      end = begin;
+    }
+    reducer.segmentReady(s);
+    std::this_thread::sleep_for(std::chrono::microseconds(100 * (rank + 1)));
+  }
+}
+
 StepResults runSteps(const SharedReducerOptions& options, Announce announce, int steps) {
   SharedGradientReducer reducer(MPI_COMM_WORLD, segments(), options);
   int rank = 0;
@@ -83,20 +101,7 @@ StepResults runSteps(const SharedReducerOptions& options, Announce announce, int
   StepResults run;
   for (int step = 0; step < steps; ++step) {
     reducer.beginStep(gradients, reducer.averagedStorage());
-    const auto all = segments();
-    for (int s = static_cast<int>(all.size()) - 1; s >= 0; --s) {
-      const GradientSegment& seg = all[static_cast<std::size_t>(s)];
-      for (std::size_t end = seg.offset + seg.count; end > seg.offset;) {
-        const std::size_t begin =
-            announce == Announce::kInParts && end - seg.offset > 1000 ? end - 1000 : seg.offset;
-        for (std::size_t i = begin; i < end; ++i)
-          gradients[i] = gradientValue(rank, i, step);
-        if (begin > seg.offset) reducer.gradientsFinalFrom(begin);
-        end = begin;
-      }
-      reducer.segmentReady(s);
-      std::this_thread::sleep_for(std::chrono::microseconds(100 * (rank + 1)));
-    }
+    writeAndAnnounce(reducer, rank, step, announce);
     const std::vector<float> expected = expectedAverage(ranks, step);
     const std::span<const float> averaging = reducer.averagedStorage();
     run.handed.emplace_back();
@@ -124,6 +129,14 @@ SharedReducerOptions smallPieces(bool overlap) {
   options.pieceBytes = 4096;                // many pieces, shared out among the ranks
   options.overlap = overlap;
   options.stallTimeoutSeconds = 120;
+  return options;
+}
+
+// smallPieces, with one copy of the parameters and of a state array for the node.
+SharedReducerOptions withSharedCopy() {
+  SharedReducerOptions options = smallPieces(true);
+  options.shareParameters = true;
+  options.stateSize = kCount;
   return options;
 }
 
@@ -194,10 +207,7 @@ TEST(SharedGradientReducerTest, OnePieceForTheWholeBufferWorksToo) {
 // on every rank once finishStep returns. The "optimiser" here adds the average to the parameter
 // and counts the updates in the state.
 TEST(SharedGradientReducerTest, SharedParametersAreUpdatedOnceOnTheNodeAndSeenByEveryRank) {
-  SharedReducerOptions options = smallPieces(true);
-  options.shareParameters = true;
-  options.stateSize = kCount;
-  SharedGradientReducer reducer(MPI_COMM_WORLD, segments(), options);
+  SharedGradientReducer reducer(MPI_COMM_WORLD, segments(), withSharedCopy());
   const int rank = mpiEnvironment().worldRank();
   const int ranks = mpiEnvironment().worldSize();
   const std::span<float> parameters = reducer.sharedParameters();
@@ -215,14 +225,7 @@ TEST(SharedGradientReducerTest, SharedParametersAreUpdatedOnceOnTheNodeAndSeenBy
   for (int step = 0; step < 4; ++step) {
     const std::vector<float> expected = expectedAverage(ranks, step);
     reducer.beginStep(gradients, reducer.averagedStorage());
-    const auto all = segments();
-    for (int s = static_cast<int>(all.size()) - 1; s >= 0; --s) {
-      const GradientSegment& seg = all[static_cast<std::size_t>(s)];
-      for (std::size_t i = seg.offset; i < seg.offset + seg.count; ++i)
-        gradients[i] = gradientValue(rank, i, step);
-      reducer.segmentReady(s);
-      std::this_thread::sleep_for(std::chrono::microseconds(100 * (rank + 1)));
-    }
+    writeAndAnnounce(reducer, rank, step, Announce::kPerLayer);
     std::uint64_t handed = 0;
     std::size_t notFinal = 0;
     std::size_t outsideBucket = 0;
@@ -264,6 +267,72 @@ TEST(SharedGradientReducerTest, KeepsNoSharedParametersUnlessAskedTo) {
   SharedGradientReducer reducer(MPI_COMM_WORLD, segments(), smallPieces(true));
   EXPECT_TRUE(reducer.sharedParameters().empty());
   EXPECT_TRUE(reducer.sharedState().empty());
+  EXPECT_FALSE(reducer.parametersShared());
+  EXPECT_THROW(reducer.setParametersShared(true), std::logic_error);
+}
+
+// With the shared copy kept, setParametersShared decides step by step how finishStep hands the
+// averages over: each element once on the node (shared), or every element on every rank.
+TEST(SharedGradientReducerTest, SwitchesBetweenOneUpdateOnTheNodeAndOneOnEveryRank) {
+  SharedGradientReducer reducer(MPI_COMM_WORLD, segments(), withSharedCopy());
+  const int rank = mpiEnvironment().worldRank();
+  const int ranks = mpiEnvironment().worldSize();
+  EXPECT_TRUE(reducer.parametersShared()) << "shareParameters starts with the shared copy";
+  const std::span<float> gradients = reducer.gradientStorage();
+  const std::span<const float> averaged = reducer.averagedStorage();
+  for (int step = 0; step < 6; ++step) {
+    const bool shared = step % 3 != 1;  // shared, per-rank, shared, shared, per-rank, shared
+    reducer.setParametersShared(shared);
+    const std::vector<float> expected = expectedAverage(ranks, step);
+    reducer.beginStep(gradients, reducer.averagedStorage());
+    writeAndAnnounce(reducer, rank, step, Announce::kInParts);
+    std::vector<int> times(kCount, 0);
+    std::size_t notFinal = 0;
+    reducer.finishStep([&](const GradientBucket& b) {
+      for (std::size_t i = b.offset; i < b.offset + b.count; ++i) {
+        ++times[i];
+        notFinal += std::memcmp(&averaged[i], &expected[i], sizeof(float)) != 0;
+      }
+    });
+    std::vector<int> onTheNode(kCount, 0);
+    RINGTRAIN_MPI_CHECK(MPI_Allreduce(times.data(), onTheNode.data(), static_cast<int>(kCount),
+                                      MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    const int want = shared ? 1 : ranks;
+    std::size_t wrongOnTheNode = 0;
+    std::size_t wrongHere = 0;
+    for (std::size_t i = 0; i < kCount; ++i) {
+      wrongOnTheNode += onTheNode[i] != want;
+      wrongHere += !shared && times[i] != 1;
+    }
+    EXPECT_EQ(wrongOnTheNode, 0u) << "elements not handed over " << want << " time(s) on the node "
+                                  << "in step " << step << (shared ? " (shared)" : " (per rank)");
+    EXPECT_EQ(wrongHere, 0u) << "elements not handed over once on rank " << rank << ", step "
+                             << step << " (per rank)";
+    EXPECT_EQ(notFinal, 0u) << "elements handed over before their average was final, step " << step
+                            << ", rank " << rank;
+  }
+}
+
+// The probe of how fast a cache line crosses between the cores: collective, one figure for every
+// rank (rank 0's), and again on the next call (the probe's line keeps counting).
+TEST(SharedGradientReducerTest, MeasuresOneRoundTripFigureForEveryRank) {
+  SharedGradientReducer reducer(MPI_COMM_WORLD, segments(), smallPieces(true));
+  const int ranks = mpiEnvironment().worldSize();
+  for (int call = 0; call < 3; ++call) {
+    double figure = reducer.measureRoundTripNs();
+    double lowest = 0;
+    double highest = 0;
+    RINGTRAIN_MPI_CHECK(MPI_Allreduce(&figure, &lowest, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD));
+    RINGTRAIN_MPI_CHECK(MPI_Allreduce(&figure, &highest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    EXPECT_EQ(lowest, highest) << "ranks got different figures in call " << call;
+    if (ranks == 1) {
+      EXPECT_EQ(figure, 0.0) << "no other core to probe";
+    } else {
+      // A round trip takes time, and less than a second even with more ranks than cores.
+      EXPECT_GT(figure, 0.0);
+      EXPECT_LT(figure, 1e9) << "ns";
+    }
+  }
 }
 
 TEST(SharedGradientReducerTest, RefusesGradientsKeptElsewhere) {
