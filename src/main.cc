@@ -3,6 +3,7 @@
 //   ringtrain train --help
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -230,6 +231,17 @@ int train(int argc, char** argv, collectives::MpiEnvironment& env) {
                       1000 * summary.reduceSeconds / steps,
                       100 * std::min(1.0, summary.waitSeconds / summary.reduceSeconds)));
     }
+    if (!summary.roundTripsNs.empty()) {
+      std::vector<double> trips = summary.roundTripsNs;
+      std::sort(trips.begin(), trips.end());
+      logLine(fmt::format(
+          "--shm-parameters auto: one copy of the parameters for the node in {} of {} steps, {} "
+          "switch(es); a cache line's round trip between cores {:.0f} ns in the median of {} "
+          "probes ({:.0f} to {:.0f}); probing and moving took {:.1f} us per step",
+          summary.sharedParameterSteps, summary.steps, summary.sharingSwitches,
+          trips[trips.size() / 2], trips.size(), trips.front(), trips.back(),
+          1e6 * summary.sharingSeconds / steps));
+    }
     if (summary.stopCheckSeconds > 0) {
       logLine(
           fmt::format("the per-step SIGTERM check took {:.1f} us per step (--sigterm-grace 0 "
@@ -271,10 +283,10 @@ int check(int argc, char** argv) {
   try {
     if (kind == "checkpoint") {
       const storage::CheckpointContent c = storage::readCheckpoint(file);
-      std::cout << fmt::format("{}: good checkpoint: step {}, epoch {}, {} parameter tensors, "
-                               "optimiser {}, written by {} rank(s)\n",
-                               file.string(), c.step, c.epoch, c.parameters.size(),
-                               c.optimizerKind, c.worldSize);
+      std::cout << fmt::format(
+          "{}: good checkpoint: step {}, epoch {}, {} parameter tensors, "
+          "optimiser {}, written by {} rank(s)\n",
+          file.string(), c.step, c.epoch, c.parameters.size(), c.optimizerKind, c.worldSize);
     } else if (kind == "hdf5-dataset") {
       const data::Hdf5Dataset dataset(file);
       // Read the first, a middle and the last sample too: a forged file may crash only there.

@@ -12,7 +12,8 @@
 # --compare-bin runs every backend a second time in each round with another ringtrain build (a
 # change against its parent, say), as "BACKEND@compare", against the same 1-rank reference.
 # A backend may carry the value of --shm-parameters: "shm/shared" runs --backend shm
-# --shm-parameters shared (plain "shm" takes the default, per-rank).
+# --shm-parameters shared (plain "shm" takes the default, auto); auto's rows also hold the steps
+# it trained with one copy for the node and the median round trip of its probes.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # shellcheck source=../lib/common.sh
@@ -69,6 +70,12 @@ if m:
     d, f, w, o, t = (float(x) for x in m.groups())
     row.update(step_ms=t, data_ms=d * t / 100, compute_ms=f * t / 100, wait_ms=w * t / 100,
                optimiser_ms=o * t / 100)
+# --shm-parameters auto: the steps with one copy for the node, and the probes' round trip.
+m = re.search(r"one copy of the parameters for the node in (\d+) of (\d+) steps, (\d+) "
+              r"switch\(es\); a cache line's round trip between cores (\d+) ns", text)
+if m:
+    row.update(shared_steps=int(m.group(1)), switches=int(m.group(3)),
+               round_trip_ns=int(m.group(4)))
 print(json.dumps(row))
 EOF
 }

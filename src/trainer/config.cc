@@ -71,7 +71,7 @@ po::options_description trainOptions(TrainConfig& c, RawOptions& raw) {
       ("device", po::value(&c.device)->default_value(c.device), "auto | cpu | cuda: train on the CPU or on one GPU per rank; auto takes cuda when the build has the GPU path and every node has a GPU for each of its ranks")
       ("tf32", po::value(&c.tf32)->implicit_value(true)->default_value(false), "cuda: TF32 tensor-core matrix products (faster; about 1e-3 relative error in the products)")
       ("backend", po::value(&c.backend)->default_value(c.backend), "gradient all-reduce: auto (ring on cpu, nccl on cuda) | mpi | ring | hierarchical | shm (host buffers; shm: shared memory, one node) | nccl (GPU buffers)")
-      ("shm-parameters", po::value(&c.shmParameters)->default_value(c.shmParameters), "with --backend shm: per-rank (every rank keeps and updates its own copy of the parameters) | shared (the ranks of the node keep one copy of the parameters and optimiser state, and each element is updated by the rank that averaged it: faster where one core reads what another wrote cheaply, slower where not); --check-finite stop/skip take per-rank")
+      ("shm-parameters", po::value(&c.shmParameters)->default_value(c.shmParameters), "with --backend shm: per-rank (every rank keeps and updates its own copy of the parameters) | shared (the ranks of the node keep one copy of the parameters and optimiser state, and each element is updated by the rank that averaged it: faster where one core reads what another wrote cheaply, slower where not) | auto (shared while a probe every 50 steps finds a cache line crossing between cores in under 150 ns, else per-rank); --check-finite stop/skip take per-rank")
       ("expect-world-size", po::value(&c.expectWorldSize)->default_value(c.expectWorldSize), "refuse to run unless mpirun started exactly this many ranks (0: any)");
   po::options_description engine("Gradient engine");
   engine.add_options()
@@ -130,9 +130,10 @@ std::optional<std::string> parseTrainConfig(int argc, const char* const* argv, T
   // Test-only fault injection: parsed, never shown in --help.
   po::options_description faults;
   faults.add_options()("test-stall-rank", po::value(&c.testStallRank))(
-      "test-stall-collective", po::value(&c.testStallCollective))(
-      "test-nan-step", po::value(&c.testNanStep))("test-step-sleep-ms",
-                                                  po::value(&c.testStepSleepMs));
+      "test-stall-collective", po::value(&c.testStallCollective))("test-nan-step",
+                                                                  po::value(&c.testNanStep))(
+      "test-step-sleep-ms", po::value(&c.testStepSleepMs))("test-switch-sharing-every",
+                                                           po::value(&c.testSwitchSharingEvery));
   po::options_description commandLine;
   commandLine.add(generic).add(options).add(faults);
   po::options_description shown;
@@ -235,8 +236,8 @@ std::optional<std::string> validateTrainConfig(const TrainConfig& c) {
     return "--backend " + c.backend +
            " averages host buffers: with --device cuda use --backend nccl (or auto)";
   }
-  if (!oneOf(c.shmParameters, {"per-rank", "shared"})) {
-    return "--shm-parameters '" + c.shmParameters + "': expected per-rank or shared";
+  if (!oneOf(c.shmParameters, {"per-rank", "shared", "auto"})) {
+    return "--shm-parameters '" + c.shmParameters + "': expected per-rank, shared or auto";
   }
   if (c.expectWorldSize < 0) return "--expect-world-size must not be negative";
   if (!oneOf(c.compression, {"none", "fp16", "bf16"})) {
@@ -283,6 +284,7 @@ std::optional<std::string> validateTrainConfig(const TrainConfig& c) {
            ")";
   }
   if (c.testStepSleepMs < 0) return "--test-step-sleep-ms must not be negative";
+  if (c.testSwitchSharingEvery < 0) return "--test-switch-sharing-every must not be negative";
   if (c.syntheticClasses < 2) return "--synthetic-classes must be at least 2";
   if (c.syntheticSize < 1) return "--synthetic-size must be at least 1";
   if (!c.synthetic && c.model != "linreg") {

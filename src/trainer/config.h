@@ -61,7 +61,7 @@ struct TrainConfig {
                                  // | nccl
   int expectWorldSize = 0;       // > 0: refuse to run unless the job has exactly this many ranks
   bool overlap = true;           // average gradients while backward runs
-  std::string shmParameters = "per-rank";  // shm: per-rank | shared (one copy per node)
+  std::string shmParameters = "auto";  // shm: per-rank | shared (one copy per node) | auto
   std::size_t fusionThresholdBytes = std::size_t{8} << 20;  // largest gradient bucket
   std::string compression = "none";                         // none | fp16 | bf16
   double stallTimeoutSeconds = 300;  // abort when a collective waits this long (0: never)
@@ -84,6 +84,9 @@ struct TrainConfig {
   std::uint64_t testStallCollective = 0;
   std::int64_t testNanStep = -1;  // rank 0 feeds a NaN into this step's batch
   int testStepSleepMs = 0;        // every rank sleeps this long per step (slow runs to kill)
+  // --shm-parameters auto switches between shared and per-rank copies every this many steps,
+  // whatever the probe measures (0: as the probe says, every 50 steps)
+  int testSwitchSharingEvery = 0;
 
   // Where the options came from, for the log.
   std::string configFile;

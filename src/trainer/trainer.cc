@@ -129,7 +129,7 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
   if (sharedMemory && control_->size() > 1) {
     // One copy of the parameters and optimiser state for the node, unless --check-finite must
     // see every averaged gradient on every rank before any update.
-    const bool shareParameters = config.shmParameters == "shared" && config.checkFinite == "off";
+    const bool shareParameters = config.shmParameters != "per-rank" && config.checkFinite == "off";
     collectives::SharedReducerOptions sharedOptions;
     sharedOptions.shareParameters = shareParameters;
     sharedOptions.stateSize = shareParameters ? optimizer_->stateSize() : 0;
@@ -143,11 +143,11 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
     model_.placeGradients(shared->gradientStorage());  // backward writes where peers read
     sharedAveraged_ = shared->averagedStorage();
     if (shareParameters) {
-      // Another rank may update a layer's parameters once this one has announced its gradients.
-      model_.announceWhenParametersFree(true);
       sharedParameters_ = shared->sharedParameters();
       sharedState_ = shared->sharedState();
+      adaptiveSharing_ = config.shmParameters == "auto";
     }
+    sharedReducer_ = shared.get();
     reducer_ = std::move(shared);
   } else {
     collectives::ReducerOptions reducerOptions;
@@ -610,20 +610,53 @@ void Trainer::logScalars(std::string_view split, std::int64_t step,
   }
 }
 
-void Trainer::shareParameters() {
-  if (sharedParameters_.empty() || model_.parameters().data() == sharedParameters_.data()) return;
-  // Every rank holds the same parameters and state (broadcast from rank 0 at the start or on
-  // resuming); rank 0's become the node's one copy.
-  const bool root = control_->rank() == 0;
-  model_.placeParameters(sharedParameters_, root ? models::Model<float>::Placement::kCopyValues
-                                                 : models::Model<float>::Placement::kKeepValues);
-  optimizer_->placeState(sharedState_, /*copyValues=*/root);
-  control_->barrier();  // before any rank reads them
+void Trainer::setParameterSharing(bool shared) {
+  if (shared) {
+    // Every rank holds the same parameters and state (broadcast from rank 0 at the start or on
+    // resuming, then updated alike); rank 0's become the node's one copy.
+    const bool root = control_->rank() == 0;
+    model_.placeParameters(sharedParameters_, root ? models::Model<float>::Placement::kCopyValues
+                                                   : models::Model<float>::Placement::kKeepValues);
+    optimizer_->placeState(sharedState_, /*copyValues=*/root);
+    control_->barrier();  // before any rank reads them
+  } else {
+    // Nobody writes the shared copy from now on (the last shared step has ended on every rank
+    // before any rank got here), so each rank copies it at its own pace.
+    ownParameters_.resize(model_.parameters().size());
+    ownState_.resize(optimizer_->stateSize());
+    model_.placeParameters(ownParameters_, models::Model<float>::Placement::kCopyValues);
+    optimizer_->placeState(ownState_, /*copyValues=*/true);
+  }
+  // Shared: another rank may update a layer's parameters once this one has announced its
+  // gradients, so backward announces a layer only after its last read of them.
+  model_.announceWhenParametersFree(shared);
+  sharedReducer_->setParametersShared(shared);
+}
+
+void Trainer::chooseParameterSharing(TrainingSummary& summary) {
+  const std::int64_t start = collectives::steadyNowNs();
+  const double roundTripNs = sharedReducer_->measureRoundTripNs();  // rank 0's, on every rank
+  summary.roundTripsNs.push_back(roundTripNs);
+  const bool share = config_.testSwitchSharingEvery > 0 ? !sharedReducer_->parametersShared()
+                                                        : roundTripNs < kShareBelowRoundTripNs;
+  if (share != sharedReducer_->parametersShared()) {
+    setParameterSharing(share);
+    ++summary.sharingSwitches;
+  }
+  traceSpan(share ? "probe: parameters shared" : "probe: parameters per rank", "wait", start);
+  // Part of training time: the throughput counts what the probe and the moves cost.
+  const double seconds = secondsBetween(start, collectives::steadyNowNs());
+  summary.sharingSeconds += seconds;
+  summary.trainingSeconds += seconds;
 }
 
 TrainingSummary Trainer::run() {
-  shareParameters();
   TrainingSummary summary;
+  if (adaptiveSharing_) {
+    setParameterSharing(false);  // this rank's own copy until the first probe says otherwise
+  } else if (!sharedParameters_.empty()) {
+    setParameterSharing(true);
+  }
   summary.firstStep = firstStep_;
   const std::int64_t wallStart = collectives::steadyNowNs();
   const std::int64_t globalBatch = static_cast<std::int64_t>(config_.batchSize) * control_->size();
@@ -633,7 +666,12 @@ TrainingSummary Trainer::run() {
       "overlap {}, compression {}",
       config_.model, model_.parameterCount(), control_->size(),
       gradientBackend(config_) +
-          (sharedParameters_.empty() ? "" : " (one copy of the parameters for the node)"),
+          (adaptiveSharing_ ? fmt::format(" (one copy of the parameters for the node while a "
+                                          "cache line crosses between cores in under {:.0f} ns, "
+                                          "probed every {} steps)",
+                                          kShareBelowRoundTripNs, kProbeEverySteps)
+           : sharedParameters_.empty() ? ""
+                                       : " (one copy of the parameters for the node)"),
       firstStep_ > 0 ? fmt::format("{} (from {} to {})", plannedSteps_ - firstStep_, firstStep_ + 1,
                                    plannedSteps_)
                      : std::to_string(plannedSteps_),
@@ -668,8 +706,14 @@ TrainingSummary Trainer::run() {
   while (step < plannedSteps_) {
     const data::SamplerPosition at = sampler_.position();
     const double before = summary.trainingSeconds;
+    const std::int64_t probeEvery =
+        config_.testSwitchSharingEvery > 0 ? config_.testSwitchSharingEvery : kProbeEverySteps;
+    if (adaptiveSharing_ && (step - firstStep_) % probeEvery == 0) {
+      chooseParameterSharing(summary);
+    }
     const double reducedBefore = summary.reduceSeconds;
     trainStep(step, summary);
+    if (sharedReducer_ && sharedReducer_->parametersShared()) ++summary.sharedParameterSteps;
     if (config_.testStepSleepMs > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(config_.testStepSleepMs));
     }

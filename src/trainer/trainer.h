@@ -25,6 +25,7 @@
 #include "collectives/aligned_buffer.h"
 #include "collectives/communicator.h"
 #include "collectives/gradient_exchange.h"
+#include "collectives/shared_gradient_reducer.h"
 #include "collectives/stall_watchdog.h"
 #include "data/sharded_sampler.h"
 #include "models/model.h"
@@ -95,10 +96,25 @@ struct TrainingSummary {
   double waitSeconds = 0;     // waiting for averaged gradients: the communication not hidden
   double optimizerSeconds = 0;
   double reduceSeconds = 0;  // all the gradient all-reduces took, hidden or not
+  // --backend shm with --shm-parameters shared or auto: the steps trained with the node's one
+  // copy of the parameters; auto: how often it switched, and each probe's cross-core round trip.
+  std::int64_t sharedParameterSteps = 0;
+  int sharingSwitches = 0;
+  double sharingSeconds = 0;  // probing and moving (part of trainingSeconds)
+  std::vector<double> roundTripsNs;
 };
 
 class Trainer {
  public:
+  // --shm-parameters auto. One copy of the parameters for the node pays while the cores pass
+  // cache lines cheaply: its update writes lines the other core read in the forward pass. On the
+  // CI VM (2 vCPUs whose host moves them) a line's round trip measured 65-100 ns while they share
+  // a cache and 250-430 ns while not, and the shared copy went from ahead of per-rank copies to
+  // ~20% behind (docs/engine.md). The probe (41 round trips, a few to ~15 us) runs every
+  // kProbeEverySteps steps, a fraction of a second: the host moves the vCPUs every few seconds.
+  static constexpr double kShareBelowRoundTripNs = 150;
+  static constexpr std::int64_t kProbeEverySteps = 50;
+
   Trainer(const TrainConfig& config, const BatchSource& train, const BatchSource& test,
           const TrainerEnvironment& environment = {});
   ~Trainer();
@@ -139,9 +155,12 @@ class Trainer {
   void traceSpan(std::string_view name, std::string_view category, std::int64_t start) const;
   // Rank 0 writes a checkpoint of the state after `step` steps (a failure aborts the job).
   void saveCheckpoint(std::int64_t step, TrainingSummary& summary);
-  // --shm-parameters shared: moves the model's parameters and the optimiser's state into the
-  // node's shared copy (once, before the first step).
-  void shareParameters();
+  // --shm-parameters shared|auto: moves the model's parameters and the optimiser's state into
+  // the node's one copy, or into this rank's own (collective, between steps).
+  void setParameterSharing(bool shared);
+  // --shm-parameters auto, every kProbeEverySteps steps: measures how fast the cores pass a cache
+  // line and keeps the parameters shared while that is fast (see docs/engine.md).
+  void chooseParameterSharing(TrainingSummary& summary);
   // Rank 0's part of resume(): the point to continue from, or nullopt for a fresh start.
   std::optional<ResumePoint> resumePointOnRoot();
   void continueAt(const ResumePoint& point);
@@ -162,10 +181,15 @@ class Trainer {
   std::vector<int> segmentOfLayer_;  // per model layer: its gradient segment, or -1
   std::unique_ptr<collectives::GradientExchange> reducer_;
   std::span<float> sharedAveraged_;  // --backend shm: the node's averaged buffer
-  // --shm-parameters shared: the node's one copy of the parameters and optimiser state, which
-  // run() moves the model and optimiser into (shareParameters).
+  // --backend shm on more than one rank: reducer_ itself, for the parameter sharing.
+  collectives::SharedGradientReducer* sharedReducer_ = nullptr;
+  // --shm-parameters shared|auto: the node's one copy of the parameters and optimiser state
+  // (setParameterSharing); auto also keeps this rank's own copy to move them back to.
   std::span<float> sharedParameters_;
   std::span<float> sharedState_;
+  bool adaptiveSharing_ = false;
+  std::vector<float> ownParameters_;
+  std::vector<float> ownState_;
   data::ShardedSampler sampler_;
   std::unique_ptr<Optimizer> optimizer_;  // with gpu_: the host mirror of the GPU optimiser
   std::unique_ptr<GpuReplica> gpu_;       // --device cuda, else null

@@ -66,7 +66,7 @@ expect "unknown backend" "--backend 'tcp': unknown backend" --data "$good" --bac
 expect "wrong world size" "--expect-world-size 4 but MPI started 2 rank" --data "$good" --expect-world-size 4
 expect "unknown device" "--device 'tpu': expected auto, cpu or cuda" --data "$good" --device tpu
 expect "unknown prefetch" "--prefetch 'yes': expected auto, on or off" --data "$good" --prefetch yes
-expect "unknown shm parameters" "--shm-parameters 'private': expected per-rank or shared" --data "$good" --shm-parameters private
+expect "unknown shm parameters" "--shm-parameters 'private': expected per-rank, shared or auto" --data "$good" --shm-parameters private
 expect "nccl on the cpu" "--backend nccl averages GPU buffers: it needs --device cuda" --data "$good" --device cpu --backend nccl
 expect "host backend on cuda" "--backend mpi averages host buffers: with --device cuda use --backend nccl" --data "$good" --device cuda --backend mpi
 expect "compression on cuda" "--compression fp16 is not supported on the GPU yet" --data "$good" --device cuda --compression fp16

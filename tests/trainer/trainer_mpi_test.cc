@@ -73,11 +73,18 @@ std::vector<float> copyOf(std::span<const float> values) {
   return {values.begin(), values.end()};
 }
 
-// A backend as the tests name it: "shm_shared" is --backend shm --shm-parameters shared (one copy
-// of the parameters for the node; "shm" alone keeps a copy on every rank, the default).
+// A backend as the tests name it: "shm" is --backend shm --shm-parameters per-rank (a copy of the
+// parameters on every rank), "shm_shared" with one copy for the node, "shm_switching" with auto
+// made to switch between the two every 5 steps (the default, auto, follows a probe of the
+// machine, which a test cannot choose).
 void useBackend(TrainConfig& config, const std::string& name) {
-  config.backend = name == "shm_shared" ? "shm" : name;
+  config.backend = name.starts_with("shm") ? "shm" : name;
+  if (name == "shm") config.shmParameters = "per-rank";
   if (name == "shm_shared") config.shmParameters = "shared";
+  if (name == "shm_switching") {
+    config.shmParameters = "auto";
+    config.testSwitchSharingEvery = 5;
+  }
 }
 
 std::size_t differingBits(std::span<const float> a, std::span<const float> b) {
@@ -131,7 +138,8 @@ TEST_P(ExactDataParallelism, NRanksWithBatchBEqualOneRankWithBatchNB) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ExactDataParallelism,
-                         ::testing::Values("ring", "mpi", "hierarchical", "shm", "shm_shared"),
+                         ::testing::Values("ring", "mpi", "hierarchical", "shm", "shm_shared",
+                                           "shm_switching"),
                          [](const auto& param) { return param.param; });
 
 // With overlap each bucket is averaged on the communication thread while backward runs, and its
@@ -220,8 +228,9 @@ INSTANTIATE_TEST_SUITE_P(SharedMemory, OverlapOnOff,
 
 // --shm-parameters shared keeps one copy of the parameters and optimiser state for the node and
 // has each element updated by the rank that averaged it; per-rank has every rank update its own
-// copy. Same averages, same update rule: the same bits, for SGD with momentum and for Adam (two
-// state arrays), and on every rank (each per-rank replica equal to the shared copy).
+// copy; auto moves them between the two between steps (here every 3 steps, a test option that
+// overrules its probe). Same averages, same update rule: the same bits, for SGD with momentum and
+// for Adam (two state arrays), and on every rank (each per-rank replica equal to the shared copy).
 TEST(SharedParameters, TrainToTheSameBitsAsPerRankCopies) {
   models::enableFlushToZero();
   const Sources sources = syntheticMnistLike();
@@ -240,24 +249,73 @@ TEST(SharedParameters, TrainToTheSameBitsAsPerRankCopies) {
     Trainer perRank(config, *sources.train, *sources.test, quiet());
     const std::vector<float> initial = copyOf(perRank.model().parameters());
     perRank.run();
-    config.shmParameters = "shared";
-    Trainer shared(config, *sources.train, *sources.test, quiet());
-    shared.run();
     const auto a = perRank.model().parameters();
-    const auto b = shared.model().parameters();
-    ASSERT_EQ(a.size(), b.size());
     EXPECT_GT(relativeDifference(initial, a), 1e-3) << "training did not move the weights";
-    EXPECT_EQ(differingBits(a, b), 0u)
-        << "of " << a.size() << " parameters differ with " << optimizer << " on rank "
-        << testing::mpiEnvironment().worldRank();
-    const auto stateA = perRank.optimizerState();
-    const auto stateB = shared.optimizerState();
-    ASSERT_EQ(stateA.size(), stateB.size());
-    for (std::size_t k = 0; k < stateA.size(); ++k) {
-      EXPECT_EQ(differingBits(stateA[k], stateB[k]), 0u)
-          << "optimiser state array " << k << " differs with " << optimizer;
+    for (const std::string mode : {"shared", "switching"}) {
+      config.shmParameters = mode == "shared" ? "shared" : "auto";
+      config.testSwitchSharingEvery = mode == "shared" ? 0 : 3;
+      Trainer other(config, *sources.train, *sources.test, quiet());
+      const TrainingSummary summary = other.run();
+      if (mode == "switching" && testing::mpiEnvironment().worldSize() > 1) {
+        // Per-rank until step 0's switch, then shared in steps 1-3, 7-9, 13-15 and 19-20.
+        EXPECT_EQ(summary.sharingSwitches, 7);
+        EXPECT_EQ(summary.sharedParameterSteps, 11);
+      }
+      const auto b = other.model().parameters();
+      ASSERT_EQ(a.size(), b.size());
+      EXPECT_EQ(differingBits(a, b), 0u)
+          << "of " << a.size() << " parameters differ with " << optimizer << ", " << mode
+          << ", on rank " << testing::mpiEnvironment().worldRank();
+      const auto stateA = perRank.optimizerState();
+      const auto stateB = other.optimizerState();
+      ASSERT_EQ(stateA.size(), stateB.size());
+      for (std::size_t k = 0; k < stateA.size(); ++k) {
+        EXPECT_EQ(differingBits(stateA[k], stateB[k]), 0u)
+            << "optimiser state array " << k << " differs with " << optimizer << ", " << mode;
+      }
     }
   }
+}
+
+// Left to itself, auto probes the cores every kProbeEverySteps steps, every rank gets the same
+// figures, and the parameters are shared in exactly the steps whose last probe found a round trip
+// under kShareBelowRoundTripNs.
+TEST(SharedParameters, AutoSharesWhileTheProbeFindsAFastRoundTrip) {
+  if (testing::mpiEnvironment().worldSize() == 1) GTEST_SKIP() << "one rank shares nothing";
+  models::enableFlushToZero();
+  const Sources sources = syntheticMnistLike();
+  TrainConfig config;
+  config.model = "mlp";
+  config.hidden = {64};
+  config.batchSize = 8;
+  config.steps = 2 * Trainer::kProbeEverySteps + 10;
+  config.logEvery = 0;
+  config.backend = "shm";
+  config.shmParameters = "auto";
+  Trainer trainer(config, *sources.train, *sources.test, quiet());
+  const TrainingSummary summary = trainer.run();
+  ASSERT_EQ(summary.roundTripsNs.size(), 3u);
+  std::int64_t expectedShared = 0;
+  int expectedSwitches = 0;
+  bool shared = false;
+  for (std::size_t i = 0; i < summary.roundTripsNs.size(); ++i) {
+    double figure = summary.roundTripsNs[i];
+    EXPECT_GT(figure, 0.0) << "probe " << i;
+    double highest = 0;
+    ASSERT_EQ(MPI_Allreduce(&figure, &highest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD),
+              MPI_SUCCESS);
+    EXPECT_EQ(figure, highest) << "probe " << i << " differs between the ranks";
+    const bool share = figure < Trainer::kShareBelowRoundTripNs;
+    expectedSwitches += share != shared;
+    shared = share;
+    const std::int64_t window =
+        std::min(Trainer::kProbeEverySteps,
+                 config.steps - static_cast<std::int64_t>(i) * Trainer::kProbeEverySteps);
+    if (share) expectedShared += window;
+  }
+  EXPECT_EQ(summary.sharedParameterSteps, expectedShared);
+  EXPECT_EQ(summary.sharingSwitches, expectedSwitches);
+  EXPECT_TRUE(summary.replicasIdentical);
 }
 
 TEST(TrainerTest, LinregRecoversSlopeTwoAndInterceptTen) {
