@@ -235,11 +235,15 @@ int train(int argc, char** argv, collectives::MpiEnvironment& env) {
       std::vector<double> trips = summary.roundTripsNs;
       std::sort(trips.begin(), trips.end());
       logLine(fmt::format(
+          "cores: a cache line's round trip between rank 0's core and the others' {:.0f} ns in "
+          "the median of {} probes ({:.0f} to {:.0f}; under about 150 ns the cores share a cache)",
+          trips[trips.size() / 2], trips.size(), trips.front(), trips.back()));
+    }
+    if (summary.adaptiveSharing) {
+      logLine(fmt::format(
           "--shm-parameters auto: one copy of the parameters for the node in {} of {} steps, {} "
-          "switch(es); a cache line's round trip between cores {:.0f} ns in the median of {} "
-          "probes ({:.0f} to {:.0f}); probing and moving took {:.1f} us per step",
+          "switch(es); probing and moving took {:.1f} us per step",
           summary.sharedParameterSteps, summary.steps, summary.sharingSwitches,
-          trips[trips.size() / 2], trips.size(), trips.front(), trips.back(),
           1e6 * summary.sharingSeconds / steps));
     }
     if (summary.stopCheckSeconds > 0) {

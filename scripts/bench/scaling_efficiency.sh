@@ -12,8 +12,9 @@
 # --compare-bin runs every backend a second time in each round with another ringtrain build (a
 # change against its parent, say), as "BACKEND@compare", against the same 1-rank reference.
 # A backend may carry the value of --shm-parameters: "shm/shared" runs --backend shm
-# --shm-parameters shared (plain "shm" takes the default, auto); auto's rows also hold the steps
-# it trained with one copy for the node and the median round trip of its probes.
+# --shm-parameters shared (plain "shm" takes the default, auto). shm rows also hold the median
+# round trip of a cache line between the cores (round_trip_ns: under about 150 ns they share a
+# cache), and auto's the steps it trained with one copy for the node.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # shellcheck source=../lib/common.sh
@@ -70,12 +71,13 @@ if m:
     d, f, w, o, t = (float(x) for x in m.groups())
     row.update(step_ms=t, data_ms=d * t / 100, compute_ms=f * t / 100, wait_ms=w * t / 100,
                optimiser_ms=o * t / 100)
-# --shm-parameters auto: the steps with one copy for the node, and the probes' round trip.
-m = re.search(r"one copy of the parameters for the node in (\d+) of (\d+) steps, (\d+) "
-              r"switch\(es\); a cache line's round trip between cores (\d+) ns", text)
+# shm: the probes' median round trip between the cores; auto: the steps with one copy for the node.
+m = re.search(r"a cache line's round trip between rank 0's core and the others' (\d+) ns", text)
 if m:
-    row.update(shared_steps=int(m.group(1)), switches=int(m.group(3)),
-               round_trip_ns=int(m.group(4)))
+    row.update(round_trip_ns=int(m.group(1)))
+m = re.search(r"one copy of the parameters for the node in (\d+) of (\d+) steps, (\d+) switch", text)
+if m:
+    row.update(shared_steps=int(m.group(1)), switches=int(m.group(3)))
 print(json.dumps(row))
 EOF
 }

@@ -633,17 +633,21 @@ void Trainer::setParameterSharing(bool shared) {
   sharedReducer_->setParametersShared(shared);
 }
 
-void Trainer::chooseParameterSharing(TrainingSummary& summary) {
+void Trainer::probeCores(TrainingSummary& summary) {
   const std::int64_t start = collectives::steadyNowNs();
   const double roundTripNs = sharedReducer_->measureRoundTripNs();  // rank 0's, on every rank
   summary.roundTripsNs.push_back(roundTripNs);
-  const bool share = config_.testSwitchSharingEvery > 0 ? !sharedReducer_->parametersShared()
-                                                        : roundTripNs < kShareBelowRoundTripNs;
-  if (share != sharedReducer_->parametersShared()) {
-    setParameterSharing(share);
-    ++summary.sharingSwitches;
+  if (adaptiveSharing_) {
+    const bool share = config_.testSwitchSharingEvery > 0 ? !sharedReducer_->parametersShared()
+                                                          : roundTripNs < kShareBelowRoundTripNs;
+    if (share != sharedReducer_->parametersShared()) {
+      setParameterSharing(share);
+      ++summary.sharingSwitches;
+    }
   }
-  traceSpan(share ? "probe: parameters shared" : "probe: parameters per rank", "wait", start);
+  traceSpan(sharedReducer_->parametersShared() ? "probe: parameters shared"
+                                               : "probe: parameters per rank",
+            "wait", start);
   // Part of training time: the throughput counts what the probe and the moves cost.
   const double seconds = secondsBetween(start, collectives::steadyNowNs());
   summary.sharingSeconds += seconds;
@@ -657,6 +661,7 @@ TrainingSummary Trainer::run() {
   } else if (!sharedParameters_.empty()) {
     setParameterSharing(true);
   }
+  summary.adaptiveSharing = adaptiveSharing_;
   summary.firstStep = firstStep_;
   const std::int64_t wallStart = collectives::steadyNowNs();
   const std::int64_t globalBatch = static_cast<std::int64_t>(config_.batchSize) * control_->size();
@@ -708,9 +713,7 @@ TrainingSummary Trainer::run() {
     const double before = summary.trainingSeconds;
     const std::int64_t probeEvery =
         config_.testSwitchSharingEvery > 0 ? config_.testSwitchSharingEvery : kProbeEverySteps;
-    if (adaptiveSharing_ && (step - firstStep_) % probeEvery == 0) {
-      chooseParameterSharing(summary);
-    }
+    if (sharedReducer_ && (step - firstStep_) % probeEvery == 0) probeCores(summary);
     const double reducedBefore = summary.reduceSeconds;
     trainStep(step, summary);
     if (sharedReducer_ && sharedReducer_->parametersShared()) ++summary.sharedParameterSteps;

@@ -96,12 +96,14 @@ struct TrainingSummary {
   double waitSeconds = 0;     // waiting for averaged gradients: the communication not hidden
   double optimizerSeconds = 0;
   double reduceSeconds = 0;  // all the gradient all-reduces took, hidden or not
-  // --backend shm with --shm-parameters shared or auto: the steps trained with the node's one
-  // copy of the parameters; auto: how often it switched, and each probe's cross-core round trip.
+  // --backend shm on several ranks: each probe's cross-core round trip, the steps trained with
+  // the node's one copy of the parameters, how often auto switched, and what probing and moving
+  // took (part of trainingSeconds).
+  std::vector<double> roundTripsNs;
   std::int64_t sharedParameterSteps = 0;
   int sharingSwitches = 0;
-  double sharingSeconds = 0;  // probing and moving (part of trainingSeconds)
-  std::vector<double> roundTripsNs;
+  double sharingSeconds = 0;
+  bool adaptiveSharing = false;  // --shm-parameters auto
 };
 
 class Trainer {
@@ -158,9 +160,10 @@ class Trainer {
   // --shm-parameters shared|auto: moves the model's parameters and the optimiser's state into
   // the node's one copy, or into this rank's own (collective, between steps).
   void setParameterSharing(bool shared);
-  // --shm-parameters auto, every kProbeEverySteps steps: measures how fast the cores pass a cache
-  // line and keeps the parameters shared while that is fast (see docs/engine.md).
-  void chooseParameterSharing(TrainingSummary& summary);
+  // --backend shm, every kProbeEverySteps steps: measures how fast the cores pass a cache line
+  // (for the log) and, with --shm-parameters auto, keeps the parameters shared while that is
+  // fast (see docs/engine.md).
+  void probeCores(TrainingSummary& summary);
   // Rank 0's part of resume(): the point to continue from, or nullopt for a fresh start.
   std::optional<ResumePoint> resumePointOnRoot();
   void continueAt(const ResumePoint& point);
