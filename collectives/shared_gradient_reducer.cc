@@ -485,10 +485,12 @@ void SharedGradientReducer::finishStep(
       // overwrite them in the next backward, and a line another core still holds must first be
       // taken from it, which costs several times more than a read from memory where the cores
       // share no cache (measured: docs/engine.md).
+      const Piece& averaged = pieces_[piece];
       for (int r = 0; r < size_; ++r) {
-        if (r == rank_) continue;
-        const Piece& p = pieces_[piece];
-        evictLines(gradients(r) + p.begin, (p.end - p.begin) * sizeof(float));
+        if (r != rank_) {
+          evictLines(gradients(r) + averaged.begin,
+                     (averaged.end - averaged.begin) * sizeof(float));
+        }
       }
       continue;
     }

@@ -236,8 +236,10 @@ int train(int argc, char** argv, collectives::MpiEnvironment& env) {
       std::sort(trips.begin(), trips.end());
       logLine(fmt::format(
           "cores: a cache line's round trip between rank 0's core and the others' {:.0f} ns in "
-          "the median of {} probes ({:.0f} to {:.0f}; under about 150 ns the cores share a cache)",
-          trips[trips.size() / 2], trips.size(), trips.front(), trips.back()));
+          "the median of {} probes ({:.0f} to {:.0f}; under about {:.0f} ns the cores share a "
+          "cache)",
+          trips[trips.size() / 2], trips.size(), trips.front(), trips.back(),
+          Trainer::kShareBelowRoundTripNs));
     }
     if (summary.adaptiveSharing) {
       logLine(fmt::format(

@@ -611,7 +611,9 @@ void Trainer::logScalars(std::string_view split, std::int64_t step,
 }
 
 void Trainer::setParameterSharing(bool shared) {
-  if (shared) {
+  // Where they already are (a second run(), say), nothing moves.
+  const float* where = model_.parameters().data();
+  if (shared && where != sharedParameters_.data()) {
     // Every rank holds the same parameters and state (broadcast from rank 0 at the start or on
     // resuming, then updated alike); rank 0's become the node's one copy.
     const bool root = control_->rank() == 0;
@@ -619,7 +621,7 @@ void Trainer::setParameterSharing(bool shared) {
                                                    : models::Model<float>::Placement::kKeepValues);
     optimizer_->placeState(sharedState_, /*copyValues=*/root);
     control_->barrier();  // before any rank reads them
-  } else {
+  } else if (!shared && where != ownParameters_.data()) {
     // Nobody writes the shared copy from now on (the last shared step has ended on every rank
     // before any rank got here), so each rank copies it at its own pace.
     ownParameters_.resize(model_.parameters().size());
@@ -708,11 +710,11 @@ TrainingSummary Trainer::run() {
   std::optional<StopAgreement> stopAgreement;
   if (environment_.stopRequested) stopAgreement.emplace(environment_.comm);
   std::int64_t step = firstStep_;
+  const std::int64_t probeEvery =
+      config_.testSwitchSharingEvery > 0 ? config_.testSwitchSharingEvery : kProbeEverySteps;
   while (step < plannedSteps_) {
     const data::SamplerPosition at = sampler_.position();
     const double before = summary.trainingSeconds;
-    const std::int64_t probeEvery =
-        config_.testSwitchSharingEvery > 0 ? config_.testSwitchSharingEvery : kProbeEverySteps;
     if (sharedReducer_ && (step - firstStep_) % probeEvery == 0) probeCores(summary);
     const double reducedBefore = summary.reduceSeconds;
     trainStep(step, summary);

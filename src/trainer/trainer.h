@@ -110,7 +110,7 @@ class Trainer {
  public:
   // --shm-parameters auto. One copy of the parameters for the node pays while the cores pass
   // cache lines cheaply: its update writes lines the other core read in the forward pass. On the
-  // CI VM (2 vCPUs whose host moves them) a line's round trip measured 65-100 ns while they share
+  // CI VM (2 vCPUs whose host moves them) a line's round trip measured 61-103 ns while they share
   // a cache and 250-430 ns while not, and the shared copy went from ahead of per-rank copies to
   // ~20% behind (docs/engine.md). The probe (41 round trips, a few to ~15 us) runs every
   // kProbeEverySteps steps, a fraction of a second: the host moves the vCPUs every few seconds.
