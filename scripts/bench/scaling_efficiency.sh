@@ -8,9 +8,17 @@
 # Prints a table; writes one JSON line per run and a summary JSON.
 #   scripts/bench/scaling_efficiency.sh [--ranks N] [--steps S] [--rounds R]
 #                                       [--backends "ring shm mpi"] [--out DIR]
-#                                       [--compare-bin PATH] [-- EXTRA RINGTRAIN ARGS...]
+#                                       [--compare-bin PATH [--compare-one-rank]] [--pytorch]
+#                                       [-- EXTRA RINGTRAIN ARGS...]
 # --compare-bin runs every backend a second time in each round with another ringtrain build (a
-# change against its parent, say), as "BACKEND@compare", against the same 1-rank reference.
+# change against its parent, say), as "BACKEND@compare", against the same 1-rank reference;
+# with --compare-one-rank that build also runs its own 1-rank reference in each round and its
+# figures are divided by that one (for a change that alters one rank's speed too).
+# --pytorch runs, in each round, PyTorch DDP (gloo) on the same model, batch and number of ranks
+# (scripts/bench/pytorch_ddp_reference.py, 1 and N ranks, placed by mpirun as ringtrain is) and
+# gives each backend's N-rank throughput as a multiple of PyTorch's in the same round; it
+# installs Debian's python3-torch and OpenBLAS when they are missing. Only the MLP is supported
+# there: EXTRA RINGTRAIN ARGS other than --hidden are not passed to PyTorch.
 # A backend may carry the value of --shm-parameters: "shm/shared" runs --backend shm
 # --shm-parameters shared (plain "shm" takes the default, auto). shm rows also hold the median
 # round trip of a cache line between the cores (round_trip_ns: under about 150 ns they share a
@@ -28,6 +36,8 @@ backends="ring shm"
 out="$root/build/scaling-efficiency"
 extra=()
 compare=""
+compare_one_rank=0
+pytorch=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --ranks) ranks="$2"; shift 2 ;;
@@ -36,6 +46,8 @@ while [ $# -gt 0 ]; do
     --backends) backends="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --compare-bin) compare="$2"; shift 2 ;;
+    --compare-one-rank) compare_one_rank=1; shift ;;
+    --pytorch) pytorch=1; shift ;;
     --) shift; extra=("$@"); break ;;
     *) echo "scaling_efficiency.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -45,6 +57,21 @@ ringtrain="${RINGTRAIN_BIN:-$root/build/bin/ringtrain}"
 if [ -n "$compare" ] && [ ! -x "$compare" ]; then
   echo "scaling_efficiency.sh: --compare-bin $compare is not an executable" >&2
   exit 2
+fi
+if [ "$compare_one_rank" = 1 ] && [ -z "$compare" ]; then
+  echo "scaling_efficiency.sh: --compare-one-rank needs --compare-bin" >&2
+  exit 2
+fi
+# PyTorch's hidden sizes follow ringtrain's --hidden when one is passed after --.
+pytorch_args=()
+for ((i = 0; i < ${#extra[@]}; i++)); do
+  if [ "${extra[i]}" = --hidden ] && [ $((i + 1)) -lt ${#extra[@]} ]; then
+    pytorch_args=(--hidden "${extra[i + 1]}")
+  fi
+done
+if [ "$pytorch" = 1 ]; then
+  # Debian's PyTorch finds BLAS through libblas.so.3; the reference BLAS would make it ~15x slower.
+  ringtrain_install_packages python3-torch libopenblas0-pthread
 fi
 mkdir -p "$out"
 results="$out/results.jsonl"
@@ -56,9 +83,15 @@ run() {
   local round="$1" np="$2" backend="$3" binary="${4:-$ringtrain}" label="${5:-$3}"
   local log="$out/r$round-np$np-${label//\//-}.log" options=(--backend "${backend%%/*}")
   if [[ "$backend" == */* ]]; then options+=(--shm-parameters "${backend#*/}"); fi
-  mpirun -np "$np" --bind-to core "$binary" train --synthetic --steps "$steps" \
-    --log-every 0 "${options[@]}" "${extra[@]}" >"$log" 2>&1 ||
-    { echo "scaling_efficiency.sh: run failed, see $log" >&2; exit 1; }
+  if [ "$backend" = pytorch ]; then
+    mpirun -np "$np" --bind-to core /usr/bin/python3 "$root/scripts/bench/pytorch_ddp_reference.py" \
+      --steps "$steps" --port $((20000 + RANDOM % 20000)) "${pytorch_args[@]}" >"$log" 2>&1 ||
+      { echo "scaling_efficiency.sh: run failed, see $log" >&2; exit 1; }
+  else
+    mpirun -np "$np" --bind-to core "$binary" train --synthetic --steps "$steps" \
+      --log-every 0 "${options[@]}" "${extra[@]}" >"$log" 2>&1 ||
+      { echo "scaling_efficiency.sh: run failed, see $log" >&2; exit 1; }
+  fi
   python3 - "$log" "$round" "$np" "$label" >>"$results" <<'EOF'
 import json, re, sys
 log, round_, np_, backend = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
@@ -84,49 +117,91 @@ EOF
 
 for round in $(seq "$rounds"); do
   run "$round" 1 ring
+  if [ "$compare_one_rank" = 1 ]; then run "$round" 1 ring "$compare" "ring@compare"; fi
   for backend in $backends; do
     run "$round" "$ranks" "$backend"
     if [ -n "$compare" ]; then run "$round" "$ranks" "$backend" "$compare" "$backend@compare"; fi
   done
+  if [ "$pytorch" = 1 ]; then
+    run "$round" 1 pytorch
+    run "$round" "$ranks" pytorch
+  fi
 done
 
 python3 - "$results" "$out/summary.json" "$ranks" "$steps" <<'EOF'
 import json, statistics, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
 ranks, steps = int(sys.argv[3]), int(sys.argv[4])
-one = {r["round"]: r["samples_per_second"] for r in rows if r["ranks"] == 1}
+# The 1-rank references: ringtrain's ("ring"), the compare build's own ("ring@compare", with
+# --compare-one-rank) and PyTorch's ("pytorch"); each N-rank figure is divided by its own.
+refs = {}
+for r in rows:
+    if r["ranks"] == 1:
+        refs.setdefault(r["backend"], {})[r["round"]] = r["samples_per_second"]
+one = refs["ring"]
+
+def reference(backend):
+    if backend == "pytorch":
+        return "pytorch"
+    if backend.endswith("@compare") and "ring@compare" in refs:
+        return "ring@compare"
+    return "ring"
+
 backends = []
 for r in rows:
     if r["ranks"] != 1 and r["backend"] not in backends:
         backends.append(r["backend"])
+names = {"ring": "1 rank", "ring@compare": "1 r@compare", "pytorch": "pytorch x1"}
 print(f"# ringtrain train --synthetic, {steps} steps, 1 and {ranks} ranks, rounds interleaved")
-print(f"{'round':>5} {'1 rank':>10}" + "".join(f" {b + ' x' + str(ranks):>14} {'eff':>6}" for b in backends))
+print(f"{'round':>5}" + "".join(f" {names[k]:>11}" for k in refs) +
+      "".join(f" {b + ' x' + str(ranks):>14} {'eff':>6}" for b in backends))
 eff = {b: [] for b in backends}
+by_round = {}
 for rnd in sorted(one):
-    line = f"{rnd:>5} {one[rnd]:>10.0f}"
+    line = f"{rnd:>5}" + "".join(f" {refs[k][rnd]:>11.0f}" for k in refs)
     for b in backends:
         r = next(x for x in rows if x["round"] == rnd and x["backend"] == b and x["ranks"] == ranks)
-        e = r["samples_per_second"] / (ranks * one[rnd])
+        e = r["samples_per_second"] / (ranks * refs[reference(b)][rnd])
         r["efficiency"] = e
         eff[b].append(e)
+        by_round[(rnd, b)] = r["samples_per_second"]
         line += f" {r['samples_per_second']:>14.0f} {e:>6.3f}"
     print(line)
 summary = {"ranks": ranks, "steps": steps, "rounds": len(one),
            "one_rank_median": statistics.median(one.values()), "backends": {}}
+for k in refs:
+    if k != "ring":
+        summary[k.replace("@", "_") + "_one_rank_median"] = statistics.median(refs[k].values())
 for b in backends:
     s = {"median_efficiency": statistics.median(eff[b]), "min": min(eff[b]), "max": max(eff[b]),
          "median_samples_per_second": statistics.median(
-             x["samples_per_second"] for x in rows if x["backend"] == b and x["ranks"] == ranks)}
+             x["samples_per_second"] for x in rows if x["backend"] == b and x["ranks"] == ranks),
+         "one_rank_reference": reference(b)}
     summary["backends"][b] = s
     print(f"# {b}: median efficiency {s['median_efficiency']:.3f} "
           f"(range {s['min']:.3f}-{s['max']:.3f}), median {s['median_samples_per_second']:.0f} "
-          f"samples/s on {ranks} ranks; 1 rank median {summary['one_rank_median']:.0f}")
+          f"samples/s on {ranks} ranks; 1 rank ({names[reference(b)]}) median "
+          f"{statistics.median(refs[reference(b)].values()):.0f}")
 # Paired, round by round: how often each other backend beat the first one listed.
-first = backends[0] if backends else None
-for b in backends[1:]:
+first = next((b for b in backends if b != "pytorch"), None)
+for b in backends:
+    if b in (first, "pytorch"):
+        continue
     ahead = sum(1 for x, y in zip(eff[b], eff[first]) if x > y)
     summary["backends"][b]["rounds_ahead_of_" + first] = ahead
     print(f"# {b} ahead of {first} in {ahead} of {len(eff[b])} rounds")
+# Against PyTorch DDP in the same round: N-rank throughput as a multiple of PyTorch's.
+if "pytorch" in backends:
+    for b in backends:
+        if b == "pytorch":
+            continue
+        x = [by_round[(rnd, b)] / by_round[(rnd, "pytorch")] for rnd in sorted(one)]
+        s = summary["backends"][b]
+        s.update(times_pytorch_median=statistics.median(x), times_pytorch_min=min(x),
+                 times_pytorch_max=max(x), rounds_at_least_3x_pytorch=sum(v >= 3 for v in x))
+        print(f"# {b}: {statistics.median(x):.2f}x PyTorch DDP's {ranks}-rank throughput "
+              f"(range {min(x):.2f}-{max(x):.2f}; at least 3x in {s['rounds_at_least_3x_pytorch']} "
+              f"of {len(x)} rounds)")
 json.dump(summary, open(sys.argv[2], "w"), indent=1)
 EOF
 echo "# runs: $results, summary: $out/summary.json, logs: $out/"
