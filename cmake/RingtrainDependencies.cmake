@@ -33,6 +33,22 @@ if(RINGTRAIN_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()
 
+# ---- BLAS for Eigen's matrix products (RINGTRAIN_BLAS) ---------------------------------------
+set(RINGTRAIN_BLAS_LIBRARY "")
+if(RINGTRAIN_BLAS STREQUAL "AUTO" OR RINGTRAIN_BLAS STREQUAL "openblas")
+  # The serial build only: the pthread one would start threads of its own in every rank.
+  find_library(RINGTRAIN_OPENBLAS_SERIAL NAMES openblas
+               PATHS /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-serial NO_DEFAULT_PATH)
+  if(RINGTRAIN_OPENBLAS_SERIAL)
+    set(RINGTRAIN_BLAS_LIBRARY "${RINGTRAIN_OPENBLAS_SERIAL}")
+  elseif(RINGTRAIN_BLAS STREQUAL "openblas")
+    message(FATAL_ERROR "RINGTRAIN_BLAS=openblas but no serial OpenBLAS found "
+                        "(Debian: apt-get install libopenblas-serial-dev)")
+  endif()
+elseif(NOT RINGTRAIN_BLAS STREQUAL "OFF")
+  message(FATAL_ERROR "RINGTRAIN_BLAS='${RINGTRAIN_BLAS}': expected AUTO, openblas or OFF")
+endif()
+
 # ---- CUDA and NCCL --------------------------------------------------------------------------
 set(RINGTRAIN_HAVE_CUDA OFF)
 set(RINGTRAIN_CUDA_STATUS "")
@@ -104,6 +120,11 @@ function(ringtrain_print_summary)
     message(STATUS "  CUDA kernels   : nvcc ${CMAKE_CUDA_COMPILER_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES}")
   endif()
   _ringtrain_found_line("Eigen          : " "${Eigen3_FOUND}" "${Eigen3_VERSION}")
+  if(RINGTRAIN_BLAS_LIBRARY)
+    message(STATUS "  matrix products: OpenBLAS, serial (${RINGTRAIN_BLAS_LIBRARY})")
+  else()
+    message(STATUS "  matrix products: Eigen's own kernels (RINGTRAIN_BLAS=${RINGTRAIN_BLAS})")
+  endif()
   _ringtrain_found_line("HDF5           : " "${HDF5_FOUND}" "${HDF5_VERSION}")
   _ringtrain_found_line("zlib           : " "${ZLIB_FOUND}" "${ZLIB_VERSION_STRING}")
   _ringtrain_found_line("protobuf       : " "${Protobuf_FOUND}" "${Protobuf_VERSION} (${Protobuf_PROTOC_EXECUTABLE})")

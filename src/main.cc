@@ -23,6 +23,7 @@
 #include "data/separate_check.h"
 #include "data/synthetic_dataset.h"
 #include "models/flush_to_zero.h"
+#include "models/matrix_products.h"
 #include "src/common/log.h"
 #include "src/common/startup_errors.h"
 #include "src/storage/checkpoint.h"
@@ -113,6 +114,7 @@ int train(int argc, char** argv, collectives::MpiEnvironment& env) {
   config.device = device.device;
   config.backend = device.backend;
   models::enableFlushToZero();
+  models::keepMatrixProductsOnOneThread();
 
   // Every rank reads its data; a bad file stops all of them with the first rank's message.
   Sources sources;
@@ -133,6 +135,7 @@ int train(int argc, char** argv, collectives::MpiEnvironment& env) {
                         env.nodeCount(), describe(config)));
     logLine(fmt::format("device {} (--device {}{}{})", device.device, askedDevice,
                         device.reason.empty() ? "" : ": ", device.reason));
+    if (device.device == "cpu") logLine("matrix products: " + models::matrixProducts().name);
   }
   std::optional<Timeline> timeline;
   try {

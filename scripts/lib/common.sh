@@ -6,7 +6,7 @@
 RINGTRAIN_PACKAGES=(
   g++ cmake ninja-build pkg-config
   openmpi-bin libopenmpi-dev
-  libeigen3-dev libhdf5-dev hdf5-tools zlib1g-dev
+  libeigen3-dev libopenblas-serial-dev libhdf5-dev hdf5-tools zlib1g-dev
   libboost-program-options-dev libfmt-dev nlohmann-json3-dev
   libprotobuf-dev protobuf-compiler
   libgtest-dev

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "models/flush_to_zero.h"
+#include "models/matrix_products.h"
 #include "models/model_factory.h"
 #ifdef RINGTRAIN_MODEL_STEP_PERF_CUDA
 #include <cuda_runtime_api.h>
@@ -238,8 +239,9 @@ int run(const Options& o) {
     throw std::invalid_argument("--device cuda needs a GPU build (RINGTRAIN_CUDA, see README)");
 #endif
   const bool ftz = o.flushToZero && models::enableFlushToZero();
-  fmt::print("model_step_perf: one thread, Eigen {}.{}.{}, flush-to-zero {}\n", EIGEN_WORLD_VERSION,
-             EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION, ftz ? "on" : "off");
+  fmt::print("model_step_perf: one thread, Eigen {}.{}.{}, products by {}, flush-to-zero {}\n",
+             EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION,
+             models::matrixProducts().name, ftz ? "on" : "off");
   printHeader();
   for (const std::string& name : o.models) {
     models::ModelSpec spec{.name = name, .input = {1, 28, 28}, .classes = 10, .hidden = o.hidden};
@@ -267,7 +269,7 @@ int run(const Options& o) {
       widths.insert(widths.end(), o.hidden.begin(), o.hidden.end());
       widths.push_back(spec.classes);
       const Timing bare = timeBareProducts(widths, data, o);
-      printRow("  bare Eigen products only", o.batch, model.parameterCount(), flops, bare);
+      printRow("  bare products only", o.batch, model.parameterCount(), flops, bare);
       fmt::print("  the rest of the step (bias, ReLU, loss, callbacks): {:.1f}% of its time\n",
                  100 * (step.medianSeconds - bare.medianSeconds) / step.medianSeconds);
     }
