@@ -20,11 +20,10 @@ MatrixProducts matrixProducts() {
 #ifdef EIGEN_USE_BLAS
   m.blas = true;
   m.sequential = openblas_get_parallel() == 0;
-  std::string config = openblas_get_config();
-  // The version is the second word of the configuration string.
-  const auto space = config.find(' ', 9);
-  m.name = config.substr(0, space) + " (" + (m.sequential ? "serial" : "threaded") + ", " +
-           openblas_get_corename() + ")";
+  // The configuration string's first two words: "OpenBLAS 0.3.21".
+  const std::string config = openblas_get_config();
+  m.name = config.substr(0, config.find(' ', config.find(' ') + 1)) + " (" +
+           (m.sequential ? "serial" : "threaded") + ", " + openblas_get_corename() + ")";
 #else
   m.name = "Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." +
            std::to_string(EIGEN_MAJOR_VERSION) + "." + std::to_string(EIGEN_MINOR_VERSION);

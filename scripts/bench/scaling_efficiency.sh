@@ -81,17 +81,17 @@ results="$out/results.jsonl"
 # second and the per-step breakdown rank 0 prints, under LABEL (default: the backend).
 run() {
   local round="$1" np="$2" backend="$3" binary="${4:-$ringtrain}" label="${5:-$3}"
-  local log="$out/r$round-np$np-${label//\//-}.log" options=(--backend "${backend%%/*}")
-  if [[ "$backend" == */* ]]; then options+=(--shm-parameters "${backend#*/}"); fi
+  local log="$out/r$round-np$np-${label//\//-}.log" command
   if [ "$backend" = pytorch ]; then
-    mpirun -np "$np" --bind-to core /usr/bin/python3 "$root/scripts/bench/pytorch_ddp_reference.py" \
-      --steps "$steps" --port $((20000 + RANDOM % 20000)) "${pytorch_args[@]}" >"$log" 2>&1 ||
-      { echo "scaling_efficiency.sh: run failed, see $log" >&2; exit 1; }
+    command=(/usr/bin/python3 "$root/scripts/bench/pytorch_ddp_reference.py" --steps "$steps"
+      --port $((20000 + RANDOM % 20000)) "${pytorch_args[@]}")
   else
-    mpirun -np "$np" --bind-to core "$binary" train --synthetic --steps "$steps" \
-      --log-every 0 "${options[@]}" "${extra[@]}" >"$log" 2>&1 ||
-      { echo "scaling_efficiency.sh: run failed, see $log" >&2; exit 1; }
+    command=("$binary" train --synthetic --steps "$steps" --log-every 0 --backend "${backend%%/*}")
+    if [[ "$backend" == */* ]]; then command+=(--shm-parameters "${backend#*/}"); fi
+    command+=("${extra[@]}")
   fi
+  mpirun -np "$np" --bind-to core "${command[@]}" >"$log" 2>&1 ||
+    { echo "scaling_efficiency.sh: run failed, see $log" >&2; exit 1; }
   python3 - "$log" "$round" "$np" "$label" >>"$results" <<'EOF'
 import json, re, sys
 log, round_, np_, backend = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]

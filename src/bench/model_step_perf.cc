@@ -239,6 +239,7 @@ int run(const Options& o) {
     throw std::invalid_argument("--device cuda needs a GPU build (RINGTRAIN_CUDA, see README)");
 #endif
   const bool ftz = o.flushToZero && models::enableFlushToZero();
+  models::keepMatrixProductsOnOneThread();
   fmt::print("model_step_perf: one thread, Eigen {}.{}.{}, products by {}, flush-to-zero {}\n",
              EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION,
              models::matrixProducts().name, ftz ? "on" : "off");

@@ -7,8 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
-#include <string>
 
 namespace ringtrain::models {
 namespace {
