@@ -6,7 +6,6 @@
 #include "collectives/mpi_check.h"
 #include "collectives/mpi_communicator.h"
 #include "collectives/ring_communicator.h"
-#include "collectives/shm_communicator.h"
 #ifdef RINGTRAIN_HAVE_NCCL
 #include "collectives/nccl_communicator.h"
 #include "collectives/nccl_intra_node.h"
@@ -26,7 +25,7 @@ Communicator::Entered::Entered(Communicator& comm, CollectiveKind kind, std::siz
                                DataType type)
     : comm_(comm) {
   const std::uint64_t number = comm.sequence_.load(std::memory_order_relaxed) + 1;
-  if (comm.rank_ == comm.options_.testStallRank && number == comm.options_.testStallCollective) {
+  if (comm.rank_ == comm.options_.test.stallRank && number == comm.options_.test.stallCollective) {
     printLine("test fault: not taking part in collective #" + std::to_string(number) +
               "; waiting for ever instead");
     for (;;)
@@ -110,54 +109,79 @@ void Communicator::barrier() {
   barrierImpl();
 }
 
-std::vector<std::string> communicatorBackends() {
-  return {"mpi", "ring", "hierarchical", "shm"};
+std::string_view name(Backend backend) {
+  for (const BackendName& entry : kBackendNames) {
+    if (entry.value == backend) return entry.name;
+  }
+  return "unknown";
 }
 
-std::vector<std::string> deviceCommunicatorBackends() {
-  return {"nccl", "hierarchical-nccl"};
+std::optional<Backend> backendFromName(std::string_view name) {
+  for (const BackendName& entry : kBackendNames) {
+    if (entry.name == name) return entry.value;
+  }
+  return std::nullopt;
 }
 
-namespace {
+bool isDeviceBackend(Backend backend) {
+  return backend == Backend::kNccl || backend == Backend::kHierarchicalNccl;
+}
 
-std::string deviceBackendList() {
+std::vector<Backend> hostBackends() {
+  return {Backend::kMpi, Backend::kRing, Backend::kHierarchical};
+}
+
+std::vector<Backend> deviceBackends() {
+  return {Backend::kNccl, Backend::kHierarchicalNccl};
+}
+
+std::string joinNames(std::span<const Backend> backends) {
   std::string names;
-  for (const auto& name : deviceCommunicatorBackends())
-    names += (names.empty() ? "" : ", ") + name;
+  for (const Backend backend : backends)
+    names += (names.empty() ? "" : ", ") + std::string(name(backend));
   return names;
 }
 
-}  // namespace
-
 CommunicatorOptions withoutTestFault(CommunicatorOptions options) {
-  options.testStallRank = -1;
+  options.test.stallRank = -1;
   return options;
 }
 
-std::unique_ptr<Communicator> makeCommunicator(std::string_view backend, MPI_Comm comm,
+std::unique_ptr<Communicator> makeCommunicator(Backend backend, MPI_Comm comm,
                                                const CommunicatorOptions& options) {
-  if (backend == "mpi") return std::make_unique<MpiCommunicator>(comm, options);
-  if (backend == "ring") return std::make_unique<RingCommunicator>(comm, options);
-  if (backend == "hierarchical") return std::make_unique<HierarchicalCommunicator>(comm, options);
-  if (backend == "shm") return std::make_unique<ShmCommunicator>(comm, options);
-  // The one place that knows whether this build has the GPU path.
-  if (backend == "nccl" || backend == "hierarchical-nccl") {
-#ifdef RINGTRAIN_HAVE_NCCL
-    if (backend == "nccl") return std::make_unique<NcclCommunicator>(comm, options);
-    return std::make_unique<HierarchicalCommunicator>(comm, options, "hierarchical-nccl",
-                                                      makeNcclIntraNode);
-#else
-    throw std::invalid_argument("backend '" + std::string(backend) +
-                                "' needs a build with CUDA and NCCL; this one was configured "
-                                "without them (RINGTRAIN_CUDA=OFF, or CMake found no CUDA "
-                                "toolkit/NCCL)");
-#endif
+  switch (backend) {
+    case Backend::kMpi:
+      return std::make_unique<MpiCommunicator>(comm, options);
+    case Backend::kRing:
+      return std::make_unique<RingCommunicator>(comm, options);
+    case Backend::kHierarchical:
+      return std::make_unique<HierarchicalCommunicator>(comm, options);
+    case Backend::kNccl:
+    case Backend::kHierarchicalNccl:
+      break;
   }
-  std::string known;
-  for (const auto& name : communicatorBackends())
-    known += (known.empty() ? "" : ", ") + name;
-  throw std::invalid_argument("unknown backend '" + std::string(backend) + "' (known: " + known +
-                              "; for device buffers: " + deviceBackendList() + ")");
+    // The one place that knows whether this build has the GPU path.
+#ifdef RINGTRAIN_HAVE_NCCL
+  if (backend == Backend::kNccl) return std::make_unique<NcclCommunicator>(comm, options);
+  return std::make_unique<HierarchicalCommunicator>(comm, options, "hierarchical-nccl",
+                                                    makeNcclIntraNode);
+#else
+  throw std::invalid_argument("backend '" + std::string(name(backend)) +
+                              "' needs a build with CUDA and NCCL; this one was configured "
+                              "without them (RINGTRAIN_CUDA=OFF, or CMake found no CUDA "
+                              "toolkit/NCCL)");
+#endif
+}
+
+std::unique_ptr<Communicator> makeCommunicator(std::string_view backendName, MPI_Comm comm,
+                                               const CommunicatorOptions& options) {
+  const std::optional<Backend> backend = backendFromName(backendName);
+  if (!backend) {
+    throw std::invalid_argument("unknown backend '" + std::string(backendName) +
+                                "' (known: " + joinNames(hostBackends()) +
+                                "; for device buffers: " + joinNames(deviceBackends()) + ")");
+  }
+  return makeCommunicator(*backend, comm, options);
 }
 
 }  // namespace ringtrain::collectives

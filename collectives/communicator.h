@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -32,45 +33,43 @@ class CollectiveMismatchError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The defaults were chosen with build/bin/allreduce_perf on the 2-core CI machine
-// (docs/collectives.md).
+// Test-only settings of a communicator, gathered here so that production code sets none of them.
+struct CommunicatorTestHooks {
+  // Rank stallRank does not take part in collective number stallCollective (counted from 1) and
+  // waits for ever instead, as a rank stuck elsewhere would. The stall watchdog's tests use it.
+  int stallRank = -1;
+  std::uint64_t stallCollective = 0;
+  // Hierarchical and ring backends, tests and benchmarks only: every ranksPerNode consecutive
+  // ranks form one "node" instead of the ranks that really share a node (MPI_COMM_TYPE_SHARED),
+  // so that one machine can stand in for several nodes (4 ranks as 2 x 2, 3 ranks as 2 + 1; 1
+  // makes every ring neighbour a network one). 0: the real nodes. Never set it in production:
+  // the slices would cross real node boundaries in the wrong places.
+  int ranksPerNode = 0;
+};
+
+// The defaults and how to tune them: docs/collectives.md (allreduce_perf).
 struct CommunicatorOptions {
   // Ring backend: all-reduces of at most this many bytes take the latency-optimal
   // recursive-doubling path; larger ones the bandwidth-optimal ring. 0 sends everything round
   // the ring (the tests use that to exercise the ring on tiny counts).
   std::size_t ringSmallMessageBytes = 32 * 1024;
   // Ring backend: each rank's segment travels in chunks of this many bytes, so that the next
-  // rank can start on a chunk while this one reduces the following one. Fewer, larger messages
-  // cost less per byte (~3.5 us per message here); 512 KiB balanced the two.
+  // rank can start on a chunk while this one reduces the following one; larger chunks mean fewer
+  // messages, smaller ones an earlier start.
   std::size_t ringChunkBytes = 512 * 1024;
   // Ring backend: the chunk size of messages to and from a ring neighbour on another node (0:
   // ringChunkBytes). Open MPI's TCP transport sends a message of up to 64 KiB, its header
   // included, eagerly; a larger one waits for the receiver's go-ahead, which between two hosts
-  // queues behind the other direction's data (2 hosts at 1 Gbit/s: 60% of the link with
-  // 512 KiB chunks). 64 KiB less 256 bytes leaves room for the header (see ring_chunking.h).
+  // queues behind the other direction's data. 64 KiB less 256 bytes leaves room for the header
+  // (see ring_chunking.h).
   std::size_t ringNetworkChunkBytes = 64 * 1024 - 256;
   // Ring backend: how many chunk receives are in flight at once (in chunks of ringChunkBytes;
   // receives of smaller network chunks keep as many bytes in flight).
   int ringPipelineDepth = 4;
-  // Shm backend: the buffer is all-reduced in rounds of at most this many bytes; each rank keeps
-  // two rounds' worth in shared memory. 4 MiB holds the default MLP's 2.7 MB of gradients in one
-  // round (docs/collectives.md).
-  std::size_t shmChunkBytes = 4 << 20;
   // Wait for messages by testing and yielding the processor instead of spinning: for a
   // communication thread that shares its core with the computation (see request_wait.h).
   bool yieldWhileWaiting = false;
-  // Test-only fault injection: rank testStallRank does not take part in collective number
-  // testStallCollective (counted from 1) and waits for ever instead, as a rank stuck elsewhere
-  // would. The stall watchdog's tests use it.
-  int testStallRank = -1;
-  std::uint64_t testStallCollective = 0;
-  // Hierarchical and ring backends, tests and benchmarks only: every testRanksPerNode
-  // consecutive ranks form one "node" instead of the ranks that really share a node
-  // (MPI_COMM_TYPE_SHARED), so that one machine can stand in for several nodes (4 ranks as
-  // 2 x 2, 3 ranks as 2 + 1; 1 makes every ring neighbour a network one).
-  // 0: the real nodes. Never set it in production: the slices would cross real node
-  // boundaries in the wrong places.
-  int testRanksPerNode = 0;
+  CommunicatorTestHooks test;
 };
 
 // The options of a communicator that runs inside another one's collectives: the test fault
@@ -94,6 +93,10 @@ class Communicator {
   Communicator& operator=(const Communicator&) = delete;
 
   virtual std::string_view backendName() const = 0;
+  // Device backends: the GPU this rank's buffers must live on, and the stream (a cudaStream_t)
+  // whose queued work each collective waits for on the device. Host backends: -1 and nothing.
+  virtual int device() const { return -1; }
+  virtual void setComputeStream(void* /*stream*/) {}
   int rank() const { return rank_; }
   int size() const { return size_; }
   // How many collectives this communicator has entered (the number of the current one).
@@ -172,18 +175,41 @@ class Communicator {
   std::atomic<std::int64_t> enteredNs_{0};
 };
 
-// Backends by name: "mpi" (MPI's own collectives), "ring" (ringtrain's pipelined ring),
-// "hierarchical" (reduce-scatter inside the node, all-reduce across nodes, all-gather inside the
-// node; see hierarchical_allreduce.h) and "shm" (shared memory, every rank on one node; see
-// shm_allreduce.h): the backends for host buffers.
-std::vector<std::string> communicatorBackends();
-// The backends for device buffers: "nccl" (nccl_communicator.h) and "hierarchical-nccl" (the
-// hierarchical backend with NCCL inside the node, hierarchical_communicator.h). Listed in every
-// build; only builds with CUDA and NCCL make them.
-std::vector<std::string> deviceCommunicatorBackends();
-// Makes any of the above. Throws std::invalid_argument naming the known backends when `backend`
-// is not one of them, and saying so when it is a device backend in a build without the GPU path.
-std::unique_ptr<Communicator> makeCommunicator(std::string_view backend, MPI_Comm comm,
+// The backends: kMpi (MPI's own collectives), kRing (ringtrain's pipelined ring),
+// kHierarchical (reduce-scatter inside the node, all-reduce across nodes, all-gather inside the
+// node; see hierarchical_allreduce.h) for host buffers; kNccl (nccl_communicator.h) and
+// kHierarchicalNccl (the hierarchical backend with NCCL inside the node) for device buffers,
+// made only by builds with CUDA and NCCL.
+enum class Backend { kMpi, kRing, kHierarchical, kNccl, kHierarchicalNccl };
+
+// The one table of the backends' names.
+struct BackendName {
+  Backend value;
+  std::string_view name;
+};
+inline constexpr BackendName kBackendNames[] = {
+    {Backend::kMpi, "mpi"},
+    {Backend::kRing, "ring"},
+    {Backend::kHierarchical, "hierarchical"},
+    {Backend::kNccl, "nccl"},
+    {Backend::kHierarchicalNccl, "hierarchical-nccl"},
+};
+std::string_view name(Backend backend);
+std::optional<Backend> backendFromName(std::string_view name);
+bool isDeviceBackend(Backend backend);
+// The host backends, then the device ones (listed in every build).
+std::vector<Backend> hostBackends();
+std::vector<Backend> deviceBackends();
+// "mpi, ring, hierarchical": for messages that list the choices.
+std::string joinNames(std::span<const Backend> backends);
+
+// Makes `backend`. Throws std::invalid_argument when it is a device backend in a build without
+// the GPU path.
+std::unique_ptr<Communicator> makeCommunicator(Backend backend, MPI_Comm comm,
+                                               const CommunicatorOptions& options = {});
+// The same by name, for programs that take it from their command line: also throws
+// std::invalid_argument naming the known backends when `name` is none of them.
+std::unique_ptr<Communicator> makeCommunicator(std::string_view name, MPI_Comm comm,
                                                const CommunicatorOptions& options = {});
 
 }  // namespace ringtrain::collectives

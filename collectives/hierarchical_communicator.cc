@@ -20,7 +20,7 @@ HierarchicalCommunicator::HierarchicalCommunicator(MPI_Comm comm,
     : Communicator(comm, options),
       name_(std::move(name)),
       agreement_(this->comm(), options.ringSmallMessageBytes, waitMode()),
-      topology_(this->comm(), options.testRanksPerNode),
+      topology_(this->comm(), options.test.ranksPerNode),
       intraNode_(makeIntraNode(topology_.nodeComm(), options)),
       allreduce_(topology_, *intraNode_, size(), options),
       mpi_(comm, withoutTestFault(options)) {}

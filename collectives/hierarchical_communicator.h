@@ -23,7 +23,7 @@ using IntraNodeFactory = std::function<std::unique_ptr<IntraNodeCollectives>(
 
 // Like RingCommunicator, every collective starts with RecursiveDoubling's agreement on (sequence
 // number, kind, count, type, op, root) over the whole communicator. Nodes are
-// MPI_COMM_TYPE_SHARED, or every options.testRanksPerNode consecutive ranks in tests and
+// MPI_COMM_TYPE_SHARED, or every options.test.ranksPerNode consecutive ranks in tests and
 // benchmarks.
 //
 // Host buffers: all-reduces of at most options.ringSmallMessageBytes are done within the

@@ -37,10 +37,12 @@ class NcclCommunicator final : public Communicator {
   NcclCommunicator(MPI_Comm comm, const CommunicatorOptions& options);
   std::string_view backendName() const override { return "nccl"; }
 
-  int device() const { return channel_.device(); }
+  int device() const override { return channel_.device(); }
   cudaStream_t stream() const { return channel_.stream(); }
   // The stream whose queued work produces the buffers (default: the legacy default stream).
-  void setComputeStream(cudaStream_t stream) { computeStream_ = stream; }
+  void setComputeStream(void* stream) override {
+    computeStream_ = static_cast<cudaStream_t>(stream);
+  }
 
  protected:
   void allreduceImpl(const void* send, void* recv, std::size_t count, DataType type,

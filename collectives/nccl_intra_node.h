@@ -27,7 +27,7 @@ namespace ringtrain::collectives {
 // benchmark's power-of-two sizes) no padding is needed.
 //
 // The GPU is the rank's local rank in `nodeComm` modulo the visible devices (chooseNodeDevice):
-// with simulated nodes (options.testRanksPerNode) the simulated local rank, so 2 ranks as 2 nodes
+// with simulated nodes (options.test.ranksPerNode) the simulated local rank, so 2 ranks as 2 nodes
 // x 1 run on one GPU; two ranks of one (real or simulated) node on one GPU are refused. Work
 // starts after the work queued on the legacy default stream (setComputeStream changes it);
 // every call returns when its work has finished.

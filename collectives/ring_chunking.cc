@@ -30,7 +30,7 @@ RingChunking ringChunking(MPI_Comm comm, const CommunicatorOptions& options) {
   int size = 1;
   RINGTRAIN_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   RINGTRAIN_MPI_CHECK(MPI_Comm_size(comm, &size));
-  const std::vector<int> nodes = nodeOfEachRank(comm, options.testRanksPerNode);
+  const std::vector<int> nodes = nodeOfEachRank(comm, options.test.ranksPerNode);
   const bool leftRemote = nodes[(rank - 1 + size) % size] != nodes[rank];
   const bool rightRemote = nodes[(rank + 1) % size] != nodes[rank];
   RingChunking chunking = sharedMemoryChunking(options);

@@ -30,7 +30,7 @@ struct RingChunking {
 RingChunking sharedMemoryChunking(const CommunicatorOptions& options);
 
 // Collective over `comm`: finds which ranks share a node (MPI_COMM_TYPE_SHARED, or
-// options.testRanksPerNode consecutive ranks in tests and benchmarks) and chooses each side's
+// options.test.ranksPerNode consecutive ranks in tests and benchmarks) and chooses each side's
 // chunks. The receive depth keeps as many bytes in flight as ringPipelineDepth chunks of
 // ringChunkBytes do, so that smaller network chunks do not leave the link idle.
 RingChunking ringChunking(MPI_Comm comm, const CommunicatorOptions& options);

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
-#include <new>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -59,10 +58,9 @@ SharedMemoryWindow::SharedMemoryWindow(MPI_Comm comm, std::size_t regionBytes)
   // Each rank's part where its first touch puts it, not one block on rank 0's memory.
   RINGTRAIN_MPI_CHECK(MPI_Info_set(info, "alloc_shared_noncontig", "true"));
   void* base = nullptr;
-  // Open MPI does not align a rank's part to a cache line; one line more lets each rank's
-  // control block and region start on one (the same offset in every process: the segments are
-  // mapped at page boundaries).
-  const std::size_t bytes = kControlBytes + regionBytes_ + 64;
+  // Open MPI does not align a rank's part to a cache line; one line more lets each rank's region
+  // start on one (the same offset in every process: the segments are mapped at page boundaries).
+  const std::size_t bytes = regionBytes_ + 64;
   RINGTRAIN_MPI_CHECK(
       MPI_Win_allocate_shared(static_cast<MPI_Aint>(bytes), 1, info, comm, &base, &window_));
   RINGTRAIN_MPI_CHECK(MPI_Info_free(&info));
@@ -70,36 +68,19 @@ SharedMemoryWindow::SharedMemoryWindow(MPI_Comm comm, std::size_t regionBytes)
   // First touch by the owner, up front: page faults in the middle of a collective cost far more
   // than the copies (see aligned_buffer.h).
   std::memset(base, 0, bytes);
-  new (alignUp(base)) Control();
-  peers_.resize(static_cast<std::size_t>(size_));
-  RINGTRAIN_MPI_CHECK(MPI_Barrier(comm));  // every control block constructed before any is read
+  regions_.resize(static_cast<std::size_t>(size_));
+  RINGTRAIN_MPI_CHECK(MPI_Barrier(comm));  // every region zeroed before any is read
   for (int r = 0; r < size_; ++r) {
     MPI_Aint peerBytes = 0;
     int displacementUnit = 0;
     void* peerBase = nullptr;
     RINGTRAIN_MPI_CHECK(MPI_Win_shared_query(window_, r, &peerBytes, &displacementUnit, &peerBase));
-    std::byte* start = alignUp(peerBase);
-    peers_[static_cast<std::size_t>(r)] = {std::launder(reinterpret_cast<Control*>(start)),
-                                           start + kControlBytes};
+    regions_[static_cast<std::size_t>(r)] = alignUp(peerBase);
   }
 }
 
 SharedMemoryWindow::~SharedMemoryWindow() {
   if (window_ != MPI_WIN_NULL) MPI_Win_free(&window_);
-}
-
-void SharedMemoryWindow::arriveAndWait(std::uint64_t epoch, WaitMode mode) const {
-  // A sequentially consistent store is a locked instruction on x86: it also drains the
-  // non-temporal stores of streamingCopy and reduceArrays(kStreaming) before peers can see it.
-  peers_[static_cast<std::size_t>(rank_)].control->arrived.store(epoch, std::memory_order_seq_cst);
-  for (int r = 0; r < size_; ++r) {
-    const std::atomic<std::uint64_t>& arrived =
-        peers_[static_cast<std::size_t>(r)].control->arrived;
-    const int limit = spinLimit(mode);
-    int spins = 0;
-    while (arrived.load(std::memory_order_acquire) < epoch)
-      pauseOrYield(spins, limit);
-  }
 }
 
 }  // namespace ringtrain::collectives

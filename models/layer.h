@@ -6,9 +6,6 @@
 // a matrix product on the gradient for the layer below:
 //   backwardParameters(x, dy)         writes the parameter gradients (overwrites, never adds);
 //   backwardInput(x, y, dy, dx)       writes the gradient with respect to the input.
-// backwardParametersInParts is backwardParameters for a caller that wants to hear of parts of the
-// gradients as they become final (the shared-memory gradient average starts on them while the
-// rest is still computed); layers that cannot split the work report nothing until the end.
 // Both use what forward left in the layer's workspaces, so they follow a forward on the same
 // batch, in that order, once: a convolution reuses its im2col buffer for the input gradient.
 #pragma once
@@ -39,10 +36,6 @@ struct ParameterShape {
     return total;
   }
 };
-
-// Called during backwardParametersInParts with decreasing k: every element of the layer's
-// gradient slice at index >= k is final.
-using PartialGradientCallback = std::function<void(Index)>;
 
 template <class Scalar>
 class Layer {
@@ -87,10 +80,6 @@ class Layer {
   // x: inputShape().size() × B, y: outputShape().size() × B.
   virtual void forward(ConstBatchView<Scalar> x, BatchView<Scalar> y) = 0;
   virtual void backwardParameters(ConstBatchView<Scalar> /*x*/, ConstBatchView<Scalar> /*dy*/) {}
-  virtual void backwardParametersInParts(ConstBatchView<Scalar> x, ConstBatchView<Scalar> dy,
-                                         const PartialGradientCallback& /*partial*/) {
-    backwardParameters(x, dy);
-  }
   virtual void backwardInput(ConstBatchView<Scalar> x, ConstBatchView<Scalar> y,
                              ConstBatchView<Scalar> dy, BatchView<Scalar> dx) = 0;
 

@@ -47,21 +47,6 @@ void Linear<Scalar>::backwardParameters(ConstBatchView<Scalar> x, ConstBatchView
 }
 
 template <class Scalar>
-void Linear<Scalar>::backwardParametersInParts(ConstBatchView<Scalar> x, ConstBatchView<Scalar> dy,
-                                               const PartialGradientCallback& partial) {
-  biasGradient().noalias() = dy.rowwise().sum();
-  partial(out_ * in_);
-  const Index rowsPerPart = std::max<Index>(1, kPartElements / in_);
-  for (Index end = out_; end > 0;) {
-    const Index begin = std::max<Index>(0, end - rowsPerPart);
-    weightGradient().middleRows(begin, end - begin).noalias() =
-        dy.middleRows(begin, end - begin) * x.transpose();
-    partial(begin * in_);
-    end = begin;
-  }
-}
-
-template <class Scalar>
 void Linear<Scalar>::backwardInput(ConstBatchView<Scalar> /*x*/, ConstBatchView<Scalar> /*y*/,
                                    ConstBatchView<Scalar> dy, BatchView<Scalar> dx) {
   dx.noalias() = weight().transpose() * dy;

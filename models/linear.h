@@ -10,9 +10,6 @@
 namespace ringtrain::models {
 
 // Parameters, in this order: weight {out, in} (row-major), bias {out}.
-// In parts, the weight gradient is computed in blocks of at least kPartElements (128 Ki
-// elements: a block's matrix product still runs at full speed, and the MLP's 784x512 first layer
-// comes in 4 parts).
 template <class Scalar>
 class Linear final : public Layer<Scalar> {
  public:
@@ -25,10 +22,6 @@ class Linear final : public Layer<Scalar> {
 
   void forward(ConstBatchView<Scalar> x, BatchView<Scalar> y) override;
   void backwardParameters(ConstBatchView<Scalar> x, ConstBatchView<Scalar> dy) override;
-  // The bias first, then the weight gradient in blocks of rows from the last block to the first
-  // (each a contiguous range of the slice), reporting each as it is done.
-  void backwardParametersInParts(ConstBatchView<Scalar> x, ConstBatchView<Scalar> dy,
-                                 const PartialGradientCallback& partial) override;
   void backwardInput(ConstBatchView<Scalar> x, ConstBatchView<Scalar> y, ConstBatchView<Scalar> dy,
                      BatchView<Scalar> dx) override;
 
@@ -38,7 +31,6 @@ class Linear final : public Layer<Scalar> {
   VectorView<Scalar> biasGradient() { return {this->gradientData() + out_ * in_, out_}; }
 
  private:
-  static constexpr Index kPartElements = 128 * 1024;
   Index in_;
   Index out_;
   Initialization init_;

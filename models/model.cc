@@ -111,27 +111,16 @@ void Model<Scalar>::bindLayers() {
 }
 
 template <class Scalar>
-void Model<Scalar>::place(std::span<Scalar> storage, Placement placement, Scalar*& data,
-                          Vector<Scalar>& own, const char* what) {
+void Model<Scalar>::placeGradients(std::span<Scalar> storage) {
   if (storage.size() != size()) {
-    throw std::invalid_argument(std::string(what) + ": the model has " + std::to_string(size()) +
+    throw std::invalid_argument("placeGradients: the model has " + std::to_string(size()) +
                                 " parameters but the storage holds " +
                                 std::to_string(storage.size()));
   }
-  if (placement == Placement::kCopyValues) std::copy_n(data, size(), storage.data());
-  data = storage.data();
+  std::copy_n(gradientData_, size(), storage.data());
+  gradientData_ = storage.data();
   bindLayers();
-  own = Vector<Scalar>();  // the model's own buffer is no longer used
-}
-
-template <class Scalar>
-void Model<Scalar>::placeGradients(std::span<Scalar> storage) {
-  place(storage, Placement::kCopyValues, gradientData_, gradients_, "placeGradients");
-}
-
-template <class Scalar>
-void Model<Scalar>::placeParameters(std::span<Scalar> storage, Placement placement) {
-  place(storage, placement, parameterData_, parameters_, "placeParameters");
+  gradients_ = Vector<Scalar>();  // the model's own buffer is no longer used
 }
 
 template <class Scalar>
@@ -239,8 +228,7 @@ BatchResult Model<Scalar>::forward(const Batch<Scalar>& batch) {
 }
 
 template <class Scalar>
-void Model<Scalar>::backward(const GradientReadyCallback& onGradientsReady,
-                             const GradientProgressCallback& onProgress) {
+void Model<Scalar>::backward(const GradientReadyCallback& onGradientsReady) {
   if (!backwardPending_)
     throw std::logic_error("model '" + name_ +
                            "': backward() needs a forward() on a batch first, once per forward");
@@ -254,27 +242,17 @@ void Model<Scalar>::backward(const GradientReadyCallback& onGradientsReady,
     const BatchView<Scalar> gradient = outputGradient(i, batch);
     const ConstBatchView<Scalar> dy(gradient.data(), gradient.rows(), batch);
     if (observer_) observer_(static_cast<int>(i), LayerPhase::kBackward, true);
-    // Announced once backward no longer reads the layer's parameters, if asked to: after its
-    // input gradient, which reads them.
-    const bool deferred = announceWhenParametersFree_ && needsInputGradient_[i];
     const int slice = parameterLayerOf_[i];
     const LayerParameters* parameters =
         slice >= 0 ? &parameterLayers_[static_cast<std::size_t>(slice)] : nullptr;
     if (parameters) {
-      if (onProgress && !deferred) {
-        layer.backwardParametersInParts(in, dy, [&](Index final) {
-          onProgress(parameters->offset + static_cast<std::size_t>(final));
-        });
-      } else {
-        layer.backwardParameters(in, dy);
-      }
-      if (onGradientsReady && !deferred) onGradientsReady(*parameters);
+      layer.backwardParameters(in, dy);
+      if (onGradientsReady) onGradientsReady(*parameters);
     }
     if (needsInputGradient_[i]) {
       layer.backwardInput(in, ConstBatchView<Scalar>(outputs_[i], dy.rows(), batch), dy,
                           outputGradient(i - 1, batch));
     }
-    if (parameters && onGradientsReady && deferred) onGradientsReady(*parameters);
     if (observer_) observer_(static_cast<int>(i), LayerPhase::kBackward, false);
   }
 }

@@ -52,9 +52,6 @@ struct LayerParameters {
 
 // Called during backward with a layer whose gradients are final; layers come in reverse order.
 using GradientReadyCallback = std::function<void(const LayerParameters&)>;
-// Called with decreasing offsets during backward: every gradient at a flat offset >= the
-// argument is final for this step.
-using GradientProgressCallback = std::function<void(std::size_t)>;
 
 // Told when a layer starts and ends its work in a training step (for a timeline). Backward work
 // of a layer spans its parameter gradients (and their GradientReadyCallback) and its input
@@ -125,21 +122,9 @@ class Model {
   std::span<const Scalar> gradients() const { return {gradientData_, size()}; }
   // Keeps the gradients in `storage` (parameterCount() elements, owned by the caller and alive as
   // long as the model) from now on instead of the model's own buffer, e.g. in memory that other
-  // processes read (collectives/shared_gradient_reducer.h). Copies the current gradients there.
+  // processes read (engine/shared_gradient_reducer.h). Copies the current gradients there.
   // Throws std::invalid_argument when the size differs.
   void placeGradients(std::span<Scalar> storage);
-  // Keeps the parameters in `storage` from now on (as placeGradients), e.g. in memory that the
-  // ranks of one node share. kCopyValues copies the current parameters there; kKeepValues takes
-  // what the storage holds (another process has filled it). Throws std::invalid_argument when the
-  // size differs.
-  enum class Placement { kCopyValues, kKeepValues };
-  void placeParameters(std::span<Scalar> storage, Placement placement);
-  // With `free` true, backward announces a layer's gradients (GradientReadyCallback; no
-  // GradientProgressCallback for parts of it) only once it no longer reads that layer's
-  // parameters, i.e. after the layer's input gradient where one is computed: from then on another
-  // process may update them (parameters shared between processes). The first layer with
-  // parameters computes no input gradient and is announced as before. Same results, to the bit.
-  void announceWhenParametersFree(bool free) { announceWhenParametersFree_ = free; }
   std::size_t parameterCount() const { return size(); }
   BatchRequirements batchRequirements() const {
     return {name_, input_, outputSize(), loss_->needsLabels()};
@@ -166,12 +151,8 @@ class Model {
   // batch's input memory must stay valid until backward has run. Throws std::invalid_argument
   // for a batch whose sizes do not match the model.
   BatchResult forward(const Batch<Scalar>& batch);
-  // Fills gradients() for the last forward(); throws std::logic_error without one. With
-  // onProgress, layers that can (linear) compute their parameter gradients in parts and report
-  // each (the results may differ in the last bits from a backward without it, never between two
-  // backwards with it).
-  void backward(const GradientReadyCallback& onGradientsReady = {},
-                const GradientProgressCallback& onProgress = {});
+  // Fills gradients() for the last forward(); throws std::logic_error without one.
+  void backward(const GradientReadyCallback& onGradientsReady = {});
   // Loss and correct count without backward, in chunks of at most reservedBatch() samples (256
   // when nothing was reserved yet), so a whole test set needs no extra memory. Invalidates a
   // pending backward.
@@ -188,10 +169,6 @@ class Model {
   std::size_t size() const { return count_; }
   void buildParameterTable();
   void bindLayers();  // every layer's views into parameterData_ and gradientData_
-  // placeGradients and placeParameters: `data` and `own` are gradientData_ and gradients_, or
-  // parameterData_ and parameters_; `what` names the call in the error.
-  void place(std::span<Scalar> storage, Placement placement, Scalar*& data, Vector<Scalar>& own,
-             const char* what);
   BatchResult run(const Scalar* inputs, Index batch, const Targets<Scalar>& targets, bool training);
   BatchView<Scalar> outputGradient(std::size_t layer, Index batch);
 
@@ -202,7 +179,7 @@ class Model {
 
   std::size_t count_ = 0;
   Vector<Scalar> parameters_;
-  Scalar* parameterData_ = nullptr;  // parameters_ or the storage given to placeParameters
+  Scalar* parameterData_ = nullptr;  // parameters_
   Vector<Scalar> gradients_;
   Scalar* gradientData_ = nullptr;  // gradients_ or the storage given to placeGradients
   std::vector<ParameterEntry> table_;
@@ -211,7 +188,6 @@ class Model {
   // Per layer: does backward need the gradient with respect to its input? Only when a layer
   // with parameters lies below it; the first matrix layer's input gradient is never computed.
   std::vector<bool> needsInputGradient_;
-  bool announceWhenParametersFree_ = false;
 
   // Activations and their gradients live in two arenas with one region per layer, sized for
   // capacity_ samples; a smaller batch uses the front of each region. A layer whose output is

@@ -32,6 +32,7 @@
 #include "src/trainer/config.h"
 #include "src/trainer/consistency_check.h"
 #include "src/trainer/device_choice.h"
+#include "src/trainer/run_report.h"
 #include "src/trainer/sigterm_handler.h"
 #include "src/trainer/timeline.h"
 #include "src/trainer/trainer.h"
@@ -54,7 +55,7 @@ struct Sources {
 
 Sources loadData(const TrainConfig& config) {
   Sources sources;
-  if (config.model == "linreg") {
+  if (config.model == ModelKind::kLinreg) {
     // y = 2x + 10 plus noise: 8,000 samples to train on, the next 2,000 to test.
     data::LinearRegressionOptions options;
     options.seed = config.seed;
@@ -81,7 +82,9 @@ Sources loadData(const TrainConfig& config) {
   return sources;
 }
 
-int train(int argc, char** argv, collectives::MpiEnvironment& env) {
+// The options, with --device and --backend auto settled to what this job can run, the same on
+// every rank; nullopt after --help. A bad option ends the job on every rank.
+std::optional<TrainConfig> settledConfig(int argc, char** argv, collectives::MpiEnvironment& env) {
   TrainConfig config;
   bool help = false;
   std::string helpText;
@@ -94,7 +97,7 @@ int train(int argc, char** argv, collectives::MpiEnvironment& env) {
   exitEverywhereOnError(error);
   if (help) {
     if (env.worldRank() == 0) std::cout << helpText;
-    return 0;
+    return std::nullopt;
   }
   // A launcher that starts every rank as a job of its own (Open MPI 5 ignores the MPI operator's
   // OMPI_MCA_orte_* settings and runs all ranks on the launcher pod) would train N separate
@@ -105,18 +108,68 @@ int train(int argc, char** argv, collectives::MpiEnvironment& env) {
             " rank(s) in this job: check the launcher's hostfile and mpirun arguments";
   }
   exitEverywhereOnError(error);
-  // --device and --backend auto become what this job can run, the same on every rank.
   const auto choice = chooseDevice(config, deviceFacts(config, env));
   if (const std::string* refusal = std::get_if<std::string>(&choice)) error = *refusal;
   exitEverywhereOnError(error);
   const DeviceChoice& device = std::get<DeviceChoice>(choice);
-  const std::string askedDevice = config.device;
+  const Device asked = config.device;
   config.device = device.device;
   config.backend = device.backend;
+  if (env.worldRank() == 0) {
+    logLine(fmt::format("ringtrain train: {} rank(s) on {} node(s); {}", env.worldSize(),
+                        env.nodeCount(), describe(config)));
+    logLine(fmt::format("device {} (--device {}{}{})", nameIn(kDeviceNames, device.device),
+                        nameIn(kDeviceNames, asked), device.reason.empty() ? "" : ": ",
+                        device.reason));
+    if (device.device == Device::kCpu) logLine("matrix products: " + models::matrixProducts().name);
+  }
+  return config;
+}
+
+// What a run writes and listens to beside training: the timeline, rank 0's TensorBoard files,
+// the SIGTERM handler. A file that cannot be opened ends the job on every rank.
+struct RunServices {
+  std::optional<Timeline> timeline;
+  std::optional<storage::TrainingLog> trainingLog;
+  std::optional<SigtermHandler> sigterm;
+};
+
+void startServices(const TrainConfig& config, collectives::MpiEnvironment& env,
+                   RunServices& services) {
+  std::optional<std::string> error;
+  try {
+    if (!config.timeline.empty()) {
+      services.timeline.emplace(config.timeline, env.world(), env.hostName());
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  exitEverywhereOnError(error);
+  try {
+    if (!config.logdir.empty() && env.worldRank() == 0) services.trainingLog.emplace(config.logdir);
+  } catch (const std::exception& e) {
+    error = "--logdir " + config.logdir + ": " + e.what();
+  }
+  exitEverywhereOnError(error);
+  // SIGTERM from here on stops the training at a step all ranks agree on (Trainer::run).
+  if (config.sigtermGraceSeconds > 0) {
+    services.sigterm.emplace(config.sigtermGraceSeconds, [grace = config.sigtermGraceSeconds] {
+      collectives::abortJob(fmt::format(
+          "error: SIGTERM: the job has not stopped {} s after the signal (--sigterm-grace); "
+          "aborting it, the last complete checkpoint stays usable",
+          grace));
+    });
+  }
+}
+
+int train(int argc, char** argv, collectives::MpiEnvironment& env) {
+  const std::optional<TrainConfig> settled = settledConfig(argc, argv, env);
+  if (!settled) return 0;  // --help
+  const TrainConfig& config = *settled;
   models::enableFlushToZero();
   models::keepMatrixProductsOnOneThread();
-
   // Every rank reads its data; a bad file stops all of them with the first rank's message.
+  std::optional<std::string> error;
   Sources sources;
   try {
     sources = loadData(config);
@@ -124,52 +177,21 @@ int train(int argc, char** argv, collectives::MpiEnvironment& env) {
     error = e.what();
   }
   exitEverywhereOnError(error);
-
   // The communication thread and the stall watchdog call MPI beside the main thread.
   if (config.overlap || config.stallTimeoutSeconds > 0) {
     env.requireThreadLevel(collectives::ThreadLevel::kMultiple,
                            "--overlap on or --stall-timeout (the gradient engine's threads)");
   }
-  if (env.worldRank() == 0) {
-    logLine(fmt::format("ringtrain train: {} rank(s) on {} node(s); {}", env.worldSize(),
-                        env.nodeCount(), describe(config)));
-    logLine(fmt::format("device {} (--device {}{}{})", device.device, askedDevice,
-                        device.reason.empty() ? "" : ": ", device.reason));
-    if (device.device == "cpu") logLine("matrix products: " + models::matrixProducts().name);
-  }
-  std::optional<Timeline> timeline;
-  try {
-    if (!config.timeline.empty()) timeline.emplace(config.timeline, env.world(), env.hostName());
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  exitEverywhereOnError(error);
-  // --logdir: rank 0 alone writes the TensorBoard files.
-  std::optional<storage::TrainingLog> trainingLog;
-  try {
-    if (!config.logdir.empty() && env.worldRank() == 0) trainingLog.emplace(config.logdir);
-  } catch (const std::exception& e) {
-    error = "--logdir " + config.logdir + ": " + e.what();
-  }
-  exitEverywhereOnError(error);
-  // SIGTERM from here on stops the training at a step all ranks agree on (Trainer::run).
-  std::optional<SigtermHandler> sigterm;
-  if (config.sigtermGraceSeconds > 0) {
-    sigterm.emplace(config.sigtermGraceSeconds, [grace = config.sigtermGraceSeconds] {
-      collectives::abortJob(fmt::format(
-          "error: SIGTERM: the job has not stopped {} s after the signal (--sigterm-grace); "
-          "aborting it, the last complete checkpoint stays usable",
-          grace));
-    });
-  }
+  RunServices services;
+  startServices(config, env, services);
 
   // Declared before the trainer so that it outlives it; started only after the start-up check,
   // which may end the job.
   std::optional<collectives::StallWatchdog> watchdog;
   TrainerEnvironment environment;
-  environment.timeline = timeline ? &*timeline : nullptr;
-  environment.trainingLog = trainingLog ? &*trainingLog : nullptr;
-  environment.stopRequested = sigterm ? &SigtermHandler::received() : nullptr;
+  environment.timeline = services.timeline ? &*services.timeline : nullptr;
+  environment.trainingLog = services.trainingLog ? &*services.trainingLog : nullptr;
+  environment.stopRequested = services.sigterm ? &SigtermHandler::received() : nullptr;
   environment.checkConsistency = [&env](const ConsistencyItems& items) {
     exitEverywhereOnError(findDisagreement(env.world(), items));
   };
@@ -194,85 +216,13 @@ int train(int argc, char** argv, collectives::MpiEnvironment& env) {
     if (env.worldRank() == 0) collectives::printLine(std::string("error: ") + stopped.what());
     return 3;
   }
-  if (timeline) timeline->finish();
+  if (services.timeline) services.timeline->finish();
   if (env.worldRank() == 0) {
-    std::string result =
-        summary.lastEvaluation.samples == 0 ? std::string("not evaluated yet")
-        : sources.train->classes() > 0
-            ? fmt::format("final accuracy {:.4f}", summary.lastEvaluation.accuracy())
-            : fmt::format("final test loss {:.6f}", summary.lastEvaluation.meanLoss());
-    if (config.model == "linreg") {
-      const auto parameters = trainer.model().parameters();
-      logLine(fmt::format("learned y = {:.4f} x + {:.4f} (the data: y = 2 x + 10 + noise)",
-                          parameters[0], parameters[1]));
-    }
-    logLine(fmt::format(
-        "done: {} steps{} in {:.2f} s of training ({:.2f} s wall), {:.0f} samples/s "
-        "({:.0f} per rank), {}; replicas {}",
-        summary.steps,
-        summary.firstStep > 0
-            ? fmt::format(" (steps {} to {}, resumed)", summary.firstStep + 1, summary.lastStep)
-            : "",
-        summary.trainingSeconds, summary.wallSeconds, summary.samplesPerSecond,
-        summary.samplesPerSecondPerRank, result,
-        summary.replicasIdentical ? "identical" : "DIFFER"));
-    // Two runs that end with the same fingerprint hold the same parameters, bit for bit.
-    logLine(fmt::format("parameters after step {}: fingerprint {:016x}", summary.lastStep,
-                        summary.parameterFingerprint));
-    const double total = std::max(1e-9, summary.trainingSeconds);
-    const double steps = static_cast<double>(std::max<std::int64_t>(1, summary.steps));
-    logLine(
-        fmt::format("time per step: data {:.0f}%, forward+backward {:.0f}%, waiting for "
-                    "averaged gradients {:.0f}%, optimiser {:.0f}% ({:.3f} ms per step)",
-                    100 * summary.dataSeconds / total, 100 * summary.computeSeconds / total,
-                    100 * summary.waitSeconds / total, 100 * summary.optimizerSeconds / total,
-                    1000 * total / steps));
-    if (summary.reduceSeconds > 0) {
-      logLine(
-          fmt::format("gradient all-reduces took {:.3f} ms per step, {:.0f}% of it not hidden "
-                      "behind computation",
-                      1000 * summary.reduceSeconds / steps,
-                      100 * std::min(1.0, summary.waitSeconds / summary.reduceSeconds)));
-    }
-    if (!summary.roundTripsNs.empty()) {
-      std::vector<double> trips = summary.roundTripsNs;
-      std::sort(trips.begin(), trips.end());
-      logLine(fmt::format(
-          "cores: a cache line's round trip between rank 0's core and the others' {:.0f} ns in "
-          "the median of {} probes ({:.0f} to {:.0f}; under about {:.0f} ns the cores share a "
-          "cache)",
-          trips[trips.size() / 2], trips.size(), trips.front(), trips.back(),
-          Trainer::kShareBelowRoundTripNs));
-    }
-    if (summary.adaptiveSharing) {
-      logLine(fmt::format(
-          "--shm-parameters auto: one copy of the parameters for the node in {} of {} steps, {} "
-          "switch(es); probing and moving took {:.1f} us per step",
-          summary.sharedParameterSteps, summary.steps, summary.sharingSwitches,
-          1e6 * summary.sharingSeconds / steps));
-    }
-    if (summary.stopCheckSeconds > 0) {
-      logLine(
-          fmt::format("the per-step SIGTERM check took {:.1f} us per step (--sigterm-grace 0 "
-                      "turns it off)",
-                      1e6 * summary.stopCheckSeconds / steps));
-    }
-    if (summary.skippedSteps > 0) {
-      logLine(fmt::format("{} step(s) skipped for non-finite gradients", summary.skippedSteps));
-    }
-    if (timeline) logLine("timeline written to " + config.timeline);
-    if (summary.checkpoints > 0) {
-      logLine(fmt::format(
-          "{} checkpoint(s) written, {:.1f} ms each on average; the last: {}", summary.checkpoints,
-          1e3 * summary.checkpointSeconds / summary.checkpoints, summary.lastCheckpoint));
-    }
-    if (trainingLog) logLine("TensorBoard logs in " + config.logdir);
-    if (summary.stoppedBySigterm) {
-      logLine(fmt::format("stopped by SIGTERM after step {}{}; exit status {}", summary.lastStep,
-                          config.checkpointDir.empty() ? " (no --checkpoint-dir: nothing saved)"
-                                                       : "; rerun with --resume auto to continue",
-                          config.sigtermExitCode));
-    }
+    RunFacts facts;
+    facts.classification = sources.train->classes() > 0;
+    facts.parameters = trainer.model().parameters();
+    for (const std::string& line : runReport(summary, config, facts))
+      logLine(line);
   }
   if (!summary.replicasIdentical) return 1;
   return summary.stoppedBySigterm ? config.sigtermExitCode : 0;

@@ -19,10 +19,6 @@
 # gives each backend's N-rank throughput as a multiple of PyTorch's in the same round; it
 # installs Debian's python3-torch and OpenBLAS when they are missing. Only the MLP is supported
 # there: EXTRA RINGTRAIN ARGS other than --hidden are not passed to PyTorch.
-# A backend may carry the value of --shm-parameters: "shm/shared" runs --backend shm
-# --shm-parameters shared (plain "shm" takes the default, auto). shm rows also hold the median
-# round trip of a cache line between the cores (round_trip_ns: under about 150 ns they share a
-# cache), and auto's the steps it trained with one copy for the node.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # shellcheck source=../lib/common.sh
@@ -81,14 +77,13 @@ results="$out/results.jsonl"
 # second and the per-step breakdown rank 0 prints, under LABEL (default: the backend).
 run() {
   local round="$1" np="$2" backend="$3" binary="${4:-$ringtrain}" label="${5:-$3}"
-  local log="$out/r$round-np$np-${label//\//-}.log" command
+  local log="$out/r$round-np$np-$label.log" command
   if [ "$backend" = pytorch ]; then
     command=(/usr/bin/python3 "$root/scripts/bench/pytorch_ddp_reference.py" --steps "$steps"
       --port $((20000 + RANDOM % 20000)) "${pytorch_args[@]}")
   else
-    command=("$binary" train --synthetic --steps "$steps" --log-every 0 --backend "${backend%%/*}")
-    if [[ "$backend" == */* ]]; then command+=(--shm-parameters "${backend#*/}"); fi
-    command+=("${extra[@]}")
+    command=("$binary" train --synthetic --steps "$steps" --log-every 0 --backend "$backend"
+      "${extra[@]}")
   fi
   mpirun -np "$np" --bind-to core "${command[@]}" >"$log" 2>&1 ||
     { echo "scaling_efficiency.sh: run failed, see $log" >&2; exit 1; }
@@ -104,13 +99,6 @@ if m:
     d, f, w, o, t = (float(x) for x in m.groups())
     row.update(step_ms=t, data_ms=d * t / 100, compute_ms=f * t / 100, wait_ms=w * t / 100,
                optimiser_ms=o * t / 100)
-# shm: the probes' median round trip between the cores; auto: the steps with one copy for the node.
-m = re.search(r"a cache line's round trip between rank 0's core and the others' (\d+) ns", text)
-if m:
-    row.update(round_trip_ns=int(m.group(1)))
-m = re.search(r"one copy of the parameters for the node in (\d+) of (\d+) steps, (\d+) switch", text)
-if m:
-    row.update(shared_steps=int(m.group(1)), switches=int(m.group(3)))
 print(json.dumps(row))
 EOF
 }

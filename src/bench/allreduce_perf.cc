@@ -140,7 +140,7 @@ std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool&
       po::value(&o.communicator.ringPipelineDepth)->default_value(o.communicator.ringPipelineDepth),
       "ring: chunk receives in flight")(
       "ranks-per-node",
-      po::value(&o.communicator.testRanksPerNode)->default_value(o.communicator.testRanksPerNode),
+      po::value(&o.communicator.test.ranksPerNode)->default_value(o.communicator.test.ranksPerNode),
       "hierarchical, benchmarks only: every N consecutive ranks form a node (0: the real "
       "nodes)")("json", po::value(&o.jsonPath), "also write the results to this JSON file")(
       "membw", po::bool_switch(&o.memoryBandwidth),
@@ -196,7 +196,7 @@ std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool&
     return "--iters must be at least 1 and --warmup_iters at least 0";
   if (o.average < 0 || o.average > 3) return "--average must be 0, 1, 2 or 3";
   if (o.communicator.ringPipelineDepth < 1) return "--ring-depth must be at least 1";
-  if (o.communicator.testRanksPerNode < 0) return "--ranks-per-node must be 0 or more";
+  if (o.communicator.test.ranksPerNode < 0) return "--ranks-per-node must be 0 or more";
   const auto parsedType = collectives::parseDataType(type);
   if (!parsedType) return "--datatype: unknown type '" + type + "'";
   o.type = *parsedType;
@@ -207,20 +207,16 @@ std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool&
   const bool onDevice = o.device == "cuda";
   o.backends = splitList(onDevice && !backendsGiven ? std::string("nccl") : backends);
   if (o.backends.empty()) return "--backends: no backend given";
-  const auto known =
-      onDevice ? collectives::deviceCommunicatorBackends() : collectives::communicatorBackends();
-  const auto other =
-      onDevice ? collectives::communicatorBackends() : collectives::deviceCommunicatorBackends();
+  const auto known = onDevice ? collectives::deviceBackends() : collectives::hostBackends();
   for (const auto& b : o.backends) {
-    if (std::find(other.begin(), other.end(), b) != other.end()) {
+    const std::optional<collectives::Backend> backend = collectives::backendFromName(b);
+    if (!backend) {
+      return "--backends: unknown backend '" + b + "' (known: " + collectives::joinNames(known) +
+             ")";
+    }
+    if (collectives::isDeviceBackend(*backend) != onDevice) {
       return "--backends: '" + b + "' takes " + (onDevice ? "host" : "device") +
              " buffers: use --device " + (onDevice ? "cpu" : "cuda");
-    }
-    if (std::find(known.begin(), known.end(), b) == known.end()) {
-      std::string names;
-      for (const auto& k : known)
-        names += (names.empty() ? "" : ", ") + k;
-      return "--backends: unknown backend '" + b + "' (known: " + names + ")";
     }
   }
   // The variants go right after the ring they vary.
@@ -490,7 +486,7 @@ int run(int argc, char** argv) {
     // The GPU the device backends take: the local rank, simulated under --ranks-per-node as
     // hierarchical-nccl simulates it (the nccl backend always takes the real one; on one GPU
     // both are GPU 0).
-    const int perNode = o.communicator.testRanksPerNode;
+    const int perNode = o.communicator.test.ranksPerNode;
     const int localRank = perNode > 0 ? env.worldRank() % perNode : env.localRank();
     try {
       gpu = bench::selectDevice(localRank, &gpuName);
@@ -550,14 +546,14 @@ int run(int argc, char** argv) {
     const auto& topology = hierarchical->topology();
     json["hierarchical"] = {{"nodes", topology.nodeCount()},
                             {"largest_node_ranks", topology.largestNodeSize()},
-                            {"ranks_per_node_override", o.communicator.testRanksPerNode}};
+                            {"ranks_per_node_override", o.communicator.test.ranksPerNode}};
     if (root) {
       std::cout << fmt::format(
           "#  hierarchical: {} node(s) of up to {} ranks ({}), slices across nodes over MPI\n",
           topology.nodeCount(), topology.largestNodeSize(),
-          o.communicator.testRanksPerNode > 0
-              ? fmt::format("--ranks-per-node {}: simulated nodes", o.communicator.testRanksPerNode)
-              : std::string("ranks sharing memory"));
+          o.communicator.test.ranksPerNode > 0 ? fmt::format("--ranks-per-node {}: simulated nodes",
+                                                             o.communicator.test.ranksPerNode)
+                                               : std::string("ranks sharing memory"));
     }
   }
   double membwPerRank = 0;

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -37,29 +38,71 @@ std::string shortest(double value) {
   return fmt::format("{}", value);
 }
 
+// --backend's choices: auto, then the engine's table.
+std::vector<NamedValue<std::optional<engine::ExchangeBackend>>> backendChoices() {
+  std::vector<NamedValue<std::optional<engine::ExchangeBackend>>> choices = {
+      {std::nullopt, "auto"}};
+  for (const auto& entry : engine::kExchangeBackendNames)
+    choices.push_back({entry.value, entry.name});
+  return choices;
+}
+
+// "auto | cpu | cuda: " for a help text.
+template <class Table>
+std::string choicesHelp(const Table& table, std::string_view what) {
+  return joinNames(table, " | ", " | ") + ": " + std::string(what);
+}
+
+// Reads `text` as one of `table`'s names into `value`; the error names the option and the
+// choices.
+template <class Table, class Value>
+std::optional<std::string> parseChoice(std::string_view option, const std::string& text,
+                                       const Table& table, Value& value) {
+  if (const auto parsed = valueIn(table, text)) {
+    value = *parsed;
+    return std::nullopt;
+  }
+  return fmt::format("--{} '{}': expected {}", option, text, joinNames(table, ", ", " or "));
+}
+
+// The options whose text is converted after parsing (lists, sizes, modes), as given.
 struct RawOptions {
+  std::string model = "mlp";
   std::string hidden = "512,512";
   std::string syntheticShape = "1,28,28";
+  std::string prefetch = "auto";
+  std::string device = "auto";
+  std::string backend = "auto";
   std::string overlap = "on";
   std::string fusionThreshold = "8M";
+  std::string compression = "none";
+  std::string checkFinite = "off";
+  std::string optimizer = "sgd";
+  std::string lrSchedule = "cosine";
+  std::string onResize = "keep-global-batch";
+  std::string removedShmParameters;  // --shm-parameters, removed
 };
 
-po::options_description trainOptions(TrainConfig& c, RawOptions& raw) {
+po::options_description modelAndDataOptions(TrainConfig& c, RawOptions& raw) {
   // One option per line reads as the table it is.
   // clang-format off
-  po::options_description model("Model");
+  po::options_description model("Model and data");
   model.add_options()
-      ("model", po::value(&c.model)->default_value(c.model), "linreg | mlp | cnn")
-      ("hidden", po::value(&raw.hidden)->default_value(raw.hidden), "mlp hidden layer sizes, comma-separated");
-  po::options_description data("Data");
-  data.add_options()
+      ("model", po::value(&raw.model)->default_value(raw.model), joinNames(kModelNames, " | ", " | ").c_str())
+      ("hidden", po::value(&raw.hidden)->default_value(raw.hidden), "mlp hidden layer sizes, comma-separated")
       ("data", po::value(&c.dataDir)->default_value(c.dataDir), "folder with train.h5 and test.h5 (ringtrain's HDF5 layout; idx_to_hdf5 writes it), or else the MNIST IDX files (plain or .gz; data/fetch_mnist.sh)")
       ("synthetic", po::value(&c.synthetic)->implicit_value(true)->default_value(false), "train on synthetic data (a throughput benchmark)")
       ("synthetic-shape", po::value(&raw.syntheticShape)->default_value(raw.syntheticShape), "synthetic image shape C,H,W")
       ("synthetic-classes", po::value(&c.syntheticClasses)->default_value(c.syntheticClasses), "synthetic number of classes")
       ("synthetic-size", po::value(&c.syntheticSize)->default_value(c.syntheticSize), "synthetic training samples")
       ("drop-last", po::value(&c.dropLast)->implicit_value(true)->default_value(false), "drop each epoch's last, smaller batch")
-      ("prefetch", po::value(&c.prefetch)->default_value(c.prefetch), "auto | on | off: gather the next batch on a thread of its own while the step trains (auto: on with --device cuda or HDF5 data, off for data in memory on the CPU, where the thread would only take time from the rank's core)");
+      ("prefetch", po::value(&raw.prefetch)->default_value(raw.prefetch), choicesHelp(kPrefetchNames, "gather the next batch on a thread of its own while the step trains (auto: on with --device cuda or HDF5 data, off for data in memory on the CPU, where the thread would only take time from the rank's core)").c_str());
+  // clang-format on
+  return model;
+}
+
+po::options_description runOptions(TrainConfig& c, RawOptions& raw) {
+  // clang-format off
   po::options_description run("Run");
   run.add_options()
       ("epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training data")
@@ -68,22 +111,33 @@ po::options_description trainOptions(TrainConfig& c, RawOptions& raw) {
       ("seed", po::value(&c.seed)->default_value(c.seed), "seed of the initial weights and the data order")
       ("eval-every", po::value(&c.evalEvery)->default_value(c.evalEvery), "also evaluate every N steps (0: at each epoch's end only)")
       ("log-every", po::value(&c.logEvery)->default_value(c.logEvery), "log the training loss every N steps")
-      ("device", po::value(&c.device)->default_value(c.device), "auto | cpu | cuda: train on the CPU or on one GPU per rank; auto takes cuda when the build has the GPU path and every node has a GPU for each of its ranks")
-      ("tf32", po::value(&c.tf32)->implicit_value(true)->default_value(false), "cuda: TF32 tensor-core matrix products (faster; about 1e-3 relative error in the products)")
-      ("backend", po::value(&c.backend)->default_value(c.backend), "gradient all-reduce: auto (ring on cpu, nccl on cuda) | mpi | ring | hierarchical | shm (host buffers; shm: shared memory, one node) | nccl (GPU buffers)")
-      ("shm-parameters", po::value(&c.shmParameters)->default_value(c.shmParameters), "with --backend shm: per-rank (every rank keeps and updates its own copy of the parameters) | shared (the ranks of the node keep one copy of the parameters and optimiser state, and each element is updated by the rank that averaged it: faster where one core reads what another wrote cheaply, slower where not) | auto (shared while a probe every 50 steps finds a cache line crossing between cores in under 150 ns, else per-rank); --check-finite stop/skip take per-rank")
+      ("device", po::value(&raw.device)->default_value(raw.device), choicesHelp(kDeviceNames, "train on the CPU or on one GPU per rank; auto takes cuda when the build has the GPU path and every node has a GPU for each of its ranks").c_str())
+      ("tf32", po::value(&c.tf32)->implicit_value(true)->default_value(false), "cuda: TF32 tensor-core matrix products (faster, with a larger rounding error in the products)")
       ("expect-world-size", po::value(&c.expectWorldSize)->default_value(c.expectWorldSize), "refuse to run unless mpirun started exactly this many ranks (0: any)");
+  // clang-format on
+  return run;
+}
+
+po::options_description engineOptions(TrainConfig& c, RawOptions& raw) {
+  // clang-format off
   po::options_description engine("Gradient engine");
   engine.add_options()
+      ("backend", po::value(&raw.backend)->default_value(raw.backend), choicesHelp(backendChoices(), "how gradients are averaged; auto: shm where every rank shares one node (cpu), ring across nodes, nccl on cuda; mpi, ring, hierarchical, shm average host buffers, nccl GPU buffers").c_str())
       ("overlap", po::value(&raw.overlap)->default_value(raw.overlap), "on | off: average gradients while backward still runs")
       ("fusion-threshold", po::value(&raw.fusionThreshold)->default_value(raw.fusionThreshold), "largest gradient bucket (bytes; 64K, 8M, ...)")
-      ("compression", po::value(&c.compression)->default_value(c.compression), "none | fp16 | bf16: gradients cross the wire in 16 bits")
+      ("compression", po::value(&raw.compression)->default_value(raw.compression), choicesHelp(engine::kCompressionNames, "gradients cross the wire in 16 bits (ring, mpi, hierarchical)").c_str())
       ("stall-timeout", po::value(&c.stallTimeoutSeconds)->default_value(c.stallTimeoutSeconds), "abort the job, naming the missing ranks, when a collective waits this many seconds (0: never)")
-      ("check-finite", po::value(&c.checkFinite)->default_value(c.checkFinite), "off | stop | skip: stop the job or skip the step on NaN/Inf averaged gradients")
+      ("check-finite", po::value(&raw.checkFinite)->default_value(raw.checkFinite), choicesHelp(kCheckFiniteNames, "stop the job or skip the step on NaN/Inf averaged gradients").c_str())
       ("timeline", po::value(&c.timeline), "write a Chrome trace (Perfetto, chrome://tracing) of every rank to this file");
+  // clang-format on
+  return engine;
+}
+
+po::options_description optimiserOptions(TrainConfig& c, RawOptions& raw) {
+  // clang-format off
   po::options_description optimiser("Optimiser");
   optimiser.add_options()
-      ("optimizer", po::value(&c.optimizer)->default_value(c.optimizer), "sgd | adam | adamw")
+      ("optimizer", po::value(&raw.optimizer)->default_value(raw.optimizer), joinNames(kOptimizerNames, " | ", " | ").c_str())
       ("lr", po::value(&c.learningRate)->default_value(c.learningRate, shortest(c.learningRate)), "learning rate")
       ("momentum", po::value(&c.momentum)->default_value(c.momentum, shortest(c.momentum)), "sgd momentum")
       ("nesterov", po::value(&c.nesterov)->implicit_value(true)->default_value(false), "sgd: Nesterov momentum")
@@ -91,78 +145,143 @@ po::options_description trainOptions(TrainConfig& c, RawOptions& raw) {
       ("beta1", po::value(&c.beta1)->default_value(c.beta1, shortest(c.beta1)), "adam: first-moment decay")
       ("beta2", po::value(&c.beta2)->default_value(c.beta2, shortest(c.beta2)), "adam: second-moment decay")
       ("epsilon", po::value(&c.epsilon)->default_value(c.epsilon, shortest(c.epsilon)), "adam: denominator term")
-      ("lr-schedule", po::value(&c.lrSchedule)->default_value(c.lrSchedule), "constant | step | cosine")
+      ("lr-schedule", po::value(&raw.lrSchedule)->default_value(raw.lrSchedule), joinNames(kLrScheduleNames, " | ", " | ").c_str())
       ("warmup-steps", po::value(&c.warmupSteps)->default_value(c.warmupSteps), "linear warm-up steps")
       ("lr-step-size", po::value(&c.lrStepSize)->default_value(c.lrStepSize), "step schedule: steps between decays")
       ("lr-gamma", po::value(&c.lrGamma)->default_value(c.lrGamma, shortest(c.lrGamma)), "step schedule: decay factor")
       ("scale-lr", po::value(&c.scaleLr)->implicit_value(true)->default_value(false), "multiply the learning rate by the number of ranks");
+  // clang-format on
+  return optimiser;
+}
+
+po::options_description storageOptions(TrainConfig& c, RawOptions& raw) {
+  // clang-format off
   po::options_description storage("Checkpoints, resume, logs, SIGTERM");
   storage.add_options()
       ("checkpoint-dir", po::value(&c.checkpointDir), "rank 0 writes checkpoints (ckpt-<step>.h5, `latest`) to this folder")
       ("checkpoint-every", po::value(&c.checkpointEvery)->default_value(c.checkpointEvery), "steps between checkpoints (0: at each epoch's end); one more at the end and on SIGTERM")
       ("keep", po::value(&c.keep)->default_value(c.keep), "checkpoints kept, the newest (0: all)")
       ("resume", po::value(&c.resume)->default_value(c.resume), "none | auto (the newest good checkpoint of --checkpoint-dir; none there: start afresh) | a checkpoint file or folder")
-      ("on-resize", po::value(&c.onResize)->default_value(c.onResize), "resumed on another number of ranks: keep-global-batch (batch per rank = saved global batch / ranks) | keep-per-rank-batch (lr scaled by new/saved global batch)")
+      ("on-resize", po::value(&raw.onResize)->default_value(raw.onResize), choicesHelp(kOnResizeNames, "resumed on another number of ranks, keep the saved global batch (batch per rank = saved global batch / ranks) or the batch per rank (lr scaled by new/saved global batch)").c_str())
       ("logdir", po::value(&c.logdir), "rank 0 writes TensorBoard event files (train/, test/) and metrics.jsonl here")
       ("sigterm-grace", po::value(&c.sigtermGraceSeconds)->default_value(c.sigtermGraceSeconds), "on SIGTERM the ranks agree on a step, write a final checkpoint and exit within this many seconds (0: SIGTERM kills at once)")
       ("sigterm-exit-code", po::value(&c.sigtermExitCode)->default_value(c.sigtermExitCode), "exit status of a run stopped by SIGTERM (143: rerun with --resume auto; 0: report success)");
   // clang-format on
+  return storage;
+}
+
+po::options_description trainOptions(TrainConfig& c, RawOptions& raw) {
   po::options_description all("ringtrain train options");
-  all.add(model).add(data).add(run).add(engine).add(optimiser).add(storage);
+  all.add(modelAndDataOptions(c, raw))
+      .add(runOptions(c, raw))
+      .add(engineOptions(c, raw))
+      .add(optimiserOptions(c, raw))
+      .add(storageOptions(c, raw));
   return all;
 }
 
-std::string optionsWithoutDefaultsText(const po::options_description& description) {
+// Parsed, never shown in --help: test-only fault injection, and removed options (so that their
+// use gets an error naming what replaced them).
+po::options_description hiddenOptions(TrainConfig& c, RawOptions& raw) {
+  po::options_description hidden;
+  hidden.add_options()("test-stall-rank", po::value(&c.test.stallRank))(
+      "test-stall-collective", po::value(&c.test.stallCollective))("test-nan-step",
+                                                                   po::value(&c.test.nanStep))(
+      "test-step-sleep-ms", po::value(&c.test.stepSleepMs))("shm-parameters",
+                                                            po::value(&raw.removedShmParameters));
+  return hidden;
+}
+
+std::string optionsText(const po::options_description& description) {
   std::ostringstream out;
   out << description;
   return out.str();
 }
 
+// RINGTRAIN_BATCH_SIZE -> batch-size; variables that are no option (RINGTRAIN_BUILD_DIR, used by
+// the scripts) are not ours to judge and are ignored.
+std::function<std::string(std::string)> environmentNames(const po::options_description& options) {
+  std::set<std::string> names;
+  for (const auto& option : options.options())
+    names.insert(option->long_name());
+  return [names](const std::string& variable) -> std::string {
+    const std::string prefix = "RINGTRAIN_";
+    if (variable.rfind(prefix, 0) != 0) return "";
+    std::string name = variable.substr(prefix.size());
+    for (char& ch : name) {
+      ch = ch == '_' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    }
+    return names.count(name) ? name : "";
+  };
+}
+
+// The modes' texts into their enums; the first bad one's error.
+std::optional<std::string> convertModes(const RawOptions& raw, TrainConfig& c) {
+  std::optional<std::string> error;
+  const auto parse = [&](std::string_view option, const std::string& text, const auto& table,
+                         auto& value) {
+    if (!error) error = parseChoice(option, text, table, value);
+  };
+  parse("model", raw.model, kModelNames, c.model);
+  parse("prefetch", raw.prefetch, kPrefetchNames, c.prefetch);
+  parse("device", raw.device, kDeviceNames, c.device);
+  parse("backend", raw.backend, backendChoices(), c.backend);
+  parse("compression", raw.compression, engine::kCompressionNames, c.compression);
+  parse("check-finite", raw.checkFinite, kCheckFiniteNames, c.checkFinite);
+  parse("optimizer", raw.optimizer, kOptimizerNames, c.optimizer);
+  parse("lr-schedule", raw.lrSchedule, kLrScheduleNames, c.lrSchedule);
+  parse("on-resize", raw.onResize, kOnResizeNames, c.onResize);
+  if (!error && raw.overlap != "on" && raw.overlap != "off") {
+    error = "--overlap '" + raw.overlap + "': expected on or off";
+  }
+  c.overlap = raw.overlap == "on";
+  return error;
+}
+
+// The texts that are lists and sizes into their values; the first bad one's error.
+std::optional<std::string> convertSizes(const RawOptions& raw, TrainConfig& c) {
+  const auto hidden = parseIntList(raw.hidden);
+  if (!hidden) return "--hidden '" + raw.hidden + "': expected positive sizes like 512,512";
+  c.hidden = *hidden;
+  std::string shape = raw.syntheticShape;
+  std::replace(shape.begin(), shape.end(), 'x', ',');
+  const auto parsedShape = parseIntList(shape);
+  if (!parsedShape || parsedShape->size() != 3) {
+    return "--synthetic-shape '" + raw.syntheticShape + "': expected C,H,W like 1,28,28";
+  }
+  c.syntheticShape = *parsedShape;
+  const auto threshold = parseByteSize(raw.fusionThreshold);
+  if (!threshold || *threshold == 0) {
+    return "--fusion-threshold '" + raw.fusionThreshold + "': expected a size like 64K or 8M";
+  }
+  c.fusionThresholdBytes = *threshold;
+  return std::nullopt;
+}
+
 }  // namespace
+
+std::string_view name(const std::optional<engine::ExchangeBackend>& backend) {
+  return backend ? engine::name(*backend) : "auto";
+}
 
 std::optional<std::string> parseTrainConfig(int argc, const char* const* argv, TrainConfig& c,
                                             bool& help, std::string& helpText) {
   RawOptions raw;
-  po::options_description options = trainOptions(c, raw);
+  const po::options_description options = trainOptions(c, raw);
   po::options_description generic;
   generic.add_options()("help,h", "print this help")(
       "config", po::value(&c.configFile), "read options from this file (`name = value` lines)");
-  // Test-only fault injection: parsed, never shown in --help.
-  po::options_description faults;
-  faults.add_options()("test-stall-rank", po::value(&c.testStallRank))(
-      "test-stall-collective", po::value(&c.testStallCollective))("test-nan-step",
-                                                                  po::value(&c.testNanStep))(
-      "test-step-sleep-ms", po::value(&c.testStepSleepMs))("test-switch-sharing-every",
-                                                           po::value(&c.testSwitchSharingEvery));
-  po::options_description commandLine;
-  commandLine.add(generic).add(options).add(faults);
-  po::options_description shown;
-  shown.add(generic).add(options);
-
-  std::set<std::string> names;
-  for (const auto& option : options.options())
-    names.insert(option->long_name());
+  po::options_description everything;
+  everything.add(generic).add(options).add(hiddenOptions(c, raw));
   try {
     po::variables_map values;
-    po::store(po::command_line_parser(argc, argv).options(commandLine).run(), values);
-    // RINGTRAIN_BATCH_SIZE -> batch-size; variables that are no option (RINGTRAIN_BUILD_DIR, used
-    // by the scripts) are not ours to judge and are ignored.
-    po::store(po::parse_environment(options,
-                                    [&](const std::string& variable) -> std::string {
-                                      const std::string prefix = "RINGTRAIN_";
-                                      if (variable.rfind(prefix, 0) != 0) return "";
-                                      std::string name = variable.substr(prefix.size());
-                                      for (char& ch : name) {
-                                        ch = ch == '_' ? '-'
-                                                       : static_cast<char>(std::tolower(
-                                                             static_cast<unsigned char>(ch)));
-                                      }
-                                      return names.count(name) ? name : "";
-                                    }),
-              values);
+    po::store(po::command_line_parser(argc, argv).options(everything).run(), values);
+    po::store(po::parse_environment(options, environmentNames(options)), values);
     if (values.count("help")) {
       help = true;
-      helpText = "usage: ringtrain train [options]\n\n" + optionsWithoutDefaultsText(shown);
+      po::options_description shown;
+      shown.add(generic).add(options);
+      helpText = "usage: ringtrain train [options]\n\n" + optionsText(shown);
       return std::nullopt;
     }
     if (values.count("config")) {
@@ -175,82 +294,54 @@ std::optional<std::string> parseTrainConfig(int argc, const char* const* argv, T
   } catch (const po::error& e) {
     return std::string(e.what());
   }
-  const auto hidden = parseIntList(raw.hidden);
-  if (!hidden) return "--hidden '" + raw.hidden + "': expected positive sizes like 512,512";
-  c.hidden = *hidden;
-  std::string shape = raw.syntheticShape;
-  std::replace(shape.begin(), shape.end(), 'x', ',');
-  const auto parsedShape = parseIntList(shape);
-  if (!parsedShape || parsedShape->size() != 3) {
-    return "--synthetic-shape '" + raw.syntheticShape + "': expected C,H,W like 1,28,28";
+  if (!raw.removedShmParameters.empty()) {
+    return "--shm-parameters was removed: --backend shm keeps a copy of the parameters on every "
+           "rank; drop the option";
   }
-  c.syntheticShape = *parsedShape;
-  if (raw.overlap != "on" && raw.overlap != "off") {
-    return "--overlap '" + raw.overlap + "': expected on or off";
-  }
-  c.overlap = raw.overlap == "on";
-  const auto threshold = parseByteSize(raw.fusionThreshold);
-  if (!threshold || *threshold == 0) {
-    return "--fusion-threshold '" + raw.fusionThreshold + "': expected a size like 64K or 8M";
-  }
-  c.fusionThresholdBytes = *threshold;
+  if (auto error = convertModes(raw, c)) return error;
+  if (auto error = convertSizes(raw, c)) return error;
   if (c.resume == "default" || c.resume.empty()) c.resume = "none";
   return validateTrainConfig(c);
 }
 
 bool prefetchesInBackground(const TrainConfig& c, bool dataReadsStorage) {
-  if (c.prefetch != "auto") return c.prefetch == "on";
-  return c.device == "cuda" || dataReadsStorage;
+  if (c.prefetch != Prefetch::kAuto) return c.prefetch == Prefetch::kOn;
+  return c.device == Device::kCuda || dataReadsStorage;
 }
 
-std::optional<std::string> validateTrainConfig(const TrainConfig& c) {
-  auto oneOf = [](const std::string& value, std::initializer_list<const char*> allowed) {
-    return std::any_of(allowed.begin(), allowed.end(), [&](const char* a) { return value == a; });
-  };
-  if (!oneOf(c.model, {"linreg", "mlp", "cnn"})) {
-    return "--model '" + c.model + "': unknown model (linreg, mlp, cnn)";
-  }
-  if (!oneOf(c.optimizer, {"sgd", "adam", "adamw"})) {
-    return "--optimizer '" + c.optimizer + "': unknown optimiser (sgd, adam, adamw)";
-  }
-  if (!oneOf(c.lrSchedule, {"constant", "step", "cosine"})) {
-    return "--lr-schedule '" + c.lrSchedule + "': unknown schedule (constant, step, cosine)";
-  }
-  if (!oneOf(c.device, {"auto", "cpu", "cuda"})) {
-    return "--device '" + c.device + "': expected auto, cpu or cuda";
-  }
-  if (!oneOf(c.backend, {"auto", "mpi", "ring", "hierarchical", "shm", "nccl"})) {
-    return "--backend '" + c.backend +
-           "': unknown backend (auto, mpi, ring, hierarchical, shm, nccl)";
-  }
-  if (c.backend == "nccl" && c.device == "cpu") {
+namespace {
+
+// The combinations of device, backend and compression that cannot work, or nullopt.
+std::optional<std::string> deviceAndBackendProblem(const TrainConfig& c) {
+  using engine::ExchangeBackend;
+  const std::string backend(name(c.backend));
+  const bool hostBackend = c.backend && !engine::averagesDeviceBuffers(*c.backend);
+  if (c.backend == ExchangeBackend::kNccl && c.device == Device::kCpu) {
     return "--backend nccl averages GPU buffers: it needs --device cuda (--device cpu takes mpi, "
            "ring, hierarchical or shm)";
   }
-  if (c.backend == "shm" && c.compression != "none") {
-    return "--compression " + c.compression +
+  if (c.device == Device::kCuda && hostBackend) {
+    return "--backend " + backend +
+           " averages host buffers: with --device cuda use --backend nccl (or auto)";
+  }
+  if (c.compression == engine::Compression::kNone) return std::nullopt;
+  const std::string compression(engine::name(c.compression));
+  if (c.backend == ExchangeBackend::kShm) {
+    return "--compression " + compression +
            " makes gradient messages smaller, and --backend shm sends none: use ring, mpi or "
            "hierarchical with it";
   }
-  if (c.device == "cuda" && oneOf(c.backend, {"mpi", "ring", "hierarchical", "shm"})) {
-    return "--backend " + c.backend +
-           " averages host buffers: with --device cuda use --backend nccl (or auto)";
-  }
-  if (!oneOf(c.shmParameters, {"per-rank", "shared", "auto"})) {
-    return "--shm-parameters '" + c.shmParameters + "': expected per-rank, shared or auto";
-  }
-  if (c.expectWorldSize < 0) return "--expect-world-size must not be negative";
-  if (!oneOf(c.compression, {"none", "fp16", "bf16"})) {
-    return "--compression '" + c.compression + "': unknown (none, fp16, bf16)";
-  }
-  if (c.compression != "none" && (c.device == "cuda" || c.backend == "nccl")) {
-    return "--compression " + c.compression +
+  if (c.device == Device::kCuda || c.backend == ExchangeBackend::kNccl) {
+    return "--compression " + compression +
            " is not supported on the GPU yet (the 16-bit conversion runs on the host): use "
            "--compression none with --device cuda";
   }
-  if (!oneOf(c.checkFinite, {"off", "stop", "skip"})) {
-    return "--check-finite '" + c.checkFinite + "': expected off, stop or skip";
-  }
+  return std::nullopt;
+}
+
+// The numbers that must lie in a range, or nullopt.
+std::optional<std::string> rangeProblem(const TrainConfig& c) {
+  if (c.expectWorldSize < 0) return "--expect-world-size must not be negative";
   if (!(c.stallTimeoutSeconds >= 0)) return "--stall-timeout must not be negative";
   if (c.batchSize < 1)
     return "--batch-size must be at least 1 (got " + std::to_string(c.batchSize) + ")";
@@ -269,25 +360,26 @@ std::optional<std::string> validateTrainConfig(const TrainConfig& c) {
   if (c.evalEvery < 0 || c.logEvery < 0) return "--eval-every and --log-every must not be negative";
   if (c.checkpointEvery < 0) return "--checkpoint-every must not be negative";
   if (c.keep < 0) return "--keep must not be negative (0 keeps every checkpoint)";
-  if (c.resume == "auto" && c.checkpointDir.empty()) {
-    return "--resume auto needs --checkpoint-dir, the folder to look for checkpoints in";
-  }
-  if (!oneOf(c.onResize, {"keep-global-batch", "keep-per-rank-batch"})) {
-    return "--on-resize '" + c.onResize + "': expected keep-global-batch or keep-per-rank-batch";
-  }
-  if (!oneOf(c.prefetch, {"auto", "on", "off"})) {
-    return "--prefetch '" + c.prefetch + "': expected auto, on or off";
-  }
   if (!(c.sigtermGraceSeconds >= 0)) return "--sigterm-grace must not be negative";
   if (c.sigtermExitCode < 0 || c.sigtermExitCode > 255) {
     return "--sigterm-exit-code must be in [0, 255] (got " + std::to_string(c.sigtermExitCode) +
            ")";
   }
-  if (c.testStepSleepMs < 0) return "--test-step-sleep-ms must not be negative";
-  if (c.testSwitchSharingEvery < 0) return "--test-switch-sharing-every must not be negative";
+  if (c.test.stepSleepMs < 0) return "--test-step-sleep-ms must not be negative";
   if (c.syntheticClasses < 2) return "--synthetic-classes must be at least 2";
   if (c.syntheticSize < 1) return "--synthetic-size must be at least 1";
-  if (!c.synthetic && c.model != "linreg") {
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> validateTrainConfig(const TrainConfig& c) {
+  if (auto problem = deviceAndBackendProblem(c)) return problem;
+  if (auto problem = rangeProblem(c)) return problem;
+  if (c.resume == "auto" && c.checkpointDir.empty()) {
+    return "--resume auto needs --checkpoint-dir, the folder to look for checkpoints in";
+  }
+  if (!c.synthetic && c.model != ModelKind::kLinreg) {
     std::error_code error;
     if (!std::filesystem::is_directory(c.dataDir, error)) {
       return "--data " + c.dataDir + ": no such folder (fetch MNIST with data/fetch_mnist.sh " +
@@ -324,7 +416,7 @@ std::vector<std::pair<std::string, std::string>> comparableOptions(const TrainCo
     return out.str();
   };
   return {
-      {"--model", c.model},
+      {"--model", std::string(nameIn(kModelNames, c.model))},
       {"--hidden", list(c.hidden)},
       {"--synthetic", c.synthetic ? "true" : "false"},
       {"--synthetic-shape", list(c.syntheticShape)},
@@ -337,7 +429,7 @@ std::vector<std::pair<std::string, std::string>> comparableOptions(const TrainCo
       {"--seed", std::to_string(c.seed)},
       {"--eval-every", std::to_string(c.evalEvery)},
       {"--log-every", std::to_string(c.logEvery)},
-      {"--optimizer", c.optimizer},
+      {"--optimizer", std::string(nameIn(kOptimizerNames, c.optimizer))},
       {"--lr", number(c.learningRate)},
       {"--momentum", number(c.momentum)},
       {"--nesterov", c.nesterov ? "true" : "false"},
@@ -345,20 +437,19 @@ std::vector<std::pair<std::string, std::string>> comparableOptions(const TrainCo
       {"--beta1", number(c.beta1)},
       {"--beta2", number(c.beta2)},
       {"--epsilon", number(c.epsilon)},
-      {"--lr-schedule", c.lrSchedule},
+      {"--lr-schedule", std::string(nameIn(kLrScheduleNames, c.lrSchedule))},
       {"--warmup-steps", std::to_string(c.warmupSteps)},
       {"--lr-step-size", std::to_string(c.lrStepSize)},
       {"--lr-gamma", number(c.lrGamma)},
       {"--scale-lr", c.scaleLr ? "true" : "false"},
-      {"--device", c.device},
+      {"--device", std::string(nameIn(kDeviceNames, c.device))},
       {"--tf32", c.tf32 ? "true" : "false"},
-      {"--backend", c.backend},
+      {"--backend", std::string(name(c.backend))},
       {"--overlap", c.overlap ? "on" : "off"},
-      {"--shm-parameters", c.shmParameters},
       {"--fusion-threshold", std::to_string(c.fusionThresholdBytes)},
-      {"--compression", c.compression},
+      {"--compression", std::string(engine::name(c.compression))},
       {"--stall-timeout", number(c.stallTimeoutSeconds)},
-      {"--check-finite", c.checkFinite},
+      {"--check-finite", std::string(nameIn(kCheckFiniteNames, c.checkFinite))},
       // Every rank takes part in the per-step SIGTERM check, or none does.
       {"--sigterm-grace", number(c.sigtermGraceSeconds)},
   };
@@ -375,7 +466,7 @@ std::string configLines(const TrainConfig& c) {
   add("checkpoint-dir", c.checkpointDir);
   add("checkpoint-every", std::to_string(c.checkpointEvery));
   add("keep", std::to_string(c.keep));
-  add("on-resize", c.onResize);
+  add("on-resize", std::string(nameIn(kOnResizeNames, c.onResize)));
   add("logdir", c.logdir);
   return text;
 }
@@ -388,21 +479,23 @@ std::string describe(const TrainConfig& c) {
       text += (text.empty() ? "" : ",") + std::to_string(v);
     return text;
   };
-  out << "model " << c.model;
-  if (c.model == "mlp") out << " hidden " << list(c.hidden);
+  out << "model " << nameIn(kModelNames, c.model);
+  if (c.model == ModelKind::kMlp) out << " hidden " << list(c.hidden);
   out << ", data " << (c.synthetic ? "synthetic " + list(c.syntheticShape) : c.dataDir);
   out << ", batch " << c.batchSize << "/rank, epochs " << c.epochs;
   if (c.steps > 0) out << ", steps " << c.steps;
-  out << ", " << c.optimizer << " lr " << c.learningRate;
-  if (c.optimizer == "sgd") out << " momentum " << c.momentum << (c.nesterov ? " nesterov" : "");
+  out << ", " << nameIn(kOptimizerNames, c.optimizer) << " lr " << c.learningRate;
+  if (c.optimizer == OptimizerKind::kSgd)
+    out << " momentum " << c.momentum << (c.nesterov ? " nesterov" : "");
   if (c.weightDecay > 0) out << " weight-decay " << c.weightDecay;
-  out << ", schedule " << c.lrSchedule;
+  out << ", schedule " << nameIn(kLrScheduleNames, c.lrSchedule);
   if (c.warmupSteps > 0) out << " warm-up " << c.warmupSteps;
   if (c.scaleLr) out << " (scaled by ranks)";
-  out << ", device " << c.device << (c.tf32 ? " tf32" : "");
-  out << ", backend " << c.backend << (c.overlap ? " overlap" : " no overlap") << " fusion "
+  out << ", device " << nameIn(kDeviceNames, c.device) << (c.tf32 ? " tf32" : "");
+  out << ", backend " << name(c.backend) << (c.overlap ? " overlap" : " no overlap") << " fusion "
       << (c.fusionThresholdBytes >> 10) << " KiB";
-  if (c.compression != "none") out << " compression " << c.compression;
+  if (c.compression != engine::Compression::kNone)
+    out << " compression " << engine::name(c.compression);
   out << ", seed " << c.seed;
   return out.str();
 }

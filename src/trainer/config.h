@@ -12,11 +12,52 @@
 #include <utility>
 #include <vector>
 
+#include "engine/exchange_factory.h"
+#include "engine/gradient_reducer.h"
+#include "src/common/choices.h"
+#include "src/trainer/lr_schedule.h"
+#include "src/trainer/optimizer.h"
+
 namespace ringtrain {
+
+// The modes of the options, each with its one table of names (src/common/choices.h); the
+// engine's (--backend, --compression) live in engine/.
+enum class ModelKind { kLinreg, kMlp, kCnn };
+inline constexpr NamedValue<ModelKind> kModelNames[] = {
+    {ModelKind::kLinreg, "linreg"}, {ModelKind::kMlp, "mlp"}, {ModelKind::kCnn, "cnn"}};
+
+enum class Device { kAuto, kCpu, kCuda };  // kCuda: one GPU per rank
+inline constexpr NamedValue<Device> kDeviceNames[] = {
+    {Device::kAuto, "auto"}, {Device::kCpu, "cpu"}, {Device::kCuda, "cuda"}};
+
+// Gather the next batch on a thread of its own while the step trains.
+enum class Prefetch { kAuto, kOn, kOff };
+inline constexpr NamedValue<Prefetch> kPrefetchNames[] = {
+    {Prefetch::kAuto, "auto"}, {Prefetch::kOn, "on"}, {Prefetch::kOff, "off"}};
+
+// What to do on NaN or infinity in the averaged gradients.
+enum class CheckFinite { kOff, kStop, kSkip };
+inline constexpr NamedValue<CheckFinite> kCheckFiniteNames[] = {
+    {CheckFinite::kOff, "off"}, {CheckFinite::kStop, "stop"}, {CheckFinite::kSkip, "skip"}};
+
+// Resumed on another number of ranks: keep the global batch (the batch per rank changes) or the
+// batch per rank (the learning rate is scaled with the global batch).
+enum class OnResize { kKeepGlobalBatch, kKeepPerRankBatch };
+inline constexpr NamedValue<OnResize> kOnResizeNames[] = {
+    {OnResize::kKeepGlobalBatch, "keep-global-batch"},
+    {OnResize::kKeepPerRankBatch, "keep-per-rank-batch"}};
+
+// Test-only fault injection (hidden from --help), gathered so that production sets none of it.
+struct TrainTestHooks {
+  int stallRank = -1;  // this rank stops at gradient collective stallCollective (shm: step)
+  std::uint64_t stallCollective = 0;
+  std::int64_t nanStep = -1;  // rank 0 feeds a NaN into this step's batch
+  int stepSleepMs = 0;        // every rank sleeps this long per step (slow runs to kill)
+};
 
 struct TrainConfig {
   // Model
-  std::string model = "mlp";             // linreg | mlp | cnn
+  ModelKind model = ModelKind::kMlp;
   std::vector<int> hidden = {512, 512};  // mlp hidden sizes
 
   // Data
@@ -25,9 +66,8 @@ struct TrainConfig {
   std::vector<int> syntheticShape = {1, 28, 28};  // C,H,W
   int syntheticClasses = 10;
   std::int64_t syntheticSize = 60000;
-  bool dropLast = false;          // drop each epoch's last, smaller batch
-  std::string prefetch = "auto";  // auto | on | off: gather the next batch on a thread beside
-                                  // the step (auto: on with --device cuda or HDF5 data)
+  bool dropLast = false;                // drop each epoch's last, smaller batch
+  Prefetch prefetch = Prefetch::kAuto;  // auto: on with --device cuda or HDF5 data
 
   // Schedule of the run
   int epochs = 15;
@@ -38,7 +78,7 @@ struct TrainConfig {
   std::int64_t logEvery = 100;
 
   // Optimiser and learning rate
-  std::string optimizer = "sgd";  // sgd | adam | adamw
+  OptimizerKind optimizer = OptimizerKind::kSgd;
   double learningRate = 0.1;
   double momentum = 0.9;
   bool nesterov = false;
@@ -46,47 +86,38 @@ struct TrainConfig {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double epsilon = 1e-8;
-  std::string lrSchedule = "cosine";  // constant | step | cosine
+  LrScheduleKind lrSchedule = LrScheduleKind::kCosine;
   std::int64_t warmupSteps = 0;
   std::int64_t lrStepSize = 1000;  // step schedule: multiply by lrGamma every lrStepSize steps
   double lrGamma = 0.1;
   bool scaleLr = false;  // linear scaling rule: learning rate x number of ranks
 
   // Device (src/trainer/device_choice.h settles auto before training)
-  std::string device = "auto";  // auto | cpu | cuda (one GPU per rank)
-  bool tf32 = false;            // cuda: TF32 tensor-core matrix products
+  Device device = Device::kAuto;
+  bool tf32 = false;  // cuda: TF32 tensor-core matrix products
 
   // Communication
-  std::string backend = "auto";  // auto (ring on cpu, nccl on cuda) | mpi | ring | hierarchical
-                                 // | nccl
-  int expectWorldSize = 0;       // > 0: refuse to run unless the job has exactly this many ranks
-  bool overlap = true;           // average gradients while backward runs
-  std::string shmParameters = "auto";  // shm: per-rank | shared (one copy per node) | auto
-  std::size_t fusionThresholdBytes = std::size_t{8} << 20;  // largest gradient bucket
-  std::string compression = "none";                         // none | fp16 | bf16
-  double stallTimeoutSeconds = 300;  // abort when a collective waits this long (0: never)
-  std::string checkFinite = "off";   // off | stop | skip: NaN/Inf in the averaged gradients
-  std::string timeline;              // Chrome trace file to write ("" : none)
+  // nullopt: auto, which chooseDevice (device_choice.h) settles before training.
+  std::optional<engine::ExchangeBackend> backend;
+  int expectWorldSize = 0;  // > 0: refuse to run unless the job has exactly this many ranks
+  bool overlap = true;      // average gradients while backward runs
+  std::size_t fusionThresholdBytes = engine::kDefaultFusionThresholdBytes;  // largest bucket
+  engine::Compression compression = engine::Compression::kNone;
+  double stallTimeoutSeconds = engine::kDefaultStallTimeoutSeconds;  // 0: never
+  CheckFinite checkFinite = CheckFinite::kOff;
+  std::string timeline;  // Chrome trace file to write ("" : none)
 
   // Checkpoints, resume, logs and SIGTERM (see src/trainer/training_checkpoint.h)
   std::string checkpointDir;         // rank 0 writes checkpoints here ("" : none)
   std::int64_t checkpointEvery = 0;  // steps between checkpoints (0: at each epoch's end)
   int keep = 3;                      // checkpoints kept in checkpointDir (0: all)
   std::string resume = "none";       // none | auto (the newest good one in checkpointDir) | PATH
-  std::string onResize = "keep-global-batch";  // resumed on another rank count: keep-global-batch
-                                               // | keep-per-rank-batch (lr scaled with the batch)
+  OnResize onResize = OnResize::kKeepGlobalBatch;
   std::string logdir;               // TensorBoard event files and metrics.jsonl ("" : none)
   double sigtermGraceSeconds = 25;  // SIGTERM: stop, final checkpoint, exit within this (0: die)
   int sigtermExitCode = 143;        // the status of a job stopped by SIGTERM
 
-  // Test-only fault injection (hidden from --help).
-  int testStallRank = -1;  // this rank stops at gradient collective testStallCollective (shm: step)
-  std::uint64_t testStallCollective = 0;
-  std::int64_t testNanStep = -1;  // rank 0 feeds a NaN into this step's batch
-  int testStepSleepMs = 0;        // every rank sleeps this long per step (slow runs to kill)
-  // --shm-parameters auto switches between shared and per-rank copies every this many steps,
-  // whatever the probe measures (0: as the probe says, every 50 steps)
-  int testSwitchSharingEvery = 0;
+  TrainTestHooks test;
 
   // Where the options came from, for the log.
   std::string configFile;
@@ -102,6 +133,7 @@ std::optional<std::string> parseTrainConfig(int argc, const char* const* argv, T
 std::optional<std::string> validateTrainConfig(const TrainConfig& config);
 // --prefetch settled: on or off as given; auto is on with --device cuda (the host is otherwise
 // idle while the GPU computes) or data read from a file per batch (HDF5), off otherwise.
+// `config.device` must be settled (not auto).
 bool prefetchesInBackground(const TrainConfig& config, bool dataReadsStorage);
 
 // "--hidden 512,256" and friends: comma-separated positive integers.
@@ -123,5 +155,8 @@ std::string configLines(const TrainConfig& config);
 
 // "8M" -> 8388608; "64K", "1G", plain bytes.
 std::optional<std::size_t> parseByteSize(const std::string& text);
+
+// The option's value as the command line writes it: "auto" for no backend yet.
+std::string_view name(const std::optional<engine::ExchangeBackend>& backend);
 
 }  // namespace ringtrain

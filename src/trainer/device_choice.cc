@@ -32,26 +32,21 @@ std::string whyNotGpus(const DeviceFacts& facts) {
 
 }  // namespace
 
-std::string gradientBackend(const TrainConfig& config) {
-  if (config.backend != "auto") return config.backend;
-  return config.device == "cuda" ? "nccl" : "ring";
-}
-
-std::string controlBackend(const TrainConfig& config) {
-  // shm has no collectives of its own for the few small ones the trainer needs besides the
-  // gradients (SharedGradientReducer is no communicator): the ring does those.
-  const std::string gradients = gradientBackend(config);
-  return config.device == "cuda" || gradients == "shm" ? "ring" : gradients;
+engine::ExchangeBackend gradientBackend(const TrainConfig& config) {
+  if (config.backend) return *config.backend;
+  return config.device == Device::kCuda ? engine::ExchangeBackend::kNccl
+                                        : engine::ExchangeBackend::kRing;
 }
 
 namespace {
 
 // --backend auto on the host: shared memory where every rank shares one node (no messages at
-// all; measured faster than the ring there, README "Training performance"), unless compression
-// asks for messages to compress; the ring otherwise.
-std::string hostBackend(const TrainConfig& config, const DeviceFacts& facts) {
-  if (config.backend != "auto") return config.backend;
-  return facts.sharedNode() && config.compression == "none" ? "shm" : "ring";
+// all), unless compression asks for messages to compress; the ring otherwise.
+engine::ExchangeBackend hostBackend(const TrainConfig& config, const DeviceFacts& facts) {
+  if (config.backend) return *config.backend;
+  return facts.sharedNode() && config.compression == engine::Compression::kNone
+             ? engine::ExchangeBackend::kShm
+             : engine::ExchangeBackend::kRing;
 }
 
 }  // namespace
@@ -60,31 +55,35 @@ std::variant<DeviceChoice, std::string> chooseDevice(const TrainConfig& config,
                                                      const DeviceFacts& facts) {
   // Refused here, before any rank builds a shared window it cannot have, with the exit status
   // of every other bad option.
-  if (config.backend == "shm" && facts.nodes > 1) {
+  if (config.backend == engine::ExchangeBackend::kShm && facts.nodes > 1) {
     return fmt::format(
         "--backend shm needs every rank on one node, but the {} ranks are on {} nodes: use "
         "--backend ring, hierarchical or auto across nodes",
         facts.ranks, facts.nodes);
   }
   const std::string why = whyNotGpus(facts);
-  if (config.device == "cpu") return DeviceChoice{"cpu", hostBackend(config, facts), ""};
-  if (config.device == "cuda" || config.backend == "nccl") {
+  constexpr auto kNccl = engine::ExchangeBackend::kNccl;
+  if (config.device == Device::kCpu)
+    return DeviceChoice{Device::kCpu, hostBackend(config, facts), ""};
+  if (config.device == Device::kCuda || config.backend == kNccl) {
     const std::string option =
-        config.device == "cuda" ? "--device cuda" : "--backend nccl (with --device auto)";
+        config.device == Device::kCuda ? "--device cuda" : "--backend nccl (with --device auto)";
     if (!why.empty()) return option + ": " + why;
-    return DeviceChoice{"cuda", "nccl", ""};
+    return DeviceChoice{Device::kCuda, kNccl, ""};
   }
   // auto: the options that only the host path has keep it on the host.
-  if (config.backend != "auto") {
-    return DeviceChoice{"cpu", config.backend,
-                        "--backend " + config.backend + " averages host buffers"};
+  if (config.backend) {
+    return DeviceChoice{
+        Device::kCpu, *config.backend,
+        "--backend " + std::string(engine::name(*config.backend)) + " averages host buffers"};
   }
-  if (config.compression != "none") {
-    return DeviceChoice{"cpu", "ring",
-                        "--compression " + config.compression + " runs on the host only"};
+  if (config.compression != engine::Compression::kNone) {
+    return DeviceChoice{Device::kCpu, engine::ExchangeBackend::kRing,
+                        "--compression " + std::string(engine::name(config.compression)) +
+                            " runs on the host only"};
   }
-  if (!why.empty()) return DeviceChoice{"cpu", hostBackend(config, facts), why};
-  return DeviceChoice{"cuda", "nccl",
+  if (!why.empty()) return DeviceChoice{Device::kCpu, hostBackend(config, facts), why};
+  return DeviceChoice{Device::kCuda, kNccl,
                       fmt::format("{} rank(s) on this node, {} GPU(s) visible", facts.localRanks,
                                   facts.visibleGpus)};
 }
@@ -93,7 +92,7 @@ DeviceFacts deviceFacts(const TrainConfig& config, const collectives::MpiEnviron
   DeviceFacts facts;
   facts.gpuPathBuilt = gpuTrainingBuilt();
   facts.localRanks = env.localSize();
-  if (facts.gpuPathBuilt && config.device != "cpu") {
+  if (facts.gpuPathBuilt && config.device != Device::kCpu) {
     facts.visibleGpus = visibleGpus(&facts.noGpuReason);
   }
   int fits = nodeFitsOnGpus(facts) ? 1 : 0;

@@ -4,7 +4,8 @@
 // cuda means one GPU per rank: NCCL refuses two ranks on one GPU, so a node needs at least as
 // many visible GPUs as it has ranks. auto takes cuda only when the build has the GPU path and
 // every node fits (all ranks agree on that over MPI first); otherwise cpu, and the choice says
-// why. --backend auto is ring on cpu and nccl on cuda.
+// why. --backend auto is nccl on cuda; on cpu shm where every rank shares one node (and no
+// compression asks for messages), ring otherwise.
 #pragma once
 
 #include <string>
@@ -29,9 +30,9 @@ struct DeviceFacts {
 };
 
 struct DeviceChoice {
-  std::string device;   // cpu | cuda
-  std::string backend;  // the gradients' backend
-  std::string reason;   // why, for the start-up line ("" when the options said so)
+  Device device = Device::kCpu;  // kCpu or kCuda
+  engine::ExchangeBackend backend = engine::ExchangeBackend::kRing;
+  std::string reason;  // why, for the start-up line ("" when the options said so)
 };
 
 // True when this rank's node can give each of its ranks a GPU of its own.
@@ -41,13 +42,9 @@ bool nodeFitsOnGpus(const DeviceFacts& facts);
 std::variant<DeviceChoice, std::string> chooseDevice(const TrainConfig& config,
                                                      const DeviceFacts& facts);
 
-// The communicators' backends for a configuration: the gradients' (--backend; auto is ring on
-// cpu, nccl on cuda, and chooseDevice makes it shm where every rank shares one node) and the
-// control communicator's (broadcasts, evaluation counts, logging), always a host backend that
-// sends messages (ring where the gradients' is nccl or shm). A --device auto not yet settled
-// counts as cpu.
-std::string gradientBackend(const TrainConfig& config);
-std::string controlBackend(const TrainConfig& config);
+// The gradients' backend of a configuration whose --backend chooseDevice has settled (auto
+// still unsettled counts as nccl on cuda, ring otherwise).
+engine::ExchangeBackend gradientBackend(const TrainConfig& config);
 
 // Collective over the world: gathers this rank's facts (counting GPUs only when the options may
 // use them) and whether every node fits.

@@ -6,7 +6,6 @@
 #include <cuda_runtime_api.h>
 
 #include "collectives/cuda_check.h"
-#include "collectives/nccl_communicator.h"
 #include "models/cuda/gpu_model.h"
 #include "models/cuda/update_kernels.h"
 #include "src/trainer/device_array.h"
@@ -18,7 +17,7 @@ namespace {
 class CudaReplica final : public GpuReplica {
  public:
   CudaReplica(const models::Model<float>& host, const OptimizerOptions& optimizer, bool tf32,
-              collectives::NcclCommunicator& gradients)
+              collectives::Communicator& gradients)
       : device_(gradients.device()) {
     // The communicator chose this rank's GPU; the model's buffers and stream go there too.
     RINGTRAIN_CUDA_CHECK(cudaSetDevice(device_));
@@ -29,7 +28,7 @@ class CudaReplica final : public GpuReplica {
     options.tf32 = tf32;
     model_ = std::make_unique<models::cuda::GpuModel>(host, options);
     // Each all-reduce waits on the device for the backward kernels queued before it.
-    gradients.setComputeStream(model_->stream());
+    gradients.setComputeStream(model_->stream());  // a cudaStream_t
     optimizer_ =
         std::make_unique<GpuOptimizer>(optimizer, model_->parameterCount(), model_->stream());
     // One rank averages in place; more reduce out of place, as on the host.
@@ -106,12 +105,11 @@ int visibleGpus(std::string* why) {
 std::unique_ptr<GpuReplica> makeGpuReplica(const models::Model<float>& host,
                                            const OptimizerOptions& optimizer, bool tf32,
                                            collectives::Communicator& gradients) {
-  auto* nccl = dynamic_cast<collectives::NcclCommunicator*>(&gradients);
-  if (nccl == nullptr) {
+  if (gradients.device() < 0) {
     throw std::invalid_argument("GPU training averages its gradients with the nccl backend, not " +
                                 std::string(gradients.backendName()));
   }
-  return std::make_unique<CudaReplica>(host, optimizer, tf32, *nccl);
+  return std::make_unique<CudaReplica>(host, optimizer, tf32, gradients);
 }
 
 }  // namespace ringtrain

@@ -11,12 +11,16 @@ double learningRateAt(const LrScheduleOptions& o, std::int64_t step) {
     return o.baseLr * static_cast<double>(step + 1) / static_cast<double>(o.warmupSteps);
   }
   const std::int64_t after = step - o.warmupSteps;
-  if (o.kind == "step")
-    return o.baseLr * std::pow(o.gamma, static_cast<double>(after / o.stepSize));
-  if (o.kind == "cosine") {
-    const std::int64_t span = std::max<std::int64_t>(1, o.totalSteps - o.warmupSteps);
-    const double progress = std::min(1.0, static_cast<double>(after) / static_cast<double>(span));
-    return o.baseLr * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
+  switch (o.kind) {
+    case LrScheduleKind::kConstant:
+      break;
+    case LrScheduleKind::kStep:
+      return o.baseLr * std::pow(o.gamma, static_cast<double>(after / o.stepSize));
+    case LrScheduleKind::kCosine: {
+      const std::int64_t span = std::max<std::int64_t>(1, o.totalSteps - o.warmupSteps);
+      const double progress = std::min(1.0, static_cast<double>(after) / static_cast<double>(span));
+      return o.baseLr * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
+    }
   }
   return o.baseLr;
 }

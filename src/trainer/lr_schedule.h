@@ -2,15 +2,22 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
+
+#include "src/common/choices.h"
 
 namespace ringtrain {
 
+enum class LrScheduleKind { kConstant, kStep, kCosine };
+inline constexpr NamedValue<LrScheduleKind> kLrScheduleNames[] = {
+    {LrScheduleKind::kConstant, "constant"},
+    {LrScheduleKind::kStep, "step"},
+    {LrScheduleKind::kCosine, "cosine"}};
+
 struct LrScheduleOptions {
-  std::string kind = "constant";  // constant | step | cosine
-  double baseLr = 0.05;           // already multiplied by the ranks under --scale-lr
-  std::int64_t warmupSteps = 0;   // lr rises linearly from baseLr/warmupSteps to baseLr
-  std::int64_t stepSize = 1000;   // step: multiply by gamma every stepSize steps after warm-up
+  LrScheduleKind kind = LrScheduleKind::kConstant;
+  double baseLr = 0.05;          // already multiplied by the ranks under --scale-lr
+  std::int64_t warmupSteps = 0;  // lr rises linearly from baseLr/warmupSteps to baseLr
+  std::int64_t stepSize = 1000;  // step: multiply by gamma every stepSize steps after warm-up
   double gamma = 0.1;
   std::int64_t totalSteps = 1;  // cosine: decays to 0 at the last step
 };

@@ -102,34 +102,16 @@ void Optimizer::allocateState(std::size_t arrays, std::size_t parameters) {
     state_.emplace_back(owned_.data() + a * parameters, parameters);
 }
 
-std::size_t Optimizer::stateSize() const {
-  std::size_t total = 0;
-  for (const std::span<float> array : state_)
-    total += array.size();
-  return total;
-}
-
-void Optimizer::placeState(std::span<float> storage, bool copyValues) {
-  if (storage.size() != stateSize()) {
-    throw std::invalid_argument("placeState: the optimiser's state holds " +
-                                std::to_string(stateSize()) + " values but the storage " +
-                                std::to_string(storage.size()));
-  }
-  std::size_t at = 0;
-  for (std::span<float>& array : state_) {
-    const std::span<float> placed = storage.subspan(at, array.size());
-    if (copyValues) std::copy(array.begin(), array.end(), placed.begin());
-    array = placed;
-    at += placed.size();
-  }
-  owned_ = std::vector<float>();
-}
-
 std::unique_ptr<Optimizer> makeOptimizer(const OptimizerOptions& options, std::size_t parameters) {
-  if (options.kind == "sgd") return std::make_unique<Sgd>(options, parameters);
-  if (options.kind == "adam") return std::make_unique<Adam>(options, parameters, false);
-  if (options.kind == "adamw") return std::make_unique<Adam>(options, parameters, true);
-  throw std::invalid_argument("unknown optimizer '" + options.kind + "' (sgd, adam, adamw)");
+  switch (options.kind) {
+    case OptimizerKind::kSgd:
+      break;
+    case OptimizerKind::kAdam:
+      return std::make_unique<Adam>(options, parameters, false);
+    case OptimizerKind::kAdamW:
+      return std::make_unique<Adam>(options, parameters, true);
+  }
+  return std::make_unique<Sgd>(options, parameters);
 }
 
 }  // namespace ringtrain

@@ -12,10 +12,16 @@
 #include <string>
 #include <vector>
 
+#include "src/common/choices.h"
+
 namespace ringtrain {
 
+enum class OptimizerKind { kSgd, kAdam, kAdamW };
+inline constexpr NamedValue<OptimizerKind> kOptimizerNames[] = {
+    {OptimizerKind::kSgd, "sgd"}, {OptimizerKind::kAdam, "adam"}, {OptimizerKind::kAdamW, "adamw"}};
+
 struct OptimizerOptions {
-  std::string kind = "sgd";  // sgd | adam | adamw
+  OptimizerKind kind = OptimizerKind::kSgd;
   float momentum = 0.9f;
   bool nesterov = false;
   float weightDecay = 0.0f;
@@ -43,13 +49,6 @@ class Optimizer {
   // The optimiser's state (momentum, moments): arrays of one value per parameter, for
   // checkpoints.
   virtual std::vector<std::span<float>> state() { return state_; }
-  // How many floats the state holds in all (arrays × parameters).
-  std::size_t stateSize() const;
-  // Keeps the state in `storage` (stateSize() floats, alive as long as the optimiser) from now
-  // on, e.g. in memory that the ranks of one node share. With `copyValues` the current state is
-  // copied there; without, the storage's values are taken (another process filled it). Throws
-  // std::invalid_argument when the size differs.
-  void placeState(std::span<float> storage, bool copyValues);
 
  protected:
   // `arrays` state arrays of `parameters` zeros each.
@@ -59,11 +58,10 @@ class Optimizer {
   std::int64_t steps_ = 0;
 
  private:
-  std::vector<float> owned_;  // the state until placeState
+  std::vector<float> owned_;  // every state array, one after another
   std::vector<std::span<float>> state_;
 };
 
-// Throws std::invalid_argument for an unknown kind.
 std::unique_ptr<Optimizer> makeOptimizer(const OptimizerOptions& options, std::size_t parameters);
 
 }  // namespace ringtrain

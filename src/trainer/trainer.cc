@@ -17,9 +17,8 @@
 #include <variant>
 
 #include "collectives/fingerprint.h"
-#include "collectives/gradient_reducer.h"
-#include "collectives/shared_gradient_reducer.h"
 #include "collectives/steady_clock.h"
+#include "engine/exchange_factory.h"
 #include "src/common/log.h"
 #include "src/storage/checkpoint.h"
 #include "src/trainer/device_choice.h"
@@ -56,12 +55,6 @@ OptimizerOptions optimizerOptions(const TrainConfig& c) {
   return o;
 }
 
-collectives::Compression compressionOf(const std::string& name) {
-  if (name == "fp16") return collectives::Compression::kFloat16;
-  if (name == "bf16") return collectives::Compression::kBFloat16;
-  return collectives::Compression::kNone;
-}
-
 // Index of the first value that is NaN or infinite, or -1: exponent bits all ones, which the
 // compiler checks a vector at a time.
 std::int64_t firstNonFinite(const float* values, std::size_t count) {
@@ -82,7 +75,7 @@ std::int64_t firstNonFinite(const float* values, std::size_t count) {
 
 models::ModelSpec modelSpecFor(const TrainConfig& config, const BatchSource& train) {
   models::ModelSpec spec;
-  spec.name = config.model;
+  spec.name = std::string(nameIn(kModelNames, config.model));
   const data::SampleShape shape = train.sampleShape();
   spec.input = {shape.channels, shape.height, shape.width};
   spec.classes = std::max(1, train.classes());
@@ -96,68 +89,16 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
       train_(train),
       test_(test),
       environment_(environment),
-      control_(collectives::makeCommunicator(controlBackend(config), environment.comm)),
+      control_(collectives::makeCommunicator(engine::controlBackend(gradientBackend(config)),
+                                             environment.comm)),
       log_(environment.log && control_->rank() == 0),
       model_(models::makeModel<float>(modelSpecFor(config, train))),
       sampler_(samplerOptions(config, train.size(), *control_)) {
-  // The gradient communicator is driven by the reducer, from its own thread with overlap: it
-  // yields while it waits, so that backward keeps the core (and does so with overlap off too,
-  // so that both modes run the very same collectives).
-  collectives::CommunicatorOptions gradientOptions;
-  gradientOptions.yieldWhileWaiting = true;
-  gradientOptions.testStallRank = config.testStallRank;
-  gradientOptions.testStallCollective = config.testStallCollective;
-  // --backend shm averages through shared memory (SharedGradientReducer) and sends no gradient
-  // messages; the gradient communicator is then a ring, which only the watchdog looks at.
-  const bool onGpu = config.device == "cuda";
-  const bool sharedMemory = !onGpu && gradientBackend(config) == "shm";
-  gradients_ = collectives::makeCommunicator(sharedMemory ? "ring" : gradientBackend(config),
-                                             environment.comm, gradientOptions);
-  if (environment_.watchdog) watchWith(*environment_.watchdog);
-
   stepsPerEpoch_ = sampler_.stepsPerEpoch();
   plannedSteps_ = config.steps > 0 ? config.steps : config.epochs * stepsPerEpoch_;
-
-  // One gradient segment per layer with parameters, in the buffer's (forward) order.
-  std::vector<collectives::GradientSegment> segments;
-  segmentOfLayer_.assign(static_cast<std::size_t>(model_.layerCount()), -1);
-  for (const models::LayerParameters& layer : model_.parameterLayers()) {
-    segmentOfLayer_[static_cast<std::size_t>(layer.layerIndex)] = static_cast<int>(segments.size());
-    segments.push_back({layer.name, layer.offset, layer.count});
-  }
   optimizer_ = makeOptimizer(optimizerOptions(config), model_.parameterCount());
-  if (sharedMemory && control_->size() > 1) {
-    // One copy of the parameters and optimiser state for the node, unless --check-finite must
-    // see every averaged gradient on every rank before any update.
-    const bool shareParameters = config.shmParameters != "per-rank" && config.checkFinite == "off";
-    collectives::SharedReducerOptions sharedOptions;
-    sharedOptions.shareParameters = shareParameters;
-    sharedOptions.stateSize = shareParameters ? optimizer_->stateSize() : 0;
-    sharedOptions.fusionThresholdBytes = config.fusionThresholdBytes;
-    sharedOptions.overlap = config.overlap;
-    sharedOptions.stallTimeoutSeconds = config.stallTimeoutSeconds;
-    sharedOptions.testStallRank = config.testStallRank;
-    sharedOptions.testStallStep = config.testStallCollective;
-    auto shared = std::make_unique<collectives::SharedGradientReducer>(
-        environment.comm, std::move(segments), sharedOptions, environment_.timeline);
-    model_.placeGradients(shared->gradientStorage());  // backward writes where peers read
-    sharedAveraged_ = shared->averagedStorage();
-    if (shareParameters) {
-      sharedParameters_ = shared->sharedParameters();
-      sharedState_ = shared->sharedState();
-      adaptiveSharing_ = config.shmParameters == "auto";
-    }
-    sharedReducer_ = shared.get();
-    reducer_ = std::move(shared);
-  } else {
-    collectives::ReducerOptions reducerOptions;
-    reducerOptions.fusionThresholdBytes = config.fusionThresholdBytes;
-    reducerOptions.overlap = config.overlap;
-    reducerOptions.compression = compressionOf(config.compression);
-    reducer_ = std::make_unique<collectives::GradientReducer>(
-        *gradients_, std::move(segments), reducerOptions, environment_.timeline);
-    if (control_->size() > 1 && !onGpu) averaged_.resize(model_.gradients().size_bytes());
-  }
+  buildExchange();
+  if (environment_.watchdog) watchWith(*environment_.watchdog);
 
   // Before the first collective that depends on the layout: ranks that disagree are told so
   // here, by name, rather than in a broadcast of mismatched sizes.
@@ -166,15 +107,7 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
   if (control_->rank() == 0) model_.initialize(config.seed);
   control_->broadcast(model_.parameters(), 0);
 
-  if (onGpu) {
-    gpu_ = makeGpuReplica(model_, optimizerOptions(config), config.tf32, *gradients_);
-    std::vector<std::int32_t> devices(static_cast<std::size_t>(control_->size()));
-    const std::int32_t mine = gpu_->deviceIndex();
-    control_->allgather(&mine, devices.data(), 1, collectives::DataType::kInt32);
-    deviceLine_ = fmt::format("device cuda{}: rank 0 on {}; GPU index per rank: {}",
-                              config.tf32 ? " (TF32 matrix products)" : "", gpu_->describe(),
-                              fmt::join(devices, ","));
-  }
+  if (config.device == Device::kCuda) startGpu();
   reserveBatch(config.batchSize);
   schedule_.kind = config.lrSchedule;
   schedule_.baseLr = config.learningRate * (config.scaleLr ? control_->size() : 1);
@@ -182,45 +115,87 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
   schedule_.stepSize = config.lrStepSize;
   schedule_.gamma = config.lrGamma;
   schedule_.totalSteps = plannedSteps_;
-
-  if (environment_.timeline) {
-    for (int i = 0; i < model_.layerCount(); ++i) {
-      layerSpanNames_.push_back("forward " + model_.layer(i).name());
-      layerSpanNames_.push_back("backward " + model_.layer(i).name());
-    }
-    layerStarts_.assign(layerSpanNames_.size(), 0);
-    for (const collectives::GradientBucket& b : reducer_->buckets()) {
-      optimizerSpanNames_.push_back("optimizer " + b.name);
-    }
-    model_.setLayerObserver([this](int layer, models::LayerPhase phase, bool begins) {
-      const std::size_t slot =
-          2 * static_cast<std::size_t>(layer) + (phase == models::LayerPhase::kBackward ? 1 : 0);
-      if (begins) {
-        layerStarts_[slot] = collectives::steadyNowNs();
-      } else {
-        traceSpan(layerSpanNames_[slot],
-                  phase == models::LayerPhase::kForward ? "forward" : "backward",
-                  layerStarts_[slot]);
-      }
-    });
-  }
-
+  if (environment_.timeline) observeLayersForTimeline();
   batches_ = std::make_unique<BatchPrefetcher>(
       train, prefetchesInBackground(config, train.readsStorage()));
 }
 
+void Trainer::buildExchange() {
+  // One gradient segment per layer with parameters, in the buffer's (forward) order.
+  std::vector<engine::GradientSegment> segments;
+  segmentOfLayer_.assign(static_cast<std::size_t>(model_.layerCount()), -1);
+  for (const models::LayerParameters& layer : model_.parameterLayers()) {
+    segmentOfLayer_[static_cast<std::size_t>(layer.layerIndex)] = static_cast<int>(segments.size());
+    segments.push_back({layer.name, layer.offset, layer.count});
+  }
+  engine::ExchangeOptions options;
+  options.fusionThresholdBytes = config_.fusionThresholdBytes;
+  options.overlap = config_.overlap;
+  options.compression = config_.compression;
+  options.stallTimeoutSeconds = config_.stallTimeoutSeconds;
+  options.test.stallRank = config_.test.stallRank;
+  options.test.stallCollective = config_.test.stallCollective;
+  exchange_ = engine::makeGradientExchange(gradientBackend(config_), environment_.comm,
+                                           std::move(segments), options, environment_.timeline);
+  if (config_.device == Device::kCuda) return;  // startGpu brings the device buffers
+  buffers_ = exchange_->hostBuffers(model_.gradients());
+  // An exchange that reads the gradients where backward writes them keeps them itself.
+  if (buffers_.gradients.data() != model_.gradients().data()) {
+    model_.placeGradients(buffers_.gradients);
+  }
+}
+
+void Trainer::startGpu() {
+  collectives::Communicator* gradients = exchange_->communicator();
+  if (gradients == nullptr) {
+    throw std::invalid_argument("--device cuda averages GPU buffers with the nccl backend");
+  }
+  gpu_ = makeGpuReplica(model_, optimizerOptions(config_), config_.tf32, *gradients);
+  buffers_ = {gpu_->gradients(), gpu_->averaged()};
+  std::vector<std::int32_t> devices(static_cast<std::size_t>(control_->size()));
+  const std::int32_t mine = gpu_->deviceIndex();
+  control_->allgather(&mine, devices.data(), 1, collectives::DataType::kInt32);
+  deviceLine_ = fmt::format("device cuda{}: rank 0 on {}; GPU index per rank: {}",
+                            config_.tf32 ? " (TF32 matrix products)" : "", gpu_->describe(),
+                            fmt::join(devices, ","));
+}
+
+void Trainer::observeLayersForTimeline() {
+  for (int i = 0; i < model_.layerCount(); ++i) {
+    layerSpanNames_.push_back("forward " + model_.layer(i).name());
+    layerSpanNames_.push_back("backward " + model_.layer(i).name());
+  }
+  layerStarts_.assign(layerSpanNames_.size(), 0);
+  for (const engine::GradientBucket& b : exchange_->buckets()) {
+    optimizerSpanNames_.push_back("optimizer " + b.name);
+  }
+  model_.setLayerObserver([this](int layer, models::LayerPhase phase, bool begins) {
+    const std::size_t slot =
+        2 * static_cast<std::size_t>(layer) + (phase == models::LayerPhase::kBackward ? 1 : 0);
+    if (begins) {
+      layerStarts_[slot] = collectives::steadyNowNs();
+    } else {
+      traceSpan(layerSpanNames_[slot],
+                phase == models::LayerPhase::kForward ? "forward" : "backward", layerStarts_[slot]);
+    }
+  });
+}
+
 Trainer::~Trainer() {
-  reducer_.reset();  // joins the communication thread before its communicator goes
+  collectives::Communicator* gradients = exchange_ ? exchange_->communicator() : nullptr;
   if (environment_.watchdog) {
     environment_.watchdog->unwatch(*control_);
-    environment_.watchdog->unwatch(*gradients_);
+    if (gradients) environment_.watchdog->unwatch(*gradients);
   }
+  exchange_.reset();  // joins the communication thread before the rest goes
 }
 
 void Trainer::watchWith(collectives::StallWatchdog& watchdog) {
   environment_.watchdog = &watchdog;
   watchdog.watch(*control_, "control");
-  watchdog.watch(*gradients_, "gradient");
+  if (collectives::Communicator* gradients = exchange_->communicator()) {
+    watchdog.watch(*gradients, "gradient");
+  }
 }
 
 ConsistencyItems Trainer::consistencyItems() const {
@@ -228,7 +203,7 @@ ConsistencyItems Trainer::consistencyItems() const {
   items.emplace_back("ranks", std::to_string(control_->size()));
   for (auto& item : itemsFromLines("model", model_.describe()))
     items.push_back(std::move(item));
-  for (auto& item : itemsFromLines("bucket plan", reducer_->describePlan())) {
+  for (auto& item : itemsFromLines("bucket plan", exchange_->describePlan())) {
     items.push_back(std::move(item));
   }
   return items;
@@ -256,122 +231,124 @@ void Trainer::traceSpan(std::string_view name, std::string_view category,
   }
 }
 
-void Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
-  const std::int64_t start = collectives::steadyNowNs();
+const HostBatch& Trainer::nextBatch(std::int64_t step) {
   const std::span<const std::int64_t> indices = sampler_.next();
   HostBatch& host = batches_->take(indices);
   // The next step's batch is gathered while this one trains (--prefetch); not past the last step.
   if (step + 1 < plannedSteps_) batches_->prefetch(sampler_.peek());
-  if (step == config_.testNanStep && control_->rank() == 0) {
-    host.inputs[0] = std::numeric_limits<float>::quiet_NaN();  // test-only fault injection
+  if (step == config_.test.nanStep && control_->rank() == 0) {
+    host.inputs[0] = std::numeric_limits<float>::quiet_NaN();
   }
-  const models::Batch<float> input = batchView(host);
-  const std::int64_t gathered = collectives::steadyNowNs();
-  traceSpan("data", "data", start);
+  return host;
+}
 
-  const std::span<float> gradients = gpu_ ? gpu_->gradients() : model_.gradients();
-  const std::span<float> averaged =
-      gpu_                       ? gpu_->averaged()
-      : !sharedAveraged_.empty() ? sharedAveraged_
-      : control_->size() > 1
-          ? std::span<float>(reinterpret_cast<float*>(averaged_.data()), gradients.size())
-          : gradients;  // one rank averages in place, which costs nothing
-  reducer_->beginStep(gradients, averaged);
+models::BatchResult Trainer::computeGradients(const models::Batch<float>& input) {
   const models::GradientReadyCallback ready = [&](const models::LayerParameters& layer) {
-    reducer_->segmentReady(segmentOfLayer_[static_cast<std::size_t>(layer.layerIndex)]);
+    exchange_->segmentReady(segmentOfLayer_[static_cast<std::size_t>(layer.layerIndex)]);
   };
-  // On the GPU, forward and backward only enqueue: the time goes to waiting for the averages.
-  models::BatchResult result;
+  // On the GPU, forward and backward only enqueue: the loss comes after the step.
   if (gpu_) {
     gpu_->forward(input);
     gpu_->backward(ready);
-  } else {
-    result = model_.forward(input);
-    // The shared-memory exchange starts on parts of a layer (the first layer is the last to
-    // finish and the largest): the model then computes linear layers' gradients in parts.
-    const models::GradientProgressCallback progress = [&](std::size_t offset) {
-      reducer_->gradientsFinalFrom(offset);
-    };
-    model_.backward(ready,
-                    reducer_->wantsProgress() ? progress : models::GradientProgressCallback());
+    return {};
   }
-  const std::int64_t computed = collectives::steadyNowNs();
+  const models::BatchResult result = model_.forward(input);
+  model_.backward(ready);
+  return result;
+}
 
+void Trainer::updateBucket(const engine::GradientBucket& b, float learningRate,
+                           double& optimizerSeconds) {
+  const std::int64_t t0 = collectives::steadyNowNs();
+  if (gpu_) {
+    gpu_->update(b.offset, b.offset + b.count, learningRate);
+  } else {
+    optimizer_->update(model_.parameters(), buffers_.averaged, b.offset, b.offset + b.count,
+                       learningRate);
+  }
+  optimizerSeconds += secondsBetween(t0, collectives::steadyNowNs());
+  traceSpan(optimizerSpanNames_.empty() ? std::string_view("optimizer")
+                                        : std::string_view(optimizerSpanNames_[b.index]),
+            "optimizer", t0);
+}
+
+std::string Trainer::firstNonFiniteIn(const engine::GradientBucket& b) const {
+  const std::int64_t at = gpu_ ? gpu_->firstNonFinite(b.offset, b.count)
+                               : firstNonFinite(buffers_.averaged.data() + b.offset, b.count);
+  if (at < 0) return "";
+  const std::size_t element = b.offset + static_cast<std::size_t>(at);
+  const float value = gpu_ ? gpu_->averagedValue(element) : buffers_.averaged[element];
+  for (const models::ParameterEntry& entry : model_.parameterTable()) {
+    if (element >= entry.offset && element < entry.offset + entry.count) {
+      return fmt::format("the averaged gradient of {} holds {} (element {})", entry.name, value,
+                         element - entry.offset);
+    }
+  }
+  return fmt::format("the averaged gradient holds {} (element {})", value, element);
+}
+
+std::string Trainer::averageAndUpdate(std::int64_t step, double& optimizerSeconds) {
   // Each bucket's parameters are updated as soon as its average is complete, unless a
   // non-finite gradient may still cancel the whole step (--check-finite skip).
   const float lr = static_cast<float>(learningRateAt(schedule_, step));
-  const bool check = config_.checkFinite != "off";
-  const bool deferUpdates = config_.checkFinite == "skip";
-  std::string problem;
-  double optimizerSeconds = 0;
-  auto update = [&](const collectives::GradientBucket& b) {
-    const std::int64_t t0 = collectives::steadyNowNs();
-    if (gpu_) {
-      gpu_->update(b.offset, b.offset + b.count, lr);
-    } else {
-      optimizer_->update(model_.parameters(), averaged, b.offset, b.offset + b.count, lr);
-    }
-    optimizerSeconds += secondsBetween(t0, collectives::steadyNowNs());
-    traceSpan(optimizerSpanNames_.empty() ? std::string_view("optimizer")
-                                          : std::string_view(optimizerSpanNames_[b.index]),
-              "optimizer", t0);
-  };
-  // The non-finite value reported is the first one of the first bucket that holds one, whatever
+  const bool check = config_.checkFinite != CheckFinite::kOff;
+  const bool deferUpdates = config_.checkFinite == CheckFinite::kSkip;
+  // The value reported is the first non-finite one of the first bucket that holds one, whatever
   // parts the bucket arrived in (the shm exchange hands buckets over in parts that depend on
   // timing): every rank names the same element.
-  struct NonFinite {
-    int bucket = 0;
-    std::size_t element = 0;
-  };
-  std::optional<NonFinite> nonFinite;
-  reducer_->finishStep([&](const collectives::GradientBucket& b) {
-    if (check && (!nonFinite || b.index <= nonFinite->bucket)) {
-      const std::int64_t at = gpu_ ? gpu_->firstNonFinite(b.offset, b.count)
-                                   : firstNonFinite(averaged.data() + b.offset, b.count);
-      if (at >= 0) {
-        const std::size_t element = b.offset + static_cast<std::size_t>(at);
-        if (!nonFinite || b.index < nonFinite->bucket || element < nonFinite->element) {
-          nonFinite = NonFinite{b.index, element};
-        }
+  int problemBucket = std::numeric_limits<int>::max();
+  std::size_t problemOffset = 0;
+  std::string problem;
+  exchange_->finishStep([&](const engine::GradientBucket& b) {
+    const bool earlier =
+        b.index < problemBucket || (b.index == problemBucket && b.offset < problemOffset);
+    if (check && earlier) {
+      if (std::string found = firstNonFiniteIn(b); !found.empty()) {
+        problem = std::move(found);
+        problemBucket = b.index;
+        problemOffset = b.offset;
       }
     }
-    if (!deferUpdates) update(b);
+    if (!deferUpdates) updateBucket(b, lr, optimizerSeconds);
   });
-  if (nonFinite) {
-    const std::size_t element = nonFinite->element;
-    for (const models::ParameterEntry& entry : model_.parameterTable()) {
-      if (element >= entry.offset && element < entry.offset + entry.count) {
-        problem = fmt::format(
-            "step {}: the averaged gradient of {} holds {} (element {})", step + 1, entry.name,
-            gpu_ ? gpu_->averagedValue(element) : averaged[element], element - entry.offset);
-        break;
-      }
-    }
+  if (!problem.empty()) return fmt::format("step {}: {}", step + 1, problem);
+  if (deferUpdates) {
+    for (const engine::GradientBucket& b : exchange_->buckets())
+      updateBucket(b, lr, optimizerSeconds);
   }
+  if (gpu_) {
+    gpu_->finishStep();
+  } else {
+    optimizer_->finishStep();
+  }
+  return "";
+}
+
+void Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
+  const std::int64_t start = collectives::steadyNowNs();
+  const models::Batch<float> input = batchView(nextBatch(step));
+  const std::int64_t gathered = collectives::steadyNowNs();
+  traceSpan("data", "data", start);
+
+  exchange_->beginStep(buffers_);
+  models::BatchResult result = computeGradients(input);
+  const std::int64_t computed = collectives::steadyNowNs();
+  double optimizerSeconds = 0;
+  const std::string problem = averageAndUpdate(step, optimizerSeconds);
   if (!problem.empty()) {
-    if (config_.checkFinite == "stop") {
+    if (config_.checkFinite == CheckFinite::kStop) {
       throw TrainingStopped(problem + "; stopping (--check-finite stop)");
     }
     log("skipping " + problem + " (--check-finite skip)");
     ++summary.skippedSteps;
-  } else {
-    if (deferUpdates) {
-      for (const collectives::GradientBucket& b : reducer_->buckets())
-        update(b);
-    }
-    if (gpu_) {
-      gpu_->finishStep();
-    } else {
-      optimizer_->finishStep();
-    }
   }
   if (gpu_) result = gpu_->lastResult();
   const std::int64_t finished = collectives::steadyNowNs();
 
   summary.dataSeconds += secondsBetween(start, gathered);
   summary.computeSeconds += secondsBetween(gathered, computed);
-  summary.waitSeconds += reducer_->lastWaitSeconds();
-  summary.reduceSeconds += reducer_->lastReduceSeconds();
+  summary.waitSeconds += exchange_->lastWaitSeconds();
+  summary.reduceSeconds += exchange_->lastReduceSeconds();
   summary.optimizerSeconds += optimizerSeconds;
   summary.trainingSeconds += secondsBetween(start, finished);
   windowLoss_ += result.lossSum;
@@ -517,7 +494,8 @@ std::optional<ResumePoint> Trainer::resumePointOnRoot() {
     throw storage::CheckpointError(plan->path.string() + ": " + *refusal);
   }
   const ResumePoint point = std::get<ResumePoint>(decision);
-  restoreCheckpoint(plan->content, model_, *optimizer_, config_.optimizer, plan->path);
+  restoreCheckpoint(plan->content, model_, *optimizer_, nameIn(kOptimizerNames, config_.optimizer),
+                    plan->path);
   log(storage::describeResume(*plan));
   TrainConfig resumed = config_;
   resumed.batchSize = point.batchSize;
@@ -610,179 +588,87 @@ void Trainer::logScalars(std::string_view split, std::int64_t step,
   }
 }
 
-void Trainer::setParameterSharing(bool shared) {
-  // Where they already are (a second run(), say), nothing moves.
-  const float* where = model_.parameters().data();
-  if (shared && where != sharedParameters_.data()) {
-    // Every rank holds the same parameters and state (broadcast from rank 0 at the start or on
-    // resuming, then updated alike); rank 0's become the node's one copy.
-    const bool root = control_->rank() == 0;
-    model_.placeParameters(sharedParameters_, root ? models::Model<float>::Placement::kCopyValues
-                                                   : models::Model<float>::Placement::kKeepValues);
-    optimizer_->placeState(sharedState_, /*copyValues=*/root);
-    control_->barrier();  // before any rank reads them
-  } else if (!shared && where != ownParameters_.data()) {
-    // Nobody writes the shared copy from now on (the last shared step has ended on every rank
-    // before any rank got here), so each rank copies it at its own pace.
-    ownParameters_.resize(model_.parameters().size());
-    ownState_.resize(optimizer_->stateSize());
-    model_.placeParameters(ownParameters_, models::Model<float>::Placement::kCopyValues);
-    optimizer_->placeState(ownState_, /*copyValues=*/true);
-  }
-  // Shared: another rank may update a layer's parameters once this one has announced its
-  // gradients, so backward announces a layer only after its last read of them.
-  model_.announceWhenParametersFree(shared);
-  sharedReducer_->setParametersShared(shared);
-}
-
-void Trainer::probeCores(TrainingSummary& summary) {
-  const std::int64_t start = collectives::steadyNowNs();
-  const double roundTripNs = sharedReducer_->measureRoundTripNs();  // rank 0's, on every rank
-  summary.roundTripsNs.push_back(roundTripNs);
-  if (adaptiveSharing_) {
-    const bool share = config_.testSwitchSharingEvery > 0 ? !sharedReducer_->parametersShared()
-                                                          : roundTripNs < kShareBelowRoundTripNs;
-    if (share != sharedReducer_->parametersShared()) {
-      setParameterSharing(share);
-      ++summary.sharingSwitches;
-    }
-  }
-  traceSpan(sharedReducer_->parametersShared() ? "probe: parameters shared"
-                                               : "probe: parameters per rank",
-            "wait", start);
-  // Part of training time: the throughput counts what the probe and the moves cost.
-  const double seconds = secondsBetween(start, collectives::steadyNowNs());
-  summary.sharingSeconds += seconds;
-  summary.trainingSeconds += seconds;
-}
-
-TrainingSummary Trainer::run() {
-  TrainingSummary summary;
-  if (adaptiveSharing_) {
-    setParameterSharing(false);  // this rank's own copy until the first probe says otherwise
-  } else if (!sharedParameters_.empty()) {
-    setParameterSharing(true);
-  }
-  summary.adaptiveSharing = adaptiveSharing_;
-  summary.firstStep = firstStep_;
-  const std::int64_t wallStart = collectives::steadyNowNs();
+void Trainer::logStart() const {
   const std::int64_t globalBatch = static_cast<std::int64_t>(config_.batchSize) * control_->size();
-  log(fmt::format(
-      "training {} ({} parameters) on {} rank(s), backend {}: {} steps of {} samples "
-      "({} per rank), {} steps per epoch; {} gradient bucket(s) up to {} KiB, "
-      "overlap {}, compression {}",
-      config_.model, model_.parameterCount(), control_->size(),
-      gradientBackend(config_) +
-          (adaptiveSharing_ ? fmt::format(" (one copy of the parameters for the node while a "
-                                          "cache line crosses between cores in under {:.0f} ns, "
-                                          "probed every {} steps)",
-                                          kShareBelowRoundTripNs, kProbeEverySteps)
-           : sharedParameters_.empty() ? ""
-                                       : " (one copy of the parameters for the node)"),
-      firstStep_ > 0 ? fmt::format("{} (from {} to {})", plannedSteps_ - firstStep_, firstStep_ + 1,
-                                   plannedSteps_)
-                     : std::to_string(plannedSteps_),
-      globalBatch, config_.batchSize, stepsPerEpoch_, reducer_->buckets().size(),
-      config_.fusionThresholdBytes >> 10, config_.overlap ? "on" : "off", config_.compression));
+  log(
+      fmt::format("training {} ({} parameters) on {} rank(s), backend {}: {} steps of {} samples "
+                  "({} per rank), {} steps per epoch; {} gradient bucket(s) up to {} KiB, "
+                  "overlap {}, compression {}",
+                  nameIn(kModelNames, config_.model), model_.parameterCount(), control_->size(),
+                  engine::name(gradientBackend(config_)),
+                  firstStep_ > 0 ? fmt::format("{} (from {} to {})", plannedSteps_ - firstStep_,
+                                               firstStep_ + 1, plannedSteps_)
+                                 : std::to_string(plannedSteps_),
+                  globalBatch, config_.batchSize, stepsPerEpoch_, exchange_->buckets().size(),
+                  config_.fusionThresholdBytes >> 10, config_.overlap ? "on" : "off",
+                  engine::name(config_.compression)));
   if (!deviceLine_.empty()) log(deviceLine_);
   log("data: " + train_.describe() + "; test: " + test_.describe() +
       (batches_->background() ? "; next batch prefetched on a thread of its own" : ""));
+}
 
-  auto evaluateAndLog = [&](std::int64_t step) {
-    summary.lastEvaluation = evaluate();
-    const std::int64_t epoch = sampler_.position().epoch;  // epochs completed
-    const models::BatchResult& result = summary.lastEvaluation;
-    if (isClassification()) {
-      log(fmt::format("Accuracy at step {}: {:.4f}  (test loss {:.4f}, epoch {}, {} test samples)",
-                      step, result.accuracy(), result.meanLoss(), epoch, result.samples));
-      logScalars("test", step, {{"loss", result.meanLoss()}, {"accuracy", result.accuracy()}});
-    } else {
-      log(fmt::format("Test loss at step {}: {:.6f}  (epoch {}, {} test samples)", step,
-                      result.meanLoss(), epoch, result.samples));
-      logScalars("test", step, {{"loss", result.meanLoss()}});
-    }
-  };
-
-  double windowSeconds = 0;
-  double windowReduceSeconds = 0;
-  std::int64_t windowSteps = 0;
-  std::int64_t samplesTrained = 0;
-  std::optional<StopAgreement> stopAgreement;
-  if (environment_.stopRequested) stopAgreement.emplace(environment_.comm);
-  std::int64_t step = firstStep_;
-  const std::int64_t probeEvery =
-      config_.testSwitchSharingEvery > 0 ? config_.testSwitchSharingEvery : kProbeEverySteps;
-  while (step < plannedSteps_) {
-    const data::SamplerPosition at = sampler_.position();
-    const double before = summary.trainingSeconds;
-    if (sharedReducer_ && (step - firstStep_) % probeEvery == 0) probeCores(summary);
-    const double reducedBefore = summary.reduceSeconds;
-    trainStep(step, summary);
-    if (sharedReducer_ && sharedReducer_->parametersShared()) ++summary.sharedParameterSteps;
-    if (config_.testStepSleepMs > 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(config_.testStepSleepMs));
-    }
-    windowSeconds += summary.trainingSeconds - before;
-    windowReduceSeconds += summary.reduceSeconds - reducedBefore;
-    ++windowSteps;
-    samplesTrained += sampler_.batchSizeAt(at.step) * control_->size();
-
-    const std::int64_t done = ++step;
-    if (config_.logEvery > 0 && (done % config_.logEvery == 0 || done == plannedSteps_)) {
-      // The loss over the window, all ranks: one small all-reduce every logEvery steps.
-      std::array<double, 3> window = {windowLoss_, static_cast<double>(windowSamples_),
-                                      static_cast<double>(windowCorrect_)};
-      control_->allreduce(std::span<double>(window), collectives::ReduceOp::kSum);
-      summary.lastTrainingLoss = window[1] > 0 ? window[0] / window[1] : 0;
-      const double rate = window[1] / std::max(windowSeconds, 1e-9);
-      const double lr = learningRateAt(schedule_, done - 1);
-      log(fmt::format("step {} (epoch {})  loss {:.4f}  lr {:.5f}  {:.0f} samples/s ({:.0f}/rank)",
-                      done, at.epoch, summary.lastTrainingLoss, lr, rate, rate / control_->size()));
-      const double reduceMs = 1e3 * windowReduceSeconds / static_cast<double>(windowSteps);
-      if (isClassification()) {
-        logScalars("train", done,
-                   {{"loss", summary.lastTrainingLoss},
-                    {"accuracy", window[1] > 0 ? window[2] / window[1] : 0},
-                    {"learning_rate", lr},
-                    {"samples_per_second", rate},
-                    {"allreduce_ms", reduceMs}});
-      } else {
-        logScalars("train", done,
-                   {{"loss", summary.lastTrainingLoss},
-                    {"learning_rate", lr},
-                    {"samples_per_second", rate},
-                    {"allreduce_ms", reduceMs}});
-      }
-      windowLoss_ = 0;
-      windowSamples_ = 0;
-      windowCorrect_ = 0;
-      windowSeconds = 0;
-      windowReduceSeconds = 0;
-      windowSteps = 0;
-    }
-    const bool epochEnd = sampler_.position().step == 0;
-    const bool periodic = config_.evalEvery > 0 && done % config_.evalEvery == 0;
-    if (epochEnd || periodic || done == plannedSteps_) evaluateAndLog(done);
-    const bool checkpointDue =
-        config_.checkpointEvery > 0 ? done % config_.checkpointEvery == 0 : epochEnd;
-    if (checkpointDue && done < plannedSteps_) saveCheckpoint(done, summary);
-    // Every rank learns whether any was sent SIGTERM (up to the step before), and all stop
-    // after the same step.
-    if (stopAgreement && done < plannedSteps_) {
-      const std::int64_t checkStart = collectives::steadyNowNs();
-      const bool stop =
-          stopAgreement->exchange(environment_.stopRequested->load(std::memory_order_relaxed));
-      summary.stopCheckSeconds += secondsBetween(checkStart, collectives::steadyNowNs());
-      if (stop) {
-        log(fmt::format("SIGTERM: stopping after step {} of {}", done, plannedSteps_));
-        summary.stoppedBySigterm = true;
-        break;
-      }
-    }
+void Trainer::evaluateAndLog(std::int64_t step, TrainingSummary& summary) {
+  summary.lastEvaluation = evaluate();
+  const std::int64_t epoch = sampler_.position().epoch;  // epochs completed
+  const models::BatchResult& result = summary.lastEvaluation;
+  if (isClassification()) {
+    log(fmt::format("Accuracy at step {}: {:.4f}  (test loss {:.4f}, epoch {}, {} test samples)",
+                    step, result.accuracy(), result.meanLoss(), epoch, result.samples));
+    logScalars("test", step, {{"loss", result.meanLoss()}, {"accuracy", result.accuracy()}});
+  } else {
+    log(fmt::format("Test loss at step {}: {:.6f}  (epoch {}, {} test samples)", step,
+                    result.meanLoss(), epoch, result.samples));
+    logScalars("test", step, {{"loss", result.meanLoss()}});
   }
-  stopAgreement.reset();  // completes the last exchange, on every rank
-  if (step > firstStep_ && lastCheckpointStep_ != step) saveCheckpoint(step, summary);
+}
 
+void Trainer::logTrainingWindow(std::int64_t done, std::int64_t epoch, TrainingSummary& summary) {
+  // The loss over the window, all ranks: one small all-reduce every logEvery steps.
+  std::array<double, 3> window = {windowLoss_, static_cast<double>(windowSamples_),
+                                  static_cast<double>(windowCorrect_)};
+  control_->allreduce(std::span<double>(window), collectives::ReduceOp::kSum);
+  summary.lastTrainingLoss = window[1] > 0 ? window[0] / window[1] : 0;
+  const double rate = window[1] / std::max(windowSeconds_, 1e-9);
+  const double lr = learningRateAt(schedule_, done - 1);
+  log(fmt::format("step {} (epoch {})  loss {:.4f}  lr {:.5f}  {:.0f} samples/s ({:.0f}/rank)",
+                  done, epoch, summary.lastTrainingLoss, lr, rate, rate / control_->size()));
+  const double reduceMs = 1e3 * windowReduceSeconds_ / static_cast<double>(windowSteps_);
+  if (isClassification()) {
+    logScalars("train", done,
+               {{"loss", summary.lastTrainingLoss},
+                {"accuracy", window[1] > 0 ? window[2] / window[1] : 0},
+                {"learning_rate", lr},
+                {"samples_per_second", rate},
+                {"allreduce_ms", reduceMs}});
+  } else {
+    logScalars("train", done,
+               {{"loss", summary.lastTrainingLoss},
+                {"learning_rate", lr},
+                {"samples_per_second", rate},
+                {"allreduce_ms", reduceMs}});
+  }
+  windowLoss_ = 0;
+  windowSamples_ = 0;
+  windowCorrect_ = 0;
+  windowSeconds_ = 0;
+  windowReduceSeconds_ = 0;
+  windowSteps_ = 0;
+}
+
+bool Trainer::stopAgreed(std::int64_t done, TrainingSummary& summary) {
+  const std::int64_t checkStart = collectives::steadyNowNs();
+  const bool stop =
+      stopAgreement_->exchange(environment_.stopRequested->load(std::memory_order_relaxed));
+  summary.stopCheckSeconds += secondsBetween(checkStart, collectives::steadyNowNs());
+  if (stop) {
+    log(fmt::format("SIGTERM: stopping after step {} of {}", done, plannedSteps_));
+    summary.stoppedBySigterm = true;
+  }
+  return stop;
+}
+
+void Trainer::finishSummary(std::int64_t step, std::int64_t samplesTrained, std::int64_t wallStart,
+                            TrainingSummary& summary) {
   summary.steps = step - firstStep_;
   summary.lastStep = step;
   // The slowest rank's time is the job's.
@@ -801,6 +687,46 @@ TrainingSummary Trainer::run() {
   control_->allreduce(std::span<std::int64_t>(range), collectives::ReduceOp::kMin);
   summary.replicasIdentical = range[0] == ~range[1];
   summary.wallSeconds = secondsBetween(wallStart, collectives::steadyNowNs());
+}
+
+TrainingSummary Trainer::run() {
+  TrainingSummary summary;
+  summary.firstStep = firstStep_;
+  const std::int64_t wallStart = collectives::steadyNowNs();
+  logStart();
+  std::int64_t samplesTrained = 0;
+  if (environment_.stopRequested) stopAgreement_.emplace(environment_.comm);
+  std::int64_t step = firstStep_;
+  while (step < plannedSteps_) {
+    const data::SamplerPosition at = sampler_.position();
+    const double before = summary.trainingSeconds;
+    const double reducedBefore = summary.reduceSeconds;
+    trainStep(step, summary);
+    if (config_.test.stepSleepMs > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(config_.test.stepSleepMs));
+    }
+    windowSeconds_ += summary.trainingSeconds - before;
+    windowReduceSeconds_ += summary.reduceSeconds - reducedBefore;
+    ++windowSteps_;
+    samplesTrained += sampler_.batchSizeAt(at.step) * control_->size();
+
+    const std::int64_t done = ++step;
+    if (config_.logEvery > 0 && (done % config_.logEvery == 0 || done == plannedSteps_)) {
+      logTrainingWindow(done, at.epoch, summary);
+    }
+    const bool epochEnd = sampler_.position().step == 0;
+    const bool periodic = config_.evalEvery > 0 && done % config_.evalEvery == 0;
+    if (epochEnd || periodic || done == plannedSteps_) evaluateAndLog(done, summary);
+    const bool checkpointDue =
+        config_.checkpointEvery > 0 ? done % config_.checkpointEvery == 0 : epochEnd;
+    if (checkpointDue && done < plannedSteps_) saveCheckpoint(done, summary);
+    // Every rank learns whether any was sent SIGTERM (up to the step before), and all stop
+    // after the same step.
+    if (stopAgreement_ && done < plannedSteps_ && stopAgreed(done, summary)) break;
+  }
+  stopAgreement_.reset();  // completes the last exchange, on every rank
+  if (step > firstStep_ && lastCheckpointStep_ != step) saveCheckpoint(step, summary);
+  finishSummary(step, samplesTrained, wallStart, summary);
   return summary;
 }
 

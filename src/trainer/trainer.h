@@ -2,9 +2,10 @@
 //
 // Every rank holds the whole model. Rank 0 initialises the weights and broadcasts them; then,
 // every step, each rank runs forward and backward on its own shard of the batch, and the
-// gradient engine (collectives::GradientReducer) averages the gradients bucket by bucket across
-// the ranks — while backward is still running, with overlap on — and the optimiser updates each
-// bucket's parameters as soon as its average is complete. Every rank applies the same updates,
+// gradient exchange (engine/gradient_exchange.h, made by engine::makeGradientExchange for the
+// backend) averages the gradients bucket by bucket across the ranks — while backward is still
+// running, with overlap on — and the optimiser updates each bucket's parameters as soon as its
+// average is complete. Every rank applies the same updates,
 // so the replicas stay identical to the bit, and N ranks with batch B per rank train exactly as
 // one rank with batch N*B would (the sampler gives the ranks the same samples, and the loss is a
 // per-batch mean).
@@ -22,12 +23,10 @@
 
 #include <mpi.h>
 
-#include "collectives/aligned_buffer.h"
 #include "collectives/communicator.h"
-#include "collectives/gradient_exchange.h"
-#include "collectives/shared_gradient_reducer.h"
 #include "collectives/stall_watchdog.h"
 #include "data/sharded_sampler.h"
+#include "engine/gradient_exchange.h"
 #include "models/model.h"
 #include "models/model_factory.h"
 #include "src/storage/tensorboard_writer.h"
@@ -38,6 +37,7 @@
 #include "src/trainer/gpu_replica.h"
 #include "src/trainer/lr_schedule.h"
 #include "src/trainer/optimizer.h"
+#include "src/trainer/stop_agreement.h"
 #include "src/trainer/timeline.h"
 #include "src/trainer/training_checkpoint.h"
 
@@ -96,27 +96,11 @@ struct TrainingSummary {
   double waitSeconds = 0;     // waiting for averaged gradients: the communication not hidden
   double optimizerSeconds = 0;
   double reduceSeconds = 0;  // all the gradient all-reduces took, hidden or not
-  // --backend shm on several ranks: each probe's cross-core round trip, the steps trained with
-  // the node's one copy of the parameters, how often auto switched, and what probing and moving
-  // took (part of trainingSeconds).
-  std::vector<double> roundTripsNs;
-  std::int64_t sharedParameterSteps = 0;
-  int sharingSwitches = 0;
-  double sharingSeconds = 0;
-  bool adaptiveSharing = false;  // --shm-parameters auto
 };
 
 class Trainer {
  public:
-  // --shm-parameters auto. One copy of the parameters for the node pays while the cores pass
-  // cache lines cheaply: its update writes lines the other core read in the forward pass. On the
-  // CI VM (2 vCPUs whose host moves them) a line's round trip measured 61-103 ns while they share
-  // a cache and 250-430 ns while not, and the shared copy went from ahead of per-rank copies to
-  // ~20% behind (docs/engine.md). The probe (41 round trips, a few to ~15 us) runs every
-  // kProbeEverySteps steps, a fraction of a second: the host moves the vCPUs every few seconds.
-  static constexpr double kShareBelowRoundTripNs = 150;
-  static constexpr std::int64_t kProbeEverySteps = 50;
-
+  // `config` must have its device and backend settled (chooseDevice, device_choice.h).
   Trainer(const TrainConfig& config, const BatchSource& train, const BatchSource& test,
           const TrainerEnvironment& environment = {});
   ~Trainer();
@@ -139,7 +123,7 @@ class Trainer {
 
   // The host model: with --device cuda the mirror of the GPU's, current after run() and resume().
   models::Model<float>& model() { return model_; }
-  const collectives::GradientExchange& reducer() const { return *reducer_; }
+  const engine::GradientExchange& exchange() const { return *exchange_; }
   const BatchPrefetcher& batches() const { return *batches_; }
   std::int64_t plannedSteps() const { return plannedSteps_; }
   std::int64_t firstStep() const { return firstStep_; }
@@ -149,7 +133,34 @@ class Trainer {
   std::vector<std::span<float>> optimizerState() { return optimizer_->state(); }
 
  private:
+  // The constructor's steps.
+  void buildExchange();
+  void startGpu();
+  void observeLayersForTimeline();
+
+  // One step: gather the batch, forward and backward (announcing each layer's gradients to the
+  // exchange), then average and update.
   void trainStep(std::int64_t step, TrainingSummary& summary);
+  const HostBatch& nextBatch(std::int64_t step);
+  models::BatchResult computeGradients(const models::Batch<float>& input);
+  // Hands every averaged bucket to the optimiser, unless --check-finite finds a NaN or infinity
+  // (then "" is not returned but what was found, and --check-finite skip updates nothing).
+  std::string averageAndUpdate(std::int64_t step, double& optimizerSeconds);
+  void updateBucket(const engine::GradientBucket& bucket, float learningRate,
+                    double& optimizerSeconds);
+  // The first non-finite averaged value in `bucket`, as "the averaged gradient of fc1.weight
+  // holds nan (element 3)", or "" when every value is finite.
+  std::string firstNonFiniteIn(const engine::GradientBucket& bucket) const;
+
+  // run()'s steps.
+  void logStart() const;
+  void logTrainingWindow(std::int64_t done, std::int64_t epoch, TrainingSummary& summary);
+  void evaluateAndLog(std::int64_t step, TrainingSummary& summary);
+  // Whether every rank agrees to stop after step `done` (SIGTERM on any rank).
+  bool stopAgreed(std::int64_t done, TrainingSummary& summary);
+  void finishSummary(std::int64_t step, std::int64_t samplesTrained, std::int64_t wallStart,
+                     TrainingSummary& summary);
+
   void log(const std::string& line) const;
   bool isClassification() const { return train_.classes() > 0; }
   // A gathered batch as the model takes it: labels or regression targets by the data.
@@ -157,13 +168,6 @@ class Trainer {
   void traceSpan(std::string_view name, std::string_view category, std::int64_t start) const;
   // Rank 0 writes a checkpoint of the state after `step` steps (a failure aborts the job).
   void saveCheckpoint(std::int64_t step, TrainingSummary& summary);
-  // --shm-parameters shared|auto: moves the model's parameters and the optimiser's state into
-  // the node's one copy, or into this rank's own (collective, between steps).
-  void setParameterSharing(bool shared);
-  // --backend shm, every kProbeEverySteps steps: measures how fast the cores pass a cache line
-  // (for the log) and, with --shm-parameters auto, keeps the parameters shared while that is
-  // fast (see docs/engine.md).
-  void probeCores(TrainingSummary& summary);
   // Rank 0's part of resume(): the point to continue from, or nullopt for a fresh start.
   std::optional<ResumePoint> resumePointOnRoot();
   void continueAt(const ResumePoint& point);
@@ -177,22 +181,12 @@ class Trainer {
   const BatchSource& train_;
   const BatchSource& test_;
   TrainerEnvironment environment_;
-  std::unique_ptr<collectives::Communicator> control_;    // broadcast, evaluation, logging
-  std::unique_ptr<collectives::Communicator> gradients_;  // the reducer's, alone
+  std::unique_ptr<collectives::Communicator> control_;  // broadcast, evaluation, logging
   bool log_;
   models::Model<float> model_;
   std::vector<int> segmentOfLayer_;  // per model layer: its gradient segment, or -1
-  std::unique_ptr<collectives::GradientExchange> reducer_;
-  std::span<float> sharedAveraged_;  // --backend shm: the node's averaged buffer
-  // --backend shm on more than one rank: reducer_ itself, for the parameter sharing.
-  collectives::SharedGradientReducer* sharedReducer_ = nullptr;
-  // --shm-parameters shared|auto: the node's one copy of the parameters and optimiser state
-  // (setParameterSharing); auto also keeps this rank's own copy to move them back to.
-  std::span<float> sharedParameters_;
-  std::span<float> sharedState_;
-  bool adaptiveSharing_ = false;
-  std::vector<float> ownParameters_;
-  std::vector<float> ownState_;
+  std::unique_ptr<engine::GradientExchange> exchange_;
+  engine::StepBuffers buffers_;  // where backward writes and the averages appear, every step
   data::ShardedSampler sampler_;
   std::unique_ptr<Optimizer> optimizer_;  // with gpu_: the host mirror of the GPU optimiser
   std::unique_ptr<GpuReplica> gpu_;       // --device cuda, else null
@@ -200,19 +194,21 @@ class Trainer {
   LrScheduleOptions schedule_;
   std::int64_t plannedSteps_ = 0;
   std::int64_t stepsPerEpoch_ = 0;
-  std::int64_t firstStep_ = 0;            // a resumed run's first step
-  std::int64_t lastCheckpointStep_ = -1;  // the step of this run's newest checkpoint
-  // The averaged gradients, reduced out of place into a persistent huge-page buffer: in place the
-  // ring overwrites lines the other rank has just read (allreduce_perf, 2 ranks, 2.7 MB: 0.30 ms
-  // in place against 0.17 out of place). One rank averages nothing and uses the gradients.
-  collectives::AlignedBuffer averaged_;
+  std::int64_t firstStep_ = 0;               // a resumed run's first step
+  std::int64_t lastCheckpointStep_ = -1;     // the step of this run's newest checkpoint
   std::vector<std::string> layerSpanNames_;  // "forward fc1", "backward fc1", ...
   std::vector<std::int64_t> layerStarts_;
   std::vector<std::string> optimizerSpanNames_;  // per bucket
   std::unique_ptr<BatchPrefetcher> batches_;     // this rank's training batches, gathered
-  double windowLoss_ = 0;  // sum of this rank's per-sample losses since the last log line
+  // Since the last log line: the sum of this rank's per-sample losses, its samples and correct
+  // answers, and the steps, their training time and their all-reduce time.
+  double windowLoss_ = 0;
   std::int64_t windowSamples_ = 0;
   std::int64_t windowCorrect_ = 0;
+  std::int64_t windowSteps_ = 0;
+  double windowSeconds_ = 0;
+  double windowReduceSeconds_ = 0;
+  std::optional<StopAgreement> stopAgreement_;  // during run(), with environment.stopRequested
 };
 
 // The model spec of a configuration and the data it trains on.

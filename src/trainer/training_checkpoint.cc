@@ -54,14 +54,15 @@ storage::CheckpointContent checkpointContent(const models::Model<float>& model,
   c.rngState = {epochGeneratorSeed(config.seed, next.epoch)};
   c.worldSize = worldSize;
   c.batchSize = config.batchSize;
-  c.optimizerKind = config.optimizer;
+  c.optimizerKind = std::string(nameIn(kOptimizerNames, config.optimizer));
   c.optimizerSteps = optimizer.steps();
   // Exact decimal forms: a resized run scales the learning rate the saved run really used.
   c.config =
       configLines(config) + fmt::format("# base-lr = {}\n# lr = {}\n", baseLr, config.learningRate);
   c.modelLayout = model.describe();
   c.parameters = storage::tensorsFromTable(model.parameterTable(), model.parameters());
-  c.optimizerState = storage::optimizerStateTensors(config.optimizer, optimizer.state());
+  c.optimizerState =
+      storage::optimizerStateTensors(nameIn(kOptimizerNames, config.optimizer), optimizer.state());
   return c;
 }
 
@@ -92,7 +93,7 @@ std::variant<ResumePoint, std::string> planResume(const storage::CheckpointConte
         savedNumber(saved.config, "base-lr")
             .value_or(config.learningRate * (config.scaleLr ? saved.worldSize : 1));
     point.baseLr = savedBase * (config.learningRate / savedLr);
-    if (config.onResize == "keep-global-batch") {
+    if (config.onResize == OnResize::kKeepGlobalBatch) {
       if (savedGlobal % worldSize != 0) {
         return fmt::format(
             "--on-resize keep-global-batch: the checkpoint's global batch of {} ({} ranks x {}) "

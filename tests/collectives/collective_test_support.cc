@@ -10,28 +10,25 @@
 
 namespace ringtrain::testing {
 
+using collectives::Backend;
 using collectives::DataType;
 
 std::vector<BackendConfig> backendConfigs() {
   std::vector<BackendConfig> configs;
-  configs.push_back({"mpi", "mpi", {}});
-  configs.push_back({"ring", "ring", {}});
+  configs.push_back({"mpi", Backend::kMpi, {}});
+  configs.push_back({"ring", Backend::kRing, {}});
   collectives::CommunicatorOptions pipelined;
   pipelined.ringSmallMessageBytes = 0;
   pipelined.ringChunkBytes = 4096;
   pipelined.ringPipelineDepth = 2;
-  configs.push_back({"ring_pipelined", "ring", pipelined});
+  configs.push_back({"ring_pipelined", Backend::kRing, pipelined});
   // Every 2 consecutive ranks form a "node": 4 ranks are 2 nodes x 2, 3 ranks are 2 + 1.
   collectives::CommunicatorOptions twoPerNode;
-  twoPerNode.testRanksPerNode = 2;
-  configs.push_back({"hierarchical", "hierarchical", twoPerNode});
+  twoPerNode.test.ranksPerNode = 2;
+  configs.push_back({"hierarchical", Backend::kHierarchical, twoPerNode});
   collectives::CommunicatorOptions twoPerNodePipelined = pipelined;
-  twoPerNodePipelined.testRanksPerNode = 2;
-  configs.push_back({"hierarchical_pipelined", "hierarchical", twoPerNodePipelined});
-  // Shared memory in rounds of 64 KiB: small counts take one round, large ones many.
-  collectives::CommunicatorOptions shmRounds;
-  shmRounds.shmChunkBytes = 64 << 10;
-  configs.push_back({"shm", "shm", shmRounds});
+  twoPerNodePipelined.test.ranksPerNode = 2;
+  configs.push_back({"hierarchical_pipelined", Backend::kHierarchical, twoPerNodePipelined});
   return configs;
 }
 

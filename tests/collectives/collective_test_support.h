@@ -17,7 +17,7 @@ namespace ringtrain::testing {
 // A backend and the options it is built with; `label` names it in test names.
 struct BackendConfig {
   std::string label;
-  std::string backend;
+  collectives::Backend backend;
   collectives::CommunicatorOptions options;
 };
 // mpi; ring with its defaults; ring with every size sent round the ring in 4 KiB chunks and a

@@ -41,7 +41,7 @@ class HierarchicalNcclTest : public ::testing::Test {
     const std::string why = reasonToSkip("hierarchical-nccl", ranksPerNode(ranks));
     if (!why.empty()) GTEST_SKIP() << why;
     collectives::CommunicatorOptions options;
-    options.testRanksPerNode = ranksPerNode(ranks);
+    options.test.ranksPerNode = ranksPerNode(ranks);
     comm_ = collectives::makeCommunicator("hierarchical-nccl", MPI_COMM_WORLD, options);
     reference_ = collectives::makeCommunicator("mpi", MPI_COMM_WORLD);
   }

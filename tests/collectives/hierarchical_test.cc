@@ -23,7 +23,7 @@ using collectives::ReduceOp;
 
 collectives::CommunicatorOptions splitOptions(int ranksPerNode) {
   collectives::CommunicatorOptions options;
-  options.testRanksPerNode = ranksPerNode;
+  options.test.ranksPerNode = ranksPerNode;
   // Every size takes the three stages, in many small chunks.
   options.ringSmallMessageBytes = 0;
   options.ringChunkBytes = 4096;

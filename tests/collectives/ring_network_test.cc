@@ -68,7 +68,7 @@ std::vector<std::size_t> counts(int ranks, std::size_t largeCount) {
 std::unique_ptr<collectives::Communicator> makeRing(const CommunicatorOptions& options,
                                                     int ranksPerNode) {
   CommunicatorOptions withNodes = options;
-  withNodes.testRanksPerNode = ranksPerNode;
+  withNodes.test.ranksPerNode = ranksPerNode;
   return collectives::makeCommunicator("ring", MPI_COMM_WORLD, withNodes);
 }
 

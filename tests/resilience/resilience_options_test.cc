@@ -33,7 +33,7 @@ TEST(ResilienceOptionsTest, DefaultsCheckpointNothingAndHandleSigterm) {
   EXPECT_EQ(c.checkpointEvery, 0);
   EXPECT_EQ(c.keep, 3);
   EXPECT_EQ(c.resume, "none");
-  EXPECT_EQ(c.onResize, "keep-global-batch");
+  EXPECT_EQ(c.onResize, OnResize::kKeepGlobalBatch);
   EXPECT_EQ(c.logdir, "");
   EXPECT_DOUBLE_EQ(c.sigtermGraceSeconds, 25);
   EXPECT_EQ(c.sigtermExitCode, 143);
@@ -54,7 +54,7 @@ TEST(ResilienceOptionsTest, EveryOptionComesFromTheCommandLineOrTheEnvironment) 
   EXPECT_EQ(c.checkpointEvery, 50);
   EXPECT_EQ(c.keep, 0);
   EXPECT_EQ(c.resume, "auto");
-  EXPECT_EQ(c.onResize, "keep-per-rank-batch");
+  EXPECT_EQ(c.onResize, OnResize::kKeepPerRankBatch);
   EXPECT_EQ(c.logdir, "/shared/logs");
   EXPECT_DOUBLE_EQ(c.sigtermGraceSeconds, 10);
   EXPECT_EQ(c.sigtermExitCode, 0);

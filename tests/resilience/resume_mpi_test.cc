@@ -91,9 +91,9 @@ TrainerEnvironment quiet(MPI_Comm comm = MPI_COMM_WORLD,
 
 TrainConfig smallConfig() {
   TrainConfig config;
-  config.model = "mlp";
+  config.model = ModelKind::kMlp;
   config.hidden = {32};
-  config.optimizer = "sgd";
+  config.optimizer = OptimizerKind::kSgd;
   config.momentum = 0.9;
   config.learningRate = 0.05;
   config.batchSize = 6;
@@ -140,7 +140,7 @@ TEST_P(ExactResume, ResumedAtStepKTheRunEqualsTheUninterruptedOneToTheBitAtStep2
   const Sources sources = syntheticData();
   SharedFolder folder;
   TrainConfig config = smallConfig();
-  config.optimizer = GetParam();
+  config.optimizer = valueIn(kOptimizerNames, GetParam()).value();
   config.learningRate = GetParam() == "sgd" ? 0.05 : 0.002;
   config.checkpointEvery = 12;
 
@@ -253,7 +253,7 @@ TEST(ResumeOnAnotherRankCount, AJobThatShrinksToOneRankKeepsThePerRankBatchAndSc
     TrainConfig alone = config;
     alone.checkpointDir = (folder / "alone").string();
     alone.resume = (folder / "all" / storage::checkpointFileName(12)).string();
-    alone.onResize = "keep-per-rank-batch";
+    alone.onResize = OnResize::kKeepPerRankBatch;
     Trainer resumed(alone, *sources.train, *sources.test, quiet(MPI_COMM_SELF));
     resumed.resume();
     EXPECT_EQ(resumed.batchSize(), 4);
@@ -328,7 +328,7 @@ TEST(ResumeRefusals, DamagedCheckpointsAndOtherModelsAreRefusedAndAutoFallsBack)
   otherModel.resume = older.string();
   EXPECT_THAT(refusalOf(otherModel, sources), HasSubstr("saved from another model layout"));
   TrainConfig otherOptimizer = path;
-  otherOptimizer.optimizer = "adam";
+  otherOptimizer.optimizer = OptimizerKind::kAdam;
   otherOptimizer.resume = older.string();
   EXPECT_THAT(refusalOf(otherOptimizer, sources), HasSubstr("optimiser state of sgd"));
   // Starting afresh, or from an older checkpoint, in a folder of newer checkpoints.

@@ -31,7 +31,7 @@ storage::CheckpointContent savedByTwoRanks() {
   return saved;
 }
 
-TrainConfig configWith(int batchSize, const std::string& onResize = "keep-global-batch") {
+TrainConfig configWith(int batchSize, OnResize onResize = OnResize::kKeepGlobalBatch) {
   TrainConfig config;
   config.batchSize = batchSize;
   config.learningRate = 0.1;
@@ -91,7 +91,8 @@ TEST(ResumePlanTest, KeepGlobalBatchRefusesARankCountThatDoesNotDivideIt) {
 TEST(ResumePlanTest, KeepPerRankBatchScalesTheLearningRateWithTheGlobalBatch) {
   // 2 x 8 -> 3 x 8: global batch 24, lr x 24/16. Position: 25 steps x 16 = 400 samples seen,
   // 16 full new steps (384), so 16 samples are seen twice.
-  const ResumePoint point = planned(savedByTwoRanks(), configWith(8, "keep-per-rank-batch"), 3);
+  const ResumePoint point =
+      planned(savedByTwoRanks(), configWith(8, OnResize::kKeepPerRankBatch), 3);
   EXPECT_EQ(point.batchSize, 8);
   EXPECT_DOUBLE_EQ(point.baseLr, 0.15);
   EXPECT_EQ(point.sampler, (data::SamplerPosition{1, 16}));
@@ -105,11 +106,11 @@ TEST(ResumePlanTest, ResizesComposeFromTheRateTheSavedRunUsed) {
   saved.worldSize = 3;
   saved.sampler = {1, 10};
   saved.config = "lr = 0.1\n# base-lr = 0.15\n# lr = 0.1\n";
-  const ResumePoint point = planned(saved, configWith(8, "keep-per-rank-batch"), 1);
+  const ResumePoint point = planned(saved, configWith(8, OnResize::kKeepPerRankBatch), 1);
   EXPECT_DOUBLE_EQ(point.baseLr, 0.05);  // 0.15 x 8/24
   EXPECT_EQ(point.sampler, (data::SamplerPosition{1, 30}));
   // A changed --lr scales whatever the rules give.
-  TrainConfig halved = configWith(8, "keep-per-rank-batch");
+  TrainConfig halved = configWith(8, OnResize::kKeepPerRankBatch);
   halved.learningRate = 0.05;
   EXPECT_DOUBLE_EQ(planned(saved, halved, 1).baseLr, 0.025);
 }

@@ -58,15 +58,15 @@ fi
 
 expect "batch size 0" "--batch-size must be at least 1 \(got 0\)" --data "$good" --batch-size 0
 expect "negative learning rate" "--lr must be greater than 0" --data "$good" --lr -1
-expect "unknown model" "--model 'resnet': unknown model" --data "$good" --model resnet
+expect "unknown model" "--model 'resnet': expected linreg, mlp or cnn" --data "$good" --model resnet
 expect "unparseable hidden sizes" "--hidden '512,abc': expected positive sizes" --data "$good" --hidden 512,abc
 expect "unknown option" "unrecognised option '--no-such-option'|unrecognized option '--no-such-option'" --data "$good" --no-such-option 1
 expect "missing data folder" "--data $work/nowhere: no such folder" --data "$work/nowhere"
-expect "unknown backend" "--backend 'tcp': unknown backend" --data "$good" --backend tcp
+expect "unknown backend" "--backend 'tcp': expected auto, mpi, ring, hierarchical, shm or nccl" --data "$good" --backend tcp
 expect "wrong world size" "--expect-world-size 4 but MPI started 2 rank" --data "$good" --expect-world-size 4
 expect "unknown device" "--device 'tpu': expected auto, cpu or cuda" --data "$good" --device tpu
 expect "unknown prefetch" "--prefetch 'yes': expected auto, on or off" --data "$good" --prefetch yes
-expect "unknown shm parameters" "--shm-parameters 'private': expected per-rank, shared or auto" --data "$good" --shm-parameters private
+expect "removed shm parameters" "--shm-parameters was removed: --backend shm keeps a copy of the parameters on every rank" --data "$good" --shm-parameters auto
 expect "nccl on the cpu" "--backend nccl averages GPU buffers: it needs --device cuda" --data "$good" --device cpu --backend nccl
 expect "host backend on cuda" "--backend mpi averages host buffers: with --device cuda use --backend nccl" --data "$good" --device cuda --backend mpi
 expect "compression on cuda" "--compression fp16 is not supported on the GPU yet" --data "$good" --device cuda --compression fp16

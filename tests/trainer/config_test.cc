@@ -17,6 +17,7 @@ struct Parsed {
   TrainConfig config;
   std::optional<std::string> error;
   bool help = false;
+  std::string helpText;
 };
 
 Parsed parse(std::vector<std::string> words) {
@@ -24,9 +25,8 @@ Parsed parse(std::vector<std::string> words) {
   for (const auto& w : words)
     argv.push_back(w.c_str());
   Parsed p;
-  std::string helpText;
   p.error =
-      parseTrainConfig(static_cast<int>(argv.size()), argv.data(), p.config, p.help, helpText);
+      parseTrainConfig(static_cast<int>(argv.size()), argv.data(), p.config, p.help, p.helpText);
   return p;
 }
 
@@ -50,11 +50,13 @@ class ConfigTest : public ::testing::Test {
 TEST_F(ConfigTest, DefaultsTrainTheMlpWithSgdWhereverTheMachineAllows) {
   const Parsed p = parse({"--data", data()});
   ASSERT_FALSE(p.error) << *p.error;
-  EXPECT_EQ(p.config.model, "mlp");
+  EXPECT_EQ(p.config.model, ModelKind::kMlp);
   EXPECT_EQ(p.config.hidden, (std::vector<int>{512, 512}));
-  EXPECT_EQ(p.config.optimizer, "sgd");
-  EXPECT_EQ(p.config.device, "auto");
-  EXPECT_EQ(p.config.backend, "auto");  // ring on cpu, nccl on cuda: device_choice_test.cc
+  EXPECT_EQ(p.config.optimizer, OptimizerKind::kSgd);
+  EXPECT_EQ(p.config.device, Device::kAuto);
+  EXPECT_FALSE(p.config.backend) << "auto, settled by chooseDevice (device_choice_test.cc)";
+  EXPECT_EQ(p.config.compression, engine::Compression::kNone);
+  EXPECT_EQ(p.config.checkFinite, CheckFinite::kOff);
   EXPECT_FALSE(p.config.tf32);
   EXPECT_EQ(p.config.batchSize, 64);
 }
@@ -87,17 +89,65 @@ TEST_F(ConfigTest, HelpIsRecognised) {
   EXPECT_TRUE(parse({"--help"}).help);
 }
 
+// Every mode is read into its enum from the names of one table, which --help lists too.
+TEST_F(ConfigTest, ModesAreReadFromTheTablesThatHelpLists) {
+  const Parsed p = parse({"--data",         data(),
+                          "--model",        "cnn",
+                          "--device",       "cpu",
+                          "--backend",      "hierarchical",
+                          "--compression",  "bf16",
+                          "--check-finite", "skip",
+                          "--optimizer",    "adamw",
+                          "--lr-schedule",  "step",
+                          "--on-resize",    "keep-per-rank-batch",
+                          "--prefetch",     "off"});
+  ASSERT_FALSE(p.error) << *p.error;
+  EXPECT_EQ(p.config.model, ModelKind::kCnn);
+  EXPECT_EQ(p.config.device, Device::kCpu);
+  EXPECT_EQ(p.config.backend, engine::ExchangeBackend::kHierarchical);
+  EXPECT_EQ(p.config.compression, engine::Compression::kBFloat16);
+  EXPECT_EQ(p.config.checkFinite, CheckFinite::kSkip);
+  EXPECT_EQ(p.config.optimizer, OptimizerKind::kAdamW);
+  EXPECT_EQ(p.config.lrSchedule, LrScheduleKind::kStep);
+  EXPECT_EQ(p.config.onResize, OnResize::kKeepPerRankBatch);
+  EXPECT_EQ(p.config.prefetch, Prefetch::kOff);
+  // --help wraps its lines: compare with every run of spaces and line breaks as one space.
+  std::string help;
+  for (const char ch : parse({"--help"}).helpText) {
+    const bool space = ch == ' ' || ch == '\n';
+    if (!space || (!help.empty() && help.back() != ' ')) help += space ? ' ' : ch;
+  }
+  for (const char* listed :
+       {"auto | mpi | ring | hierarchical | shm | nccl: how gradients are averaged; auto: shm "
+        "where every rank shares one node",
+        "none | fp16 | bf16", "off | stop | skip", "linreg | mlp | cnn", "sgd | adam | adamw",
+        "constant | step | cosine", "keep-global-batch | keep-per-rank-batch", "auto | cpu | cuda",
+        "auto | on | off"}) {
+    EXPECT_NE(help.find(listed), std::string::npos) << "--help does not say: " << listed;
+  }
+  EXPECT_EQ(help.find("shm-parameters"), std::string::npos) << "a removed option in --help";
+  EXPECT_EQ(help.find("test-"), std::string::npos) << "a test hook in --help";
+}
+
 TEST_F(ConfigTest, EveryBadValueGetsOneLineNamingTheOption) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--batch-size", "0"}, "--batch-size must be at least 1 (got 0)"},
       {{"--lr", "0"}, "--lr must be greater than 0"},
       {{"--lr", "-1"}, "--lr must be greater than 0"},
-      {{"--model", "resnet"}, "--model 'resnet': unknown model (linreg, mlp, cnn)"},
+      {{"--model", "resnet"}, "--model 'resnet': expected linreg, mlp or cnn"},
       {{"--hidden", "512,abc"}, "--hidden '512,abc': expected positive sizes like 512,512"},
       {{"--hidden", "512,0"}, "--hidden '512,0'"},
-      {{"--optimizer", "lbfgs"}, "--optimizer 'lbfgs': unknown"},
+      {{"--optimizer", "lbfgs"}, "--optimizer 'lbfgs': expected sgd, adam or adamw"},
       {{"--backend", "tcp"},
-       "--backend 'tcp': unknown backend (auto, mpi, ring, hierarchical, shm, nccl)"},
+       "--backend 'tcp': expected auto, mpi, ring, hierarchical, shm or nccl"},
+      {{"--compression", "int8"}, "--compression 'int8': expected none, fp16 or bf16"},
+      {{"--check-finite", "warn"}, "--check-finite 'warn': expected off, stop or skip"},
+      {{"--on-resize", "grow"},
+       "--on-resize 'grow': expected keep-global-batch or keep-per-rank-batch"},
+      {{"--overlap", "maybe"}, "--overlap 'maybe': expected on or off"},
+      {{"--shm-parameters", "auto"},
+       "--shm-parameters was removed: --backend shm keeps a copy of the parameters on every "
+       "rank"},
       {{"--device", "tpu"}, "--device 'tpu': expected auto, cpu or cuda"},
       {{"--device", "cpu", "--backend", "nccl"},
        "--backend nccl averages GPU buffers: it needs --device cuda"},
@@ -113,7 +163,7 @@ TEST_F(ConfigTest, EveryBadValueGetsOneLineNamingTheOption) {
        "--backend shm averages host buffers: with --device cuda use --backend nccl"},
       {{"--momentum", "1.5"}, "--momentum must be in [0, 1)"},
       {{"--epochs", "0"}, "--epochs must be at least 1"},
-      {{"--lr-schedule", "linear"}, "--lr-schedule 'linear': unknown"},
+      {{"--lr-schedule", "linear"}, "--lr-schedule 'linear': expected constant, step or cosine"},
       {{"--batch-size", "many"}, "batch-size"},
       {{"--no-such-option"}, "no-such-option"},
       {{"--synthetic-shape", "28x28"}, "--synthetic-shape '28x28': expected C,H,W"},
@@ -133,16 +183,16 @@ TEST_F(ConfigTest, EveryBadValueGetsOneLineNamingTheOption) {
 // (on the GPU) or read a file (HDF5); not for data in memory on the CPU.
 TEST_F(ConfigTest, PrefetchAutoIsOnForTheGpuAndForFilesOnly) {
   TrainConfig c;
-  EXPECT_EQ(c.prefetch, "auto");
-  c.device = "cpu";
+  EXPECT_EQ(c.prefetch, Prefetch::kAuto);
+  c.device = Device::kCpu;
   EXPECT_FALSE(prefetchesInBackground(c, false));
   EXPECT_TRUE(prefetchesInBackground(c, true));
-  c.device = "cuda";
+  c.device = Device::kCuda;
   EXPECT_TRUE(prefetchesInBackground(c, false));
-  c.prefetch = "off";
+  c.prefetch = Prefetch::kOff;
   EXPECT_FALSE(prefetchesInBackground(c, true));
-  c.device = "cpu";
-  c.prefetch = "on";
+  c.device = Device::kCpu;
+  c.prefetch = Prefetch::kOn;
   EXPECT_TRUE(prefetchesInBackground(c, false));
 }
 

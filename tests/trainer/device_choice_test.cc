@@ -10,13 +10,18 @@
 namespace ringtrain {
 namespace {
 
-TrainConfig options(std::string device, std::string backend = "auto",
-                    std::string compression = "none") {
+// The options as the command line names them.
+TrainConfig options(std::string_view device, std::string_view backend = "auto",
+                    std::string_view compression = "none") {
   TrainConfig c;
-  c.device = std::move(device);
-  c.backend = std::move(backend);
-  c.compression = std::move(compression);
+  c.device = valueIn(kDeviceNames, device).value();
+  if (backend != "auto") c.backend = valueIn(engine::kExchangeBackendNames, backend).value();
+  c.compression = valueIn(engine::kCompressionNames, compression).value();
   return c;
+}
+
+std::string_view deviceName(Device device) {
+  return nameIn(kDeviceNames, device);
 }
 
 DeviceFacts gpus(int localRanks, int visible) {
@@ -49,39 +54,39 @@ std::string refusal(const TrainConfig& c, const DeviceFacts& f) {
 
 TEST(DeviceChoice, AutoTakesTheGpusWhenEveryRankHasOne) {
   const DeviceChoice c = chosen(options("auto"), gpus(2, 2));
-  EXPECT_EQ(c.device, "cuda");
-  EXPECT_EQ(c.backend, "nccl");
+  EXPECT_EQ(deviceName(c.device), "cuda");
+  EXPECT_EQ(engine::name(c.backend), "nccl");
   EXPECT_NE(c.reason.find("2 GPU(s) visible"), std::string::npos) << c.reason;
 }
 
 TEST(DeviceChoice, AutoStaysOnTheCpuAndSaysWhy) {
   DeviceChoice c = chosen(options("auto"), cpuOnlyBuild());
-  EXPECT_EQ(c.device, "cpu");
-  EXPECT_EQ(c.backend, "ring");
+  EXPECT_EQ(deviceName(c.device), "cpu");
+  EXPECT_EQ(engine::name(c.backend), "ring");
   EXPECT_NE(c.reason.find("this build has no GPU path"), std::string::npos) << c.reason;
 
   c = chosen(options("auto"), gpus(1, 0));
-  EXPECT_EQ(c.device, "cpu");
+  EXPECT_EQ(deviceName(c.device), "cpu");
   EXPECT_NE(c.reason.find("no GPU visible (cudaErrorNoDevice)"), std::string::npos) << c.reason;
 
   c = chosen(options("auto"), gpus(4, 2));
-  EXPECT_EQ(c.device, "cpu");
+  EXPECT_EQ(deviceName(c.device), "cpu");
   EXPECT_NE(c.reason.find("4 ranks on this node but 2 GPU(s) visible"), std::string::npos);
 
   DeviceFacts otherNodeShort = gpus(1, 1);
   otherNodeShort.everyNodeFits = false;
   c = chosen(options("auto"), otherNodeShort);
-  EXPECT_EQ(c.device, "cpu");
+  EXPECT_EQ(deviceName(c.device), "cpu");
   EXPECT_NE(c.reason.find("another node"), std::string::npos) << c.reason;
 }
 
 TEST(DeviceChoice, AutoKeepsHostOnlyOptionsOnTheHost) {
   DeviceChoice c = chosen(options("auto", "mpi"), gpus(1, 1));
-  EXPECT_EQ(c.device, "cpu");
-  EXPECT_EQ(c.backend, "mpi");
+  EXPECT_EQ(deviceName(c.device), "cpu");
+  EXPECT_EQ(engine::name(c.backend), "mpi");
   c = chosen(options("auto", "auto", "fp16"), gpus(1, 1));
-  EXPECT_EQ(c.device, "cpu");
-  EXPECT_EQ(c.backend, "ring");
+  EXPECT_EQ(deviceName(c.device), "cpu");
+  EXPECT_EQ(engine::name(c.backend), "ring");
 }
 
 // Every rank on one node: auto averages through shared memory on the host, unless compression
@@ -89,14 +94,14 @@ TEST(DeviceChoice, AutoKeepsHostOnlyOptionsOnTheHost) {
 TEST(DeviceChoice, AutoOnOneNodeTakesSharedMemory) {
   DeviceFacts oneNode = cpuOnlyBuild();
   oneNode.ranks = 2;
-  EXPECT_EQ(chosen(options("auto"), oneNode).backend, "shm");
-  EXPECT_EQ(chosen(options("cpu"), oneNode).backend, "shm");
-  EXPECT_EQ(chosen(options("cpu", "auto", "bf16"), oneNode).backend, "ring");
-  EXPECT_EQ(chosen(options("cpu", "ring"), oneNode).backend, "ring");
-  EXPECT_EQ(chosen(options("cpu"), cpuOnlyBuild()).backend, "ring");
+  EXPECT_EQ(engine::name(chosen(options("auto"), oneNode).backend), "shm");
+  EXPECT_EQ(engine::name(chosen(options("cpu"), oneNode).backend), "shm");
+  EXPECT_EQ(engine::name(chosen(options("cpu", "auto", "bf16"), oneNode).backend), "ring");
+  EXPECT_EQ(engine::name(chosen(options("cpu", "ring"), oneNode).backend), "ring");
+  EXPECT_EQ(engine::name(chosen(options("cpu"), cpuOnlyBuild()).backend), "ring");
   DeviceFacts gpusOnOneNode = gpus(2, 2);
   gpusOnOneNode.ranks = 2;
-  EXPECT_EQ(chosen(options("auto"), gpusOnOneNode).backend, "nccl");
+  EXPECT_EQ(engine::name(chosen(options("auto"), gpusOnOneNode).backend), "nccl");
 }
 
 // --backend shm across nodes is refused up front (one line, exit status 2 on every rank) rather
@@ -109,18 +114,20 @@ TEST(DeviceChoice, SharedMemoryAcrossNodesIsRefused) {
             "--backend shm needs every rank on one node, but the 4 ranks are on 2 nodes: use "
             "--backend ring, hierarchical or auto across nodes");
   EXPECT_EQ(refusal(options("auto", "shm"), twoNodes).rfind("--backend shm needs", 0), 0u);
-  EXPECT_EQ(chosen(options("cpu"), twoNodes).backend, "ring");  // auto across nodes
+  EXPECT_EQ(engine::name(chosen(options("cpu"), twoNodes).backend), "ring");  // auto across nodes
   DeviceFacts oneNode = cpuOnlyBuild();
   oneNode.ranks = 4;
-  EXPECT_EQ(chosen(options("cpu", "shm"), oneNode).backend, "shm");
-  EXPECT_EQ(chosen(options("cpu", "shm"), cpuOnlyBuild()).backend, "shm");  // one rank
+  EXPECT_EQ(engine::name(chosen(options("cpu", "shm"), oneNode).backend), "shm");
+  EXPECT_EQ(engine::name(chosen(options("cpu", "shm"), cpuOnlyBuild()).backend),
+            "shm");  // one rank
 }
 
 TEST(DeviceChoice, AnExplicitDeviceIsTakenOrRefused) {
-  EXPECT_EQ(chosen(options("cpu"), gpus(1, 8)).device, "cpu");
-  EXPECT_EQ(chosen(options("cpu", "hierarchical"), gpus(1, 8)).backend, "hierarchical");
-  EXPECT_EQ(chosen(options("cuda"), gpus(2, 8)).backend, "nccl");
-  EXPECT_EQ(chosen(options("auto", "nccl"), gpus(1, 1)).device, "cuda");
+  EXPECT_EQ(deviceName(chosen(options("cpu"), gpus(1, 8)).device), "cpu");
+  EXPECT_EQ(engine::name(chosen(options("cpu", "hierarchical"), gpus(1, 8)).backend),
+            "hierarchical");
+  EXPECT_EQ(engine::name(chosen(options("cuda"), gpus(2, 8)).backend), "nccl");
+  EXPECT_EQ(deviceName(chosen(options("auto", "nccl"), gpus(1, 1)).device), "cuda");
 
   EXPECT_EQ(refusal(options("cuda"), cpuOnlyBuild())
                 .rfind("--device cuda: this build has no GPU path", 0),
@@ -131,13 +138,16 @@ TEST(DeviceChoice, AnExplicitDeviceIsTakenOrRefused) {
 }
 
 TEST(DeviceChoice, BackendsOfTheCommunicators) {
-  EXPECT_EQ(gradientBackend(options("cpu")), "ring");
-  EXPECT_EQ(gradientBackend(options("cuda")), "nccl");
-  EXPECT_EQ(gradientBackend(options("cpu", "mpi")), "mpi");
-  EXPECT_EQ(controlBackend(options("cpu", "mpi")), "mpi");
-  EXPECT_EQ(controlBackend(options("cuda", "nccl")), "ring");  // the control traffic is host data
-  EXPECT_EQ(gradientBackend(options("cpu", "shm")), "shm");
-  EXPECT_EQ(controlBackend(options("cpu", "shm")), "ring");  // shm averages gradients only
+  EXPECT_EQ(engine::name(gradientBackend(options("cpu"))), "ring");
+  EXPECT_EQ(engine::name(gradientBackend(options("cuda"))), "nccl");
+  EXPECT_EQ(engine::name(gradientBackend(options("cpu", "mpi"))), "mpi");
+  EXPECT_EQ(collectives::name(engine::controlBackend(gradientBackend(options("cpu", "mpi")))),
+            "mpi");
+  EXPECT_EQ(collectives::name(engine::controlBackend(gradientBackend(options("cuda", "nccl")))),
+            "ring");  // the control traffic is host data
+  EXPECT_EQ(engine::name(gradientBackend(options("cpu", "shm"))), "shm");
+  EXPECT_EQ(collectives::name(engine::controlBackend(gradientBackend(options("cpu", "shm")))),
+            "ring");  // shm averages gradients only
 }
 
 }  // namespace

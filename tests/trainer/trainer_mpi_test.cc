@@ -73,18 +73,12 @@ std::vector<float> copyOf(std::span<const float> values) {
   return {values.begin(), values.end()};
 }
 
-// A backend as the tests name it: "shm" is --backend shm --shm-parameters per-rank (a copy of the
-// parameters on every rank), "shm_shared" with one copy for the node, "shm_switching" with auto
-// made to switch between the two every 5 steps (the default, auto, follows a probe of the
-// machine, which a test cannot choose).
-void useBackend(TrainConfig& config, const std::string& name) {
-  config.backend = name.starts_with("shm") ? "shm" : name;
-  if (name == "shm") config.shmParameters = "per-rank";
-  if (name == "shm_shared") config.shmParameters = "shared";
-  if (name == "shm_switching") {
-    config.shmParameters = "auto";
-    config.testSwitchSharingEvery = 5;
-  }
+// A backend and a compression as the command line names them.
+void useBackend(TrainConfig& config, std::string_view backend) {
+  config.backend = valueIn(engine::kExchangeBackendNames, backend).value();
+}
+engine::Compression compressionNamed(std::string_view name) {
+  return valueIn(engine::kCompressionNames, name).value();
 }
 
 std::size_t differingBits(std::span<const float> a, std::span<const float> b) {
@@ -104,9 +98,9 @@ TEST_P(ExactDataParallelism, NRanksWithBatchBEqualOneRankWithBatchNB) {
   const Sources sources = syntheticMnistLike();
   const int ranks = testing::mpiEnvironment().worldSize();
   TrainConfig config;
-  config.model = "mlp";
+  config.model = ModelKind::kMlp;
   config.hidden = {512, 512};
-  config.optimizer = "sgd";
+  config.optimizer = OptimizerKind::kSgd;
   config.momentum = 0.9;
   config.learningRate = 0.05;
   config.steps = 24;
@@ -138,8 +132,7 @@ TEST_P(ExactDataParallelism, NRanksWithBatchBEqualOneRankWithBatchNB) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ExactDataParallelism,
-                         ::testing::Values("ring", "mpi", "hierarchical", "shm", "shm_shared",
-                                           "shm_switching"),
+                         ::testing::Values("ring", "mpi", "hierarchical", "shm"),
                          [](const auto& param) { return param.param; });
 
 // With overlap each bucket is averaged on the communication thread while backward runs, and its
@@ -152,20 +145,20 @@ TEST_P(OverlapOnOff, GiveTheSameParametersToTheBit) {
   models::enableFlushToZero();
   const Sources sources = syntheticMnistLike();
   TrainConfig config;
-  config.model = "mlp";
+  config.model = ModelKind::kMlp;
   config.hidden = {256, 128, 64};
-  config.optimizer = "adam";
+  config.optimizer = OptimizerKind::kAdam;
   config.learningRate = 0.001;
   config.batchSize = 16;
   config.steps = 20;
   config.logEvery = 0;
   useBackend(config, std::get<0>(GetParam()));
-  config.compression = std::get<1>(GetParam());
+  config.compression = compressionNamed(std::get<1>(GetParam()));
   config.fusionThresholdBytes = 64 << 10;
 
   config.overlap = false;
   Trainer sequential(config, *sources.train, *sources.test, quiet());
-  ASSERT_GE(sequential.reducer().buckets().size(), 3u) << "the test needs several buckets";
+  ASSERT_GE(sequential.exchange().buckets().size(), 3u) << "the test needs several buckets";
   const std::vector<float> initial = copyOf(sequential.model().parameters());
   sequential.run();
   config.overlap = true;
@@ -194,15 +187,15 @@ INSTANTIATE_TEST_SUITE_P(BackendsAndCompression, OverlapOnOff,
 TEST(Prefetch, OnAndOffGiveTheSameParametersToTheBit) {
   const Sources sources = syntheticMnistLike();
   TrainConfig config;
-  config.model = "mlp";
+  config.model = ModelKind::kMlp;
   config.hidden = {64};
   config.batchSize = 50;  // 960 / ranks samples a rank: an epoch ends in a smaller batch
   config.steps = 25;
   config.logEvery = 0;
-  config.prefetch = "off";
+  config.prefetch = Prefetch::kOff;
   Trainer plain(config, *sources.train, *sources.test, quiet());
   plain.run();
-  config.prefetch = "on";
+  config.prefetch = Prefetch::kOn;
   Trainer prefetching(config, *sources.train, *sources.test, quiet());
   prefetching.run();
 
@@ -221,111 +214,12 @@ TEST(Prefetch, OnAndOffGiveTheSameParametersToTheBit) {
 
 // The shared-memory exchange sends no messages, so there is nothing to compress.
 INSTANTIATE_TEST_SUITE_P(SharedMemory, OverlapOnOff,
-                         ::testing::Values(std::tuple<std::string, std::string>("shm", "none"),
-                                           std::tuple<std::string, std::string>("shm_shared",
-                                                                                "none")),
+                         ::testing::Values(std::tuple<std::string, std::string>("shm", "none")),
                          [](const auto& param) { return std::get<0>(param.param) + "_none"; });
-
-// --shm-parameters shared keeps one copy of the parameters and optimiser state for the node and
-// has each element updated by the rank that averaged it; per-rank has every rank update its own
-// copy; auto moves them between the two between steps (here every 3 steps, a test option that
-// overrules its probe). Same averages, same update rule: the same bits, for SGD with momentum and
-// for Adam (two state arrays), and on every rank (each per-rank replica equal to the shared copy).
-TEST(SharedParameters, TrainToTheSameBitsAsPerRankCopies) {
-  models::enableFlushToZero();
-  const Sources sources = syntheticMnistLike();
-  for (const std::string optimizer : {"sgd", "adam"}) {
-    TrainConfig config;
-    config.model = "mlp";
-    config.hidden = {256, 128};
-    config.optimizer = optimizer;
-    config.learningRate = optimizer == "sgd" ? 0.05 : 0.001;
-    config.batchSize = 16;
-    config.steps = 20;
-    config.logEvery = 0;
-    config.backend = "shm";
-    config.fusionThresholdBytes = 64 << 10;
-    config.shmParameters = "per-rank";
-    Trainer perRank(config, *sources.train, *sources.test, quiet());
-    const std::vector<float> initial = copyOf(perRank.model().parameters());
-    const TrainingSummary perRankSummary = perRank.run();
-    if (testing::mpiEnvironment().worldSize() > 1) {
-      // Every shm run probes the cores (for the log), at step 0 here; per-rank never shares.
-      EXPECT_EQ(perRankSummary.roundTripsNs.size(), 1u);
-      EXPECT_EQ(perRankSummary.sharedParameterSteps, 0);
-    }
-    const auto a = perRank.model().parameters();
-    EXPECT_GT(relativeDifference(initial, a), 1e-3) << "training did not move the weights";
-    for (const std::string mode : {"shared", "switching"}) {
-      config.shmParameters = mode == "shared" ? "shared" : "auto";
-      config.testSwitchSharingEvery = mode == "shared" ? 0 : 3;
-      Trainer other(config, *sources.train, *sources.test, quiet());
-      const TrainingSummary summary = other.run();
-      if (mode == "switching" && testing::mpiEnvironment().worldSize() > 1) {
-        // Per-rank until step 0's switch, then shared in steps 1-3, 7-9, 13-15 and 19-20.
-        EXPECT_EQ(summary.sharingSwitches, 7);
-        EXPECT_EQ(summary.sharedParameterSteps, 11);
-      }
-      const auto b = other.model().parameters();
-      ASSERT_EQ(a.size(), b.size());
-      EXPECT_EQ(differingBits(a, b), 0u)
-          << "of " << a.size() << " parameters differ with " << optimizer << ", " << mode
-          << ", on rank " << testing::mpiEnvironment().worldRank();
-      const auto stateA = perRank.optimizerState();
-      const auto stateB = other.optimizerState();
-      ASSERT_EQ(stateA.size(), stateB.size());
-      for (std::size_t k = 0; k < stateA.size(); ++k) {
-        EXPECT_EQ(differingBits(stateA[k], stateB[k]), 0u)
-            << "optimiser state array " << k << " differs with " << optimizer << ", " << mode;
-      }
-    }
-  }
-}
-
-// Left to itself, auto probes the cores every kProbeEverySteps steps, every rank gets the same
-// figures, and the parameters are shared in exactly the steps whose last probe found a round trip
-// under kShareBelowRoundTripNs.
-TEST(SharedParameters, AutoSharesWhileTheProbeFindsAFastRoundTrip) {
-  if (testing::mpiEnvironment().worldSize() == 1) GTEST_SKIP() << "one rank shares nothing";
-  models::enableFlushToZero();
-  const Sources sources = syntheticMnistLike();
-  TrainConfig config;
-  config.model = "mlp";
-  config.hidden = {64};
-  config.batchSize = 8;
-  config.steps = 2 * Trainer::kProbeEverySteps + 10;
-  config.logEvery = 0;
-  config.backend = "shm";
-  config.shmParameters = "auto";
-  Trainer trainer(config, *sources.train, *sources.test, quiet());
-  const TrainingSummary summary = trainer.run();
-  ASSERT_EQ(summary.roundTripsNs.size(), 3u);
-  std::int64_t expectedShared = 0;
-  int expectedSwitches = 0;
-  bool shared = false;
-  for (std::size_t i = 0; i < summary.roundTripsNs.size(); ++i) {
-    double figure = summary.roundTripsNs[i];
-    EXPECT_GT(figure, 0.0) << "probe " << i;
-    double highest = 0;
-    ASSERT_EQ(MPI_Allreduce(&figure, &highest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD),
-              MPI_SUCCESS);
-    EXPECT_EQ(figure, highest) << "probe " << i << " differs between the ranks";
-    const bool share = figure < Trainer::kShareBelowRoundTripNs;
-    expectedSwitches += share != shared;
-    shared = share;
-    const std::int64_t window =
-        std::min(Trainer::kProbeEverySteps,
-                 config.steps - static_cast<std::int64_t>(i) * Trainer::kProbeEverySteps);
-    if (share) expectedShared += window;
-  }
-  EXPECT_EQ(summary.sharedParameterSteps, expectedShared);
-  EXPECT_EQ(summary.sharingSwitches, expectedSwitches);
-  EXPECT_TRUE(summary.replicasIdentical);
-}
 
 TEST(TrainerTest, LinregRecoversSlopeTwoAndInterceptTen) {
   TrainConfig config;
-  config.model = "linreg";
+  config.model = ModelKind::kLinreg;
   config.batchSize = 32;
   config.learningRate = 0.1;
   config.epochs = 3;
@@ -360,7 +254,7 @@ TEST_P(MnistCompression, MlpReaches95PercentWithTheDefaults) {
   const auto test = classificationSource(std::move(pair.test));
   TrainConfig config;  // the defaults: mlp 512,512, sgd lr 0.1 momentum 0.9, cosine, 15 epochs
   config.logEvery = 0;
-  config.compression = GetParam();
+  config.compression = compressionNamed(GetParam());
   Trainer trainer(config, *train, *test, quiet());
   const TrainingSummary summary = trainer.run();
   EXPECT_GE(summary.lastEvaluation.accuracy(), 0.95) << "compression " << GetParam();

@@ -1,12 +1,10 @@
-// GradientReducer: averages a model's gradients bucket by bucket, while backward still runs.
+// GradientReducer: averages a model's gradients bucket by bucket with a Communicator's
+// all-reduces, while backward still runs.
 //
-// The model's gradients live in one flat buffer, layer after layer in forward order. Backward
-// finishes them from the last layer to the first, so the reducer cuts the buffer into buckets of
-// adjacent layers in reverse order, each at most `fusionThresholdBytes` (a layer larger than that
-// is a bucket of its own): a bucket is a contiguous range, so it is all-reduced where it lies,
-// without a copy into a fusion buffer. As backward announces each layer (segmentReady), a bucket
-// whose layers are all done goes to a communication thread that averages it into `averaged`
-// while backward goes on with earlier layers. finishStep hands each bucket, in order, to a
+// The buckets are those of planBuckets (bucket_plan.h), each all-reduced where it lies. As
+// backward announces each layer (segmentReady), a bucket whose layers are all done goes to a
+// communication thread that averages it into `averaged` while backward goes on with earlier
+// layers. finishStep hands each bucket, in order, to a
 // callback (the optimiser) as soon as its average is complete.
 //
 // With overlap off the same buckets are averaged one after another inside finishStep, on the
@@ -27,6 +25,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
@@ -35,38 +34,22 @@
 
 #include "collectives/aligned_buffer.h"
 #include "collectives/communicator.h"
-#include "collectives/gradient_exchange.h"
 #include "collectives/trace_sink.h"
+#include "engine/bucket_plan.h"
+#include "engine/gradient_exchange.h"
 
-namespace ringtrain::collectives {
+namespace ringtrain::engine {
 
-// One layer's slice of the flat gradient buffer.
-struct GradientSegment {
-  std::string name;
-  std::size_t offset = 0;  // elements
-  std::size_t count = 0;
-};
-
-// A contiguous range of the gradient buffer, all-reduced as one collective. Segments
-// [firstSegment, lastSegment] (forward order) make it up.
-struct GradientBucket {
-  int index = 0;  // 0 is the last layers', reduced first
-  std::size_t offset = 0;
-  std::size_t count = 0;
-  int firstSegment = 0;
-  int lastSegment = 0;
-  std::string name;  // "bucket 0 (fc3.weight .. fc2.bias)"
-};
-
+// How a bucket crosses the wire: as it is, or in 16 bits (fp16, bf16).
 enum class Compression { kNone, kFloat16, kBFloat16 };
+struct CompressionName {
+  Compression value;
+  std::string_view name;
+};
+inline constexpr CompressionName kCompressionNames[] = {{Compression::kNone, "none"},
+                                                        {Compression::kFloat16, "fp16"},
+                                                        {Compression::kBFloat16, "bf16"}};
 std::string_view name(Compression compression);
-
-// Buckets in reverse segment order, each at most thresholdBytes of float32.
-std::vector<GradientBucket> planBuckets(std::span<const GradientSegment> segments,
-                                        std::size_t thresholdBytes);
-// One line per bucket: "bucket 0: 263178 float32 at 406528 (fc2.weight .. fc3.bias)".
-std::string describePlan(std::span<const GradientBucket> buckets,
-                         std::span<const GradientSegment> segments);
 
 struct ReducerOptions {
   std::size_t fusionThresholdBytes = 4 << 20;
@@ -77,20 +60,26 @@ struct ReducerOptions {
 class GradientReducer final : public GradientExchange {
  public:
   // `comm` is used by the reducer alone from now on (by its thread, with overlap).
-  GradientReducer(Communicator& comm, std::vector<GradientSegment> segments,
-                  const ReducerOptions& options, TraceSink* trace = nullptr);
+  GradientReducer(collectives::Communicator& comm, std::vector<GradientSegment> segments,
+                  const ReducerOptions& options, collectives::TraceSink* trace = nullptr);
+  // The same, owning `comm`.
+  GradientReducer(std::unique_ptr<collectives::Communicator> comm,
+                  std::vector<GradientSegment> segments, const ReducerOptions& options,
+                  collectives::TraceSink* trace = nullptr);
   ~GradientReducer() override;
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
 
   std::span<const GradientBucket> buckets() const override { return buckets_; }
   const std::vector<GradientSegment>& segments() const { return segments_; }
-  std::string describePlan() const override {
-    return collectives::describePlan(buckets_, segments_);
-  }
+  std::string describePlan() const override { return engine::describePlan(buckets_, segments_); }
 
-  // `averaged` may be `gradients` itself: the collectives reduce in place then.
-  void beginStep(std::span<const float> gradients, std::span<float> averaged) override;
+  // The model's gradients, averaged out of place into a buffer of the reducer's (in place the
+  // ring overwrites lines the other ranks are still reading), or in place on one rank, where
+  // averaging costs nothing.
+  StepBuffers hostBuffers(std::span<float> modelGradients) override;
+  // `buffers.averaged` may be `buffers.gradients`: the collectives reduce in place then.
+  void beginStep(const StepBuffers& buffers) override;
   void segmentReady(int segment) override;
   void finishStep(const std::function<void(const GradientBucket&)>& onAveraged) override;
 
@@ -98,18 +87,21 @@ class GradientReducer final : public GradientExchange {
   // all of the all-reduces), and the seconds the all-reduces took.
   double lastWaitSeconds() const override { return lastWaitSeconds_; }
   double lastReduceSeconds() const override { return lastReduceSeconds_; }
+  collectives::Communicator* communicator() const override { return &comm_; }
 
  private:
   void reduce(const GradientBucket& bucket);
   void communicationLoop();
 
-  Communicator& comm_;
+  std::unique_ptr<collectives::Communicator> ownedComm_;
+  collectives::Communicator& comm_;
   std::vector<GradientSegment> segments_;
   std::vector<GradientBucket> buckets_;
   std::vector<int> bucketOfSegment_;
   ReducerOptions options_;
-  TraceSink* trace_;
-  std::vector<AlignedBuffer> staging_;  // per bucket, for compression
+  collectives::TraceSink* trace_;
+  std::vector<collectives::AlignedBuffer> staging_;  // per bucket, for compression
+  collectives::AlignedBuffer averagedStorage_;       // hostBuffers' averages
 
   std::span<const float> gradients_;
   std::span<float> averaged_;
@@ -129,4 +121,4 @@ class GradientReducer final : public GradientExchange {
   double lastReduceSeconds_ = 0;
 };
 
-}  // namespace ringtrain::collectives
+}  // namespace ringtrain::engine

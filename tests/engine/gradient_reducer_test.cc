@@ -1,7 +1,7 @@
 // GradientReducer under mpirun: averages per bucket on every backend, with and without overlap
 // (bit for bit the same), with fp16/bf16 compression, buckets handed over in order, and errors
 // of the communication thread reported on every rank.
-#include "collectives/gradient_reducer.h"
+#include "engine/gradient_reducer.h"
 
 #include <gtest/gtest.h>
 
@@ -18,11 +18,12 @@
 namespace ringtrain::testing {
 namespace {
 
-using collectives::Compression;
-using collectives::GradientBucket;
-using collectives::GradientReducer;
-using collectives::GradientSegment;
-using collectives::ReducerOptions;
+using collectives::Backend;
+using engine::Compression;
+using engine::GradientBucket;
+using engine::GradientReducer;
+using engine::GradientSegment;
+using engine::ReducerOptions;
 
 // Layers of an MLP-like model, in forward order; 41 KiB threshold gives several buckets.
 std::vector<GradientSegment> mlpSegments() {
@@ -47,7 +48,7 @@ std::vector<float> runSteps(const BackendConfig& config, const ReducerOptions& o
   GradientReducer reducer(*comm, mlpSegments(), options);
   std::vector<float> gradients(kCount), averaged(kCount, -1.0f);
   for (int step = 0; step < steps; ++step) {
-    reducer.beginStep(gradients, averaged);
+    reducer.beginStep({gradients, averaged});
     const auto segments = mlpSegments();
     for (int s = static_cast<int>(segments.size()) - 1; s >= 0; --s) {
       const GradientSegment& seg = segments[static_cast<std::size_t>(s)];
@@ -77,8 +78,7 @@ TEST_P(GradientReducerTest, AveragesEveryBucketAcrossRanksAndHandsThemOverInOrde
   std::vector<int> order;
   const std::vector<float> averaged = runSteps(config, options, 3, &order);
 
-  auto comm = collectives::makeCommunicator("mpi", MPI_COMM_WORLD);
-  const auto buckets = collectives::planBuckets(mlpSegments(), options.fusionThresholdBytes);
+  const auto buckets = engine::planBuckets(mlpSegments(), options.fusionThresholdBytes);
   ASSERT_GT(buckets.size(), 2u);
   std::vector<int> expectedOrder;
   for (const auto& b : buckets)
@@ -120,7 +120,7 @@ std::string paramName(
     const ::testing::TestParamInfo<std::tuple<BackendConfig, bool, Compression>>& info) {
   const auto& [config, overlap, compression] = info.param;
   return config.label + (overlap ? "_overlap_" : "_inline_") +
-         std::string(collectives::name(compression));
+         std::string(engine::name(compression));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -137,14 +137,14 @@ TEST(GradientReducerErrorTest, ADisagreementOnTheCommunicationThreadIsThrownByFi
   if (mpiEnvironment().worldSize() < 2) GTEST_SKIP() << "needs at least 2 ranks";
   collectives::CommunicatorOptions commOptions;
   commOptions.yieldWhileWaiting = true;
-  auto comm = collectives::makeCommunicator("ring", MPI_COMM_WORLD, commOptions);
+  auto comm = collectives::makeCommunicator(Backend::kRing, MPI_COMM_WORLD, commOptions);
   std::vector<GradientSegment> segments = {{"a", 0, 100}, {"b", 100, 100}};
   if (comm->rank() == 0) segments[1].count = 101;
   ReducerOptions options;
   options.fusionThresholdBytes = 1;  // a bucket per layer
   GradientReducer reducer(*comm, segments, options);
   std::vector<float> gradients(201, 1.0f), averaged(201);
-  reducer.beginStep(gradients, averaged);
+  reducer.beginStep({gradients, averaged});
   reducer.segmentReady(1);
   reducer.segmentReady(0);
   std::string message;

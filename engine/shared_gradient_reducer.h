@@ -2,10 +2,9 @@
 // messages and without a communication thread.
 //
 // Every rank's gradient buffer lives in a window of shared memory (the model writes its gradients
-// there itself: gradientStorage()), and so does one averaged buffer for the node
-// (averagedStorage()). Backward announces how far its gradients are final (segmentReady, and
-// gradientsFinalFrom for parts of a layer) by raising this rank's watermark: one number per rank
-// in shared memory that says, for this step, from which offset to the end of the buffer
+// there itself: hostBuffers()), and so does one averaged buffer for the node. Backward announces
+// how far its gradients are final (segmentReady) by raising this rank's watermark: one number per
+// rank in shared memory that says, for this step, from which offset to the end of the buffer
 // everything is final (backward finishes the buffer from its end). The buffer is cut into pieces of
 // about pieceBytes, handed out from the end of the buffer to its start (the order in which backward
 // finishes them) by a shared ticket counter. In finishStep every rank takes a ticket once every
@@ -32,15 +31,6 @@
 // Ticket ranges are per step ([(s-1)P, sP) for P pieces), so a rank still looking for work of
 // step s can never take one of step s + 1.
 //
-// With shareParameters the node keeps one copy of the parameters and of the optimiser's state in
-// the window (the ZeRO-1 split of the update, with the all-gather for free: every rank reads the
-// same memory). A rank that takes a piece averages it and hands it to onAveraged at once, and its
-// optimiser updates that piece of the shared copy; the piece's done flag then means "averaged and
-// updated", and finishStep returns once every piece is done, so the next forward reads final
-// parameters. No other rank writes a piece's parameters before every rank has announced its
-// gradients in the next step, and a rank announces a layer only once its backward no longer reads
-// that layer's parameters (Model::announceWhenParametersFree).
-//
 // Without overlap no rank starts averaging before every rank has finished backward: the
 // announcements are held back until finishStep. The results are the same bits either way.
 //
@@ -59,12 +49,14 @@
 
 #include <mpi.h>
 
-#include "collectives/gradient_reducer.h"
+#include "collectives/communicator.h"
 #include "collectives/reduce_kernels.h"
 #include "collectives/shared_memory_window.h"
 #include "collectives/trace_sink.h"
+#include "engine/bucket_plan.h"
+#include "engine/gradient_exchange.h"
 
-namespace ringtrain::collectives {
+namespace ringtrain::engine {
 
 struct SharedReducerOptions {
   std::size_t fusionThresholdBytes = 4 << 20;  // buckets: what finishStep hands out, in order
@@ -72,22 +64,10 @@ struct SharedReducerOptions {
   // Work unit: small enough that the last rank to finish backward shares the tail with the
   // others, large enough that taking a ticket (one atomic on a shared line) costs nothing.
   std::size_t pieceBytes = 64 << 10;
-  // One copy of the parameters and of the optimiser's state (stateSize floats) for the node, in the
-  // window (sharedParameters(), sharedState()), instead of one per rank: finishStep then hands each
-  // piece to onAveraged on the rank that averaged it, right after averaging it, and that rank's
-  // optimiser updates the shared copy. Every element is updated once per step by one rank instead
-  // of once by every rank. The caller must not read a layer's parameters after announcing its
-  // gradients until finishStep returns (another rank may be updating them), and must place its
-  // parameters and state in the window.
-  // The copy is kept in the window from the start; setParametersShared switches between it and
-  // per-rank copies between steps.
-  bool shareParameters = false;
-  std::size_t stateSize = 0;         // floats of optimiser state, with shareParameters
   double stallTimeoutSeconds = 300;  // 0: wait for ever
-  // Test-only fault injection, as CommunicatorOptions': rank testStallRank never announces
-  // anything in step testStallStep (counted from 1) and waits for ever instead.
-  int testStallRank = -1;
-  std::uint64_t testStallStep = 0;
+  // Test-only, as CommunicatorOptions': rank test.stallRank never announces anything in step
+  // test.stallCollective (counted from 1) and waits for ever instead.
+  collectives::CommunicatorTestHooks test;
 };
 
 class SharedGradientReducer final : public GradientExchange {
@@ -95,44 +75,23 @@ class SharedGradientReducer final : public GradientExchange {
   // Collective over `comm`. Throws std::invalid_argument on every rank, with the same text, when
   // the ranks do not all share one node.
   SharedGradientReducer(MPI_Comm comm, std::vector<GradientSegment> segments,
-                        const SharedReducerOptions& options, TraceSink* trace = nullptr);
+                        const SharedReducerOptions& options,
+                        collectives::TraceSink* trace = nullptr);
   ~SharedGradientReducer() override;
 
-  // Where this rank's model must keep its gradients, and where the averages appear.
-  std::span<float> gradientStorage() const { return {gradients(rank_), count_}; }
-  std::span<float> averagedStorage() const { return {averaged_, count_}; }
-  // With shareParameters: the node's one copy of the parameters and of the optimiser's state
-  // (stateSize floats), whose contents rank 0 provides; empty without.
-  std::span<float> sharedParameters() const;
-  std::span<float> sharedState() const;
-  // Whether finishStep updates the shared copy (each piece once, by the rank that averaged it)
-  // or hands every piece to every rank's own copy. Collective: every rank calls it between the
-  // same two steps, after moving its parameters and state (the caller's part). Throws
-  // std::logic_error without options.shareParameters.
-  void setParametersShared(bool shared);
-  bool parametersShared() const { return parametersShared_; }
-  // How long one cache line takes to go from rank 0's core to another rank's and back, in ns:
-  // kProbeGroups groups of kProbeTripsPerGroup round trips with each other rank in turn, the
-  // median group's mean, the largest over the ranks. Collective; every rank returns rank 0's
-  // figure. It tells whether the cores share a cache (tens of ns) or not (hundreds: on a VM whose
-  // host moves its vCPUs, from one second to the next).
-  double measureRoundTripNs();
-  static constexpr int kProbeGroups = 5;
-  static constexpr int kProbeTripsPerGroup = 8;
-
   std::span<const GradientBucket> buckets() const override { return buckets_; }
-  std::string describePlan() const override {
-    return collectives::describePlan(buckets_, segments_);
-  }
-  // `gradients` and `averaged` must be gradientStorage() and averagedStorage(). finishStep may
-  // hand a bucket over in several parts (see GradientExchange::finishStep).
-  void beginStep(std::span<const float> gradients, std::span<float> averaged) override;
+  std::string describePlan() const override { return engine::describePlan(buckets_, segments_); }
+  // This rank's gradients and the node's averages, both in the window: the model must keep its
+  // gradients there (modelGradients only gives their size).
+  StepBuffers hostBuffers(std::span<float> modelGradients) override;
+  // `buffers` must be hostBuffers()'. finishStep may hand a bucket over in several parts (see
+  // GradientExchange::finishStep).
+  void beginStep(const StepBuffers& buffers) override;
   void segmentReady(int segment) override;
-  bool wantsProgress() const override { return true; }
-  void gradientsFinalFrom(std::size_t offset) override;
   void finishStep(const std::function<void(const GradientBucket&)>& onAveraged) override;
   double lastWaitSeconds() const override { return lastWaitSeconds_; }
   double lastReduceSeconds() const override { return lastReduceSeconds_; }
+  collectives::Communicator* communicator() const override { return nullptr; }
 
  private:
   struct Piece {
@@ -149,7 +108,6 @@ class SharedGradientReducer final : public GradientExchange {
   std::uint64_t watermarkValue(std::size_t offset) const;
   std::uint64_t* doneFlag(std::size_t piece) const;
   std::uint64_t* ticket() const;
-  std::uint64_t* probeLine() const;  // the probe's counter, then rank 0's verdict
   // How many pieces `rank` has handed over to its optimiser in this step (step-tagged, as the
   // watermark), and the most pieces any other rank still has to hand over.
   std::uint64_t* handedOver(int rank) const;
@@ -170,15 +128,12 @@ class SharedGradientReducer final : public GradientExchange {
   bool pieceReadyToTake() const;
   // Takes the next ticket only if its piece is ready, so that averaging never waits.
   bool takeReadyTicket(std::size_t& piece);
-  // Writes the piece's average; markPieceDone then tells the other ranks it is done (averaged,
-  // and with shared parameters also updated).
-  void averagePiece(const Piece& piece, StoreMode store);
+  // Writes the piece's average; markPieceDone then tells the other ranks it is done.
+  void averagePiece(const Piece& piece);
   void markPieceDone(const Piece& piece);
   // Calls onAveraged for [begin, end) cut at bucket boundaries, from the end of the buffer.
   void handOverRange(std::size_t begin, std::size_t end,
                      const std::function<void(const GradientBucket&)>& onAveraged) const;
-  // finishStep with shareParameters: every rank averages and updates pieces until none is left.
-  void finishSharedStep(const std::function<void(const GradientBucket&)>& onAveraged);
   // The lowest p such that pieces [p, below) are all averaged in this step.
   std::size_t donePiecesFrom(std::size_t below) const;
   std::string describeWait(std::size_t notDone) const;
@@ -194,14 +149,12 @@ class SharedGradientReducer final : public GradientExchange {
   std::vector<Piece> pieces_;
   std::size_t pieceElements_ = 0;
   SharedReducerOptions options_;
-  TraceSink* trace_;
-  std::unique_ptr<SharedMemoryWindow> window_;
+  collectives::TraceSink* trace_;
+  std::unique_ptr<collectives::SharedMemoryWindow> window_;
   std::unique_ptr<Layout> layout_;
   float* averaged_ = nullptr;
   int spinLimit_ = 0;
 
-  bool parametersShared_ = false;
-  std::uint64_t probeSequence_ = 0;  // the probe line's last value, the same on every rank
   std::uint64_t step_ = 0;
   std::size_t published_ = 0;  // this step's lowest offset announced so far
   double reduceSeconds_ = 0;
@@ -210,4 +163,4 @@ class SharedGradientReducer final : public GradientExchange {
   double lastReduceSeconds_ = 0;
 };
 
-}  // namespace ringtrain::collectives
+}  // namespace ringtrain::engine

@@ -1,11 +1,11 @@
 // planBuckets: reverse layer order, capped by the threshold, contiguous, whole layers.
+#include "engine/bucket_plan.h"
+
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "collectives/gradient_reducer.h"
-
-namespace ringtrain::collectives {
+namespace ringtrain::engine {
 namespace {
 
 std::vector<GradientSegment> layers(const std::vector<std::size_t>& counts) {
@@ -63,4 +63,4 @@ TEST(BucketPlanTest, SegmentsWithGapsOrNothingInThemAreRefused) {
 }
 
 }  // namespace
-}  // namespace ringtrain::collectives
+}  // namespace ringtrain::engine

@@ -1,79 +1,36 @@
-#include "collectives/gradient_reducer.h"
+#include "engine/gradient_reducer.h"
 
 #include <exception>
 #include <stdexcept>
 
 #include "collectives/float16.h"
+#include "collectives/steady_clock.h"
 
-namespace ringtrain::collectives {
+namespace ringtrain::engine {
+
+using collectives::BFloat16;
+using collectives::DataType;
+using collectives::Float16;
+using collectives::ReduceOp;
+using collectives::steadyNowNs;
 
 std::string_view name(Compression compression) {
-  switch (compression) {
-    case Compression::kNone:
-      return "none";
-    case Compression::kFloat16:
-      return "fp16";
-    case Compression::kBFloat16:
-      return "bf16";
+  for (const CompressionName& entry : kCompressionNames) {
+    if (entry.value == compression) return entry.name;
   }
   return "unknown";
 }
 
-std::vector<GradientBucket> planBuckets(std::span<const GradientSegment> segments,
-                                        std::size_t thresholdBytes) {
-  for (std::size_t i = 0; i < segments.size(); ++i) {
-    if (segments[i].count == 0) {
-      throw std::invalid_argument("gradient segment '" + segments[i].name + "' is empty");
-    }
-    if (i > 0 && segments[i].offset != segments[i - 1].offset + segments[i - 1].count) {
-      throw std::invalid_argument("gradient segment '" + segments[i].name + "' does not follow '" +
-                                  segments[i - 1].name +
-                                  "' in the buffer: buckets must be contiguous ranges");
-    }
-  }
-  std::vector<GradientBucket> buckets;
-  int last = static_cast<int>(segments.size()) - 1;
-  std::size_t bytes = 0;
-  auto close = [&](int first) {
-    GradientBucket b;
-    b.index = static_cast<int>(buckets.size());
-    b.firstSegment = first;
-    b.lastSegment = last;
-    b.offset = segments[static_cast<std::size_t>(first)].offset;
-    const GradientSegment& end = segments[static_cast<std::size_t>(last)];
-    b.count = end.offset + end.count - b.offset;
-    b.name = "bucket " + std::to_string(b.index) + " (" +
-             segments[static_cast<std::size_t>(first)].name +
-             (first == last ? "" : " .. " + end.name) + ")";
-    buckets.push_back(std::move(b));
-  };
-  for (int i = last; i >= 0; --i) {
-    const std::size_t segmentBytes = segments[static_cast<std::size_t>(i)].count * sizeof(float);
-    if (i < last && bytes + segmentBytes > thresholdBytes) {
-      close(i + 1);
-      last = i;
-      bytes = 0;
-    }
-    bytes += segmentBytes;
-  }
-  if (!segments.empty()) close(0);
-  return buckets;
+GradientReducer::GradientReducer(std::unique_ptr<collectives::Communicator> comm,
+                                 std::vector<GradientSegment> segments,
+                                 const ReducerOptions& options, collectives::TraceSink* trace)
+    : GradientReducer(*comm, std::move(segments), options, trace) {
+  ownedComm_ = std::move(comm);
 }
 
-std::string describePlan(std::span<const GradientBucket> buckets,
-                         std::span<const GradientSegment> segments) {
-  std::string text;
-  for (const GradientBucket& b : buckets) {
-    text += "bucket " + std::to_string(b.index) + ": " + std::to_string(b.count) + " float32 at " +
-            std::to_string(b.offset) + " (" +
-            segments[static_cast<std::size_t>(b.firstSegment)].name + " .. " +
-            segments[static_cast<std::size_t>(b.lastSegment)].name + ")\n";
-  }
-  return text;
-}
-
-GradientReducer::GradientReducer(Communicator& comm, std::vector<GradientSegment> segments,
-                                 const ReducerOptions& options, TraceSink* trace)
+GradientReducer::GradientReducer(collectives::Communicator& comm,
+                                 std::vector<GradientSegment> segments,
+                                 const ReducerOptions& options, collectives::TraceSink* trace)
     : comm_(comm),
       segments_(std::move(segments)),
       buckets_(planBuckets(segments_, options.fusionThresholdBytes)),
@@ -104,9 +61,16 @@ GradientReducer::~GradientReducer() {
   if (thread_.joinable()) thread_.join();
 }
 
-void GradientReducer::beginStep(std::span<const float> gradients, std::span<float> averaged) {
-  gradients_ = gradients;
-  averaged_ = averaged;
+StepBuffers GradientReducer::hostBuffers(std::span<float> modelGradients) {
+  if (comm_.size() == 1) return {modelGradients, modelGradients};
+  averagedStorage_.resize(modelGradients.size_bytes());
+  return {modelGradients,
+          {reinterpret_cast<float*>(averagedStorage_.data()), modelGradients.size()}};
+}
+
+void GradientReducer::beginStep(const StepBuffers& buffers) {
+  gradients_ = buffers.gradients;
+  averaged_ = buffers.averaged;
   for (const GradientBucket& b : buckets_) {
     pendingSegments_[b.index] = b.lastSegment - b.firstSegment + 1;
   }
@@ -137,16 +101,16 @@ void GradientReducer::reduce(const GradientBucket& bucket) {
       break;
     case Compression::kFloat16: {
       auto* wire = reinterpret_cast<Float16*>(staging_[bucket.index].data());
-      convertFromFloat(in, wire, bucket.count);
+      collectives::convertFromFloat(in, wire, bucket.count);
       comm_.allreduce(wire, wire, bucket.count, DataType::kFloat16, ReduceOp::kAverage);
-      convertToFloat(wire, out, bucket.count);
+      collectives::convertToFloat(wire, out, bucket.count);
       break;
     }
     case Compression::kBFloat16: {
       auto* wire = reinterpret_cast<BFloat16*>(staging_[bucket.index].data());
-      convertFromFloat(in, wire, bucket.count);
+      collectives::convertFromFloat(in, wire, bucket.count);
       comm_.allreduce(wire, wire, bucket.count, DataType::kBFloat16, ReduceOp::kAverage);
-      convertToFloat(wire, out, bucket.count);
+      collectives::convertToFloat(wire, out, bucket.count);
       break;
     }
   }
@@ -220,4 +184,4 @@ void GradientReducer::finishStep(const std::function<void(const GradientBucket&)
   lastWaitSeconds_ = options_.overlap ? waited : reduceSeconds_;
 }
 
-}  // namespace ringtrain::collectives
+}  // namespace ringtrain::engine

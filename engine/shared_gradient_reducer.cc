@@ -1,11 +1,7 @@
-#include "collectives/shared_gradient_reducer.h"
-
-#include <immintrin.h>
+#include "engine/shared_gradient_reducer.h"
 
 #include <algorithm>
-#include <array>
 #include <atomic>
-#include <bit>
 #include <chrono>
 #include <optional>
 #include <sstream>
@@ -16,7 +12,11 @@
 #include "collectives/reduce_kernels.h"
 #include "collectives/steady_clock.h"
 
-namespace ringtrain::collectives {
+namespace ringtrain::engine {
+
+using collectives::DataType;
+using collectives::ReduceOp;
+using collectives::steadyNowNs;
 
 namespace {
 
@@ -33,57 +33,39 @@ std::atomic_ref<std::uint64_t> flag(std::uint64_t* address) {
   return std::atomic_ref<std::uint64_t>(*address);
 }
 
-// Writes the lines of [data, data + bytes) back to memory and drops them from every cache.
-void evictLines(const void* data, std::size_t bytes) {
-  const char* line = static_cast<const char*>(data);
-  for (std::size_t at = 0; at < bytes; at += kLine) {
-#ifdef __CLFLUSHOPT__
-    _mm_clflushopt(const_cast<char*>(line + at));
-#else
-    _mm_clflush(line + at);
-#endif
-  }
-}
-
 }  // namespace
 
 // Every rank's region: its watermark and its hand-over count (a line each), then its gradients.
-// Rank 0's region also holds the ticket counter, the probe's line, one done flag per piece (a
-// line each: different ranks set them at once), the averaged buffer and, with shared parameters,
-// the parameters and the optimiser's state.
+// Rank 0's region also holds the ticket counter, one done flag per piece (a line each: different
+// ranks set them at once) and the averaged buffer.
 struct SharedGradientReducer::Layout {
   std::size_t gradients = 0;  // offset in every region
   std::size_t rankBytes = 0;  // region size of ranks other than 0
   std::size_t ticket = 0;     // offsets in rank 0's region
-  std::size_t probe = 0;
   std::size_t done = 0;
   std::size_t averaged = 0;
-  std::size_t parameters = 0;
-  std::size_t state = 0;
   std::size_t rank0Bytes = 0;
 
   static constexpr std::size_t handedOver = kLine;  // offset in every region
 
-  Layout(std::size_t pieces, std::size_t count, bool shared, std::size_t stateSize) {
+  Layout(std::size_t pieces, std::size_t count) {
     gradients = 2 * kLine;
     rankBytes = gradients + roundUp(count * sizeof(float));
     ticket = rankBytes;
-    probe = ticket + kLine;
-    done = probe + kLine;
+    done = ticket + kLine;
     averaged = done + pieces * kLine;
-    parameters = averaged + roundUp(count * sizeof(float));
-    state = parameters + (shared ? roundUp(count * sizeof(float)) : 0);
-    rank0Bytes = state + (shared ? roundUp(stateSize * sizeof(float)) : 0);
+    rank0Bytes = averaged + roundUp(count * sizeof(float));
   }
 };
 
 SharedGradientReducer::SharedGradientReducer(MPI_Comm comm, std::vector<GradientSegment> segments,
-                                             const SharedReducerOptions& options, TraceSink* trace)
+                                             const SharedReducerOptions& options,
+                                             collectives::TraceSink* trace)
     : segments_(std::move(segments)),
       buckets_(planBuckets(segments_, options.fusionThresholdBytes)),
       options_(options),
       trace_(trace) {
-  requireOneNode(comm, "backend 'shm'");
+  collectives::requireOneNode(comm, "backend 'shm'");
   RINGTRAIN_MPI_CHECK(MPI_Comm_rank(comm, &rank_));
   RINGTRAIN_MPI_CHECK(MPI_Comm_size(comm, &size_));
   if (!segments_.empty()) count_ = segments_.back().offset + segments_.back().count;
@@ -91,91 +73,22 @@ SharedGradientReducer::SharedGradientReducer(MPI_Comm comm, std::vector<Gradient
   pieceElements_ = std::max(kLine, options_.pieceBytes / kLine * kLine) / sizeof(float);
   for (std::size_t begin = 0; begin < count_; begin += pieceElements_)
     pieces_.push_back({begin, std::min(count_, begin + pieceElements_)});
-  layout_ = std::make_unique<Layout>(pieces_.size(), count_, options_.shareParameters,
-                                     options_.stateSize);
-  window_ = std::make_unique<SharedMemoryWindow>(
+  layout_ = std::make_unique<Layout>(pieces_.size(), count_);
+  window_ = std::make_unique<collectives::SharedMemoryWindow>(
       comm, rank_ == 0 ? layout_->rank0Bytes : layout_->rankBytes);
   averaged_ = reinterpret_cast<float*>(window_->region(0) + layout_->averaged);
-  parametersShared_ = options_.shareParameters;
-  spinLimit_ = window_->spinLimit(WaitMode::kSpin);
+  spinLimit_ = window_->spinLimit(collectives::WaitMode::kSpin);
 }
 
 SharedGradientReducer::~SharedGradientReducer() = default;
 
-std::span<float> SharedGradientReducer::sharedParameters() const {
-  if (!options_.shareParameters) return {};
-  return {reinterpret_cast<float*>(window_->region(0) + layout_->parameters), count_};
-}
-
-std::span<float> SharedGradientReducer::sharedState() const {
-  if (!options_.shareParameters) return {};
-  return {reinterpret_cast<float*>(window_->region(0) + layout_->state), options_.stateSize};
-}
-
-void SharedGradientReducer::setParametersShared(bool shared) {
-  if (shared && !options_.shareParameters) {
-    throw std::logic_error(
-        "SharedGradientReducer: no shared copy of the parameters was made (shareParameters)");
+StepBuffers SharedGradientReducer::hostBuffers(std::span<float> modelGradients) {
+  if (modelGradients.size() != count_) {
+    throw std::invalid_argument("SharedGradientReducer: the model has " +
+                                std::to_string(modelGradients.size()) +
+                                " gradients, the segments cover " + std::to_string(count_));
   }
-  parametersShared_ = shared;
-}
-
-std::uint64_t* SharedGradientReducer::probeLine() const {
-  return reinterpret_cast<std::uint64_t*>(window_->region(0) + layout_->probe);
-}
-
-double SharedGradientReducer::measureRoundTripNs() {
-  // The line counts up: rank 0 writes an odd step of the sequence (ping), its partner the next
-  // (pong); every rank advances probeSequence_ by the same amount, so the sequence needs no reset.
-  std::atomic_ref<std::uint64_t> line = flag(probeLine());
-  auto waitForValue = [&](std::uint64_t value) {
-    // A bare spin first: a pause between loads would be part of what is measured.
-    for (int spin = 0; spin < 4096; ++spin) {
-      if (line.load(std::memory_order_acquire) >= value) return;
-    }
-    waitFor([&] { return line.load(std::memory_order_acquire) >= value; },
-            [] { return std::string("the cross-core probe"); });
-  };
-  auto roundTrip = [&] {
-    line.store(++probeSequence_, std::memory_order_release);
-    waitForValue(++probeSequence_);
-  };
-  auto answer = [&] {
-    waitForValue(++probeSequence_);
-    line.store(++probeSequence_, std::memory_order_release);
-  };
-  double slowest = 0;
-  for (int peer = 1; peer < size_; ++peer) {
-    if (rank_ == 0) {
-      roundTrip();  // waits for the partner to arrive; not measured
-      // Timed in groups, so that reading the clock is a small part; the median group, so that
-      // a vCPU taken away for a moment does not count.
-      std::array<double, kProbeGroups> groups{};
-      for (double& group : groups) {
-        const std::int64_t start = steadyNowNs();
-        for (int i = 0; i < kProbeTripsPerGroup; ++i)
-          roundTrip();
-        group = static_cast<double>(steadyNowNs() - start) / kProbeTripsPerGroup;
-      }
-      std::nth_element(groups.begin(), groups.begin() + kProbeGroups / 2, groups.end());
-      slowest = std::max(slowest, groups[kProbeGroups / 2]);
-    } else if (rank_ == peer) {
-      for (int i = 0; i < 1 + kProbeGroups * kProbeTripsPerGroup; ++i)
-        answer();
-    } else {
-      probeSequence_ += 2 * (1 + kProbeGroups * kProbeTripsPerGroup);
-    }
-  }
-  // Rank 0's verdict, in the line after the counter, released by the counter's last step.
-  std::atomic_ref<std::uint64_t> verdict = flag(probeLine() + 1);
-  if (rank_ == 0) {
-    verdict.store(std::bit_cast<std::uint64_t>(slowest), std::memory_order_relaxed);
-    line.store(++probeSequence_, std::memory_order_release);
-  } else {
-    waitForValue(++probeSequence_);
-    slowest = std::bit_cast<double>(verdict.load(std::memory_order_relaxed));
-  }
-  return slowest;
+  return {{gradients(rank_), count_}, {averaged_, count_}};
 }
 
 std::string SharedGradientReducer::segmentAt(std::size_t offset) const {
@@ -232,17 +145,15 @@ std::uint64_t* SharedGradientReducer::ticket() const {
   return reinterpret_cast<std::uint64_t*>(window_->region(0) + layout_->ticket);
 }
 
-void SharedGradientReducer::beginStep(std::span<const float> gradients, std::span<float> averaged) {
-  if (gradients.data() != gradientStorage().data() || averaged.data() != averaged_ ||
-      gradients.size() != count_ || averaged.size() != count_) {
-    throw std::logic_error(
-        "SharedGradientReducer: the gradients must be kept in gradientStorage() and averaged "
-        "into averagedStorage()");
+void SharedGradientReducer::beginStep(const StepBuffers& buffers) {
+  if (buffers.gradients.data() != gradients(rank_) || buffers.averaged.data() != averaged_ ||
+      buffers.gradients.size() != count_ || buffers.averaged.size() != count_) {
+    throw std::logic_error("SharedGradientReducer: a step must run on hostBuffers()");
   }
   ++step_;
-  if (rank_ == options_.testStallRank && step_ == options_.testStallStep) {
-    printLine("test fault: not taking part in step " + std::to_string(step_) +
-              " of the shared-memory gradient average; waiting for ever instead");
+  if (rank_ == options_.test.stallRank && step_ == options_.test.stallCollective) {
+    collectives::printLine("test fault: not taking part in step " + std::to_string(step_) +
+                           " of the shared-memory gradient average; waiting for ever instead");
     for (;;)
       std::this_thread::sleep_for(std::chrono::seconds(1));
   }
@@ -263,10 +174,6 @@ void SharedGradientReducer::segmentReady(int segment) {
     throw std::out_of_range("segmentReady: no segment " + std::to_string(segment));
   }
   if (options_.overlap) publish(segments_[static_cast<std::size_t>(segment)].offset);
-}
-
-void SharedGradientReducer::gradientsFinalFrom(std::size_t offset) {
-  if (options_.overlap) publish(std::min(offset, count_));
 }
 
 bool SharedGradientReducer::pieceReadyToTake() const {
@@ -319,7 +226,7 @@ void SharedGradientReducer::waitFor(Ready ready, Describe waitingFor) {
   const std::int64_t started = steadyNowNs();
   int spins = 0;
   while (!ready()) {
-    pauseOrYield(spins, spinLimit_);
+    collectives::pauseOrYield(spins, spinLimit_);
     if (options_.stallTimeoutSeconds <= 0 || spins % 256 != 0) continue;
     const double waited = static_cast<double>(steadyNowNs() - started) * 1e-9;
     if (waited > options_.stallTimeoutSeconds) {
@@ -328,20 +235,23 @@ void SharedGradientReducer::waitFor(Ready ready, Describe waitingFor) {
               << options_.stallTimeoutSeconds << ") in step " << step_
               << " of the shared-memory gradient average for " << waitingFor()
               << "; aborting the job";
-      abortJob(message.str());
+      collectives::abortJob(message.str());
     }
   }
 }
 
-void SharedGradientReducer::averagePiece(const Piece& piece, StoreMode store) {
+void SharedGradientReducer::averagePiece(const Piece& piece) {
   const std::int64_t start = steadyNowNs();
   const std::size_t count = piece.end - piece.begin;
   float* out = averaged_ + piece.begin;
   // (g_0 + g_1 + ... + g_{n-1}) / n, in rank order whoever computes it.
   for (int r = 1; r < size_; ++r) {
     const float* sum = r == 1 ? gradients(0) + piece.begin : out;
-    reduceArrays(DataType::kFloat32, ReduceOp::kSum, sum, gradients(r) + piece.begin, out, count,
-                 r == size_ - 1 ? size_ : 1, store);
+    // Streamed past this core's cache: every rank's optimiser reads the average next, so no
+    // core should have to take its lines from this one first.
+    collectives::reduceArrays(DataType::kFloat32, ReduceOp::kSum, sum, gradients(r) + piece.begin,
+                              out, count, r == size_ - 1 ? size_ : 1,
+                              collectives::StoreMode::kStreaming);
   }
   if (size_ == 1) std::copy_n(gradients(0) + piece.begin, count, out);
   reduceSeconds_ += static_cast<double>(steadyNowNs() - start) * 1e-9;
@@ -387,49 +297,9 @@ std::string SharedGradientReducer::describeWait(std::size_t notDone) const {
          " (another rank is averaging it)";
 }
 
-void SharedGradientReducer::finishSharedStep(
-    const std::function<void(const GradientBucket&)>& onAveraged) {
-  const std::int64_t start = steadyNowNs();
-  double callbacks = 0;
-  // Every ticket taken and every piece averaged and updated, by whichever rank.
-  auto allDone = [&] { return !nextTicket() && donePiecesFrom(pieces_.size()) == 0; };
-  for (;;) {
-    std::size_t piece = 0;
-    if (takeReadyTicket(piece)) {
-      // The same core updates from it next: ordinary stores keep it in this core's cache.
-      const std::int64_t t0 = steadyNowNs();
-      averagePiece(pieces_[piece], StoreMode::kCached);
-      const std::int64_t t1 = steadyNowNs();
-      if (trace_) {
-        trace_->span("averaging", "all-reduce", t0, t1, static_cast<std::int64_t>(averagedBytes_),
-                     "shm");
-      }
-      handOverRange(pieces_[piece].begin, pieces_[piece].end, onAveraged);
-      // Release: the updated parameters are visible before the flag is.
-      markPieceDone(pieces_[piece]);
-      callbacks += static_cast<double>(steadyNowNs() - t1) * 1e-9;
-      continue;
-    }
-    if (allDone()) break;
-    // Another rank is still in backward, or is updating the last pieces.
-    const std::int64_t waitStart = steadyNowNs();
-    waitFor([&] { return pieceReadyToTake() || allDone(); },
-            [&] { return describeWait(donePiecesFrom(pieces_.size())); });
-    const std::int64_t waitEnd = steadyNowNs();
-    if (trace_ && waitEnd - waitStart > 1000) trace_->span("shm wait", "wait", waitStart, waitEnd);
-  }
-  const double total = static_cast<double>(steadyNowNs() - start) * 1e-9;
-  lastWaitSeconds_ = total - callbacks;
-  lastReduceSeconds_ = reduceSeconds_;
-}
-
 void SharedGradientReducer::finishStep(
     const std::function<void(const GradientBucket&)>& onAveraged) {
   if (!options_.overlap) publish(0);
-  if (parametersShared_) {
-    finishSharedStep(onAveraged);
-    return;
-  }
   const std::int64_t start = steadyNowNs();
   // The step ends when the last rank's optimiser does, and what is left after backward (the
   // averages still to compute, every rank's update of every piece) is shared so that the ranks
@@ -475,23 +345,8 @@ void SharedGradientReducer::finishStep(
     std::size_t piece = 0;
     if (takeReadyTicket(piece)) {
       if (averagingSince < 0) averagingSince = steadyNowNs();
-      // Streamed past this core's cache: every rank's optimiser reads it next, so no core should
-      // have to own its lines first (measured with a temporary switch, 6 interleaved rounds of 1
-      // and 2 ranks of the default MLP: median efficiency 0.85 against 0.81 with ordinary
-      // stores).
-      averagePiece(pieces_[piece], StoreMode::kStreaming);
+      averagePiece(pieces_[piece]);
       markPieceDone(pieces_[piece]);
-      // The other ranks' gradients this rank just read, out of every cache: their owners
-      // overwrite them in the next backward, and a line another core still holds must first be
-      // taken from it, which costs several times more than a read from memory where the cores
-      // share no cache (measured: docs/engine.md).
-      const Piece& averaged = pieces_[piece];
-      for (int r = 0; r < size_; ++r) {
-        if (r != rank_) {
-          evictLines(gradients(r) + averaged.begin,
-                     (averaged.end - averaged.begin) * sizeof(float));
-        }
-      }
       continue;
     }
     if (canHandOver) {
@@ -513,4 +368,4 @@ void SharedGradientReducer::finishStep(
   lastReduceSeconds_ = reduceSeconds_;
 }
 
-}  // namespace ringtrain::collectives
+}  // namespace ringtrain::engine

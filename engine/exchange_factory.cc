@@ -1,0 +1,76 @@
+#include "engine/exchange_factory.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "engine/shared_gradient_reducer.h"
+
+namespace ringtrain::engine {
+namespace {
+
+collectives::Backend communicatorBackend(ExchangeBackend backend) {
+  switch (backend) {
+    case ExchangeBackend::kMpi:
+      return collectives::Backend::kMpi;
+    case ExchangeBackend::kHierarchical:
+      return collectives::Backend::kHierarchical;
+    case ExchangeBackend::kNccl:
+      return collectives::Backend::kNccl;
+    case ExchangeBackend::kRing:
+    case ExchangeBackend::kShm:
+      break;
+  }
+  return collectives::Backend::kRing;
+}
+
+}  // namespace
+
+std::string_view name(ExchangeBackend backend) {
+  for (const ExchangeBackendName& entry : kExchangeBackendNames) {
+    if (entry.value == backend) return entry.name;
+  }
+  return "unknown";
+}
+
+bool averagesDeviceBuffers(ExchangeBackend backend) {
+  return backend == ExchangeBackend::kNccl;
+}
+
+collectives::Backend controlBackend(ExchangeBackend backend) {
+  return backend == ExchangeBackend::kNccl ? collectives::Backend::kRing
+                                           : communicatorBackend(backend);
+}
+
+std::unique_ptr<GradientExchange> makeGradientExchange(ExchangeBackend backend, MPI_Comm comm,
+                                                       std::vector<GradientSegment> segments,
+                                                       const ExchangeOptions& options,
+                                                       collectives::TraceSink* trace) {
+  if (options.compression != Compression::kNone &&
+      (backend == ExchangeBackend::kShm || averagesDeviceBuffers(backend))) {
+    throw std::invalid_argument("compression " + std::string(name(options.compression)) +
+                                " is not available with backend " + std::string(name(backend)));
+  }
+  if (backend == ExchangeBackend::kShm) {
+    SharedReducerOptions shared;
+    shared.fusionThresholdBytes = options.fusionThresholdBytes;
+    shared.overlap = options.overlap;
+    shared.stallTimeoutSeconds = options.stallTimeoutSeconds;
+    shared.test = options.test;
+    return std::make_unique<SharedGradientReducer>(comm, std::move(segments), shared, trace);
+  }
+  // The reducer drives its communicator from its own thread with overlap: it yields while it
+  // waits, so that backward keeps the core (and does so with overlap off too, so that both modes
+  // run the very same collectives).
+  collectives::CommunicatorOptions communicatorOptions;
+  communicatorOptions.yieldWhileWaiting = true;
+  communicatorOptions.test = options.test;
+  ReducerOptions reducer;
+  reducer.fusionThresholdBytes = options.fusionThresholdBytes;
+  reducer.overlap = options.overlap;
+  reducer.compression = options.compression;
+  return std::make_unique<GradientReducer>(
+      collectives::makeCommunicator(communicatorBackend(backend), comm, communicatorOptions),
+      std::move(segments), reducer, trace);
+}
+
+}  // namespace ringtrain::engine

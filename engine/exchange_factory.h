@@ -1,0 +1,68 @@
+// makeGradientExchange: the one place that maps a training job's gradient backend to the
+// communicator and exchange that implement it. The trainer knows nothing more specific than
+// GradientExchange.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <mpi.h>
+
+#include "collectives/communicator.h"
+#include "collectives/trace_sink.h"
+#include "engine/bucket_plan.h"
+#include "engine/gradient_exchange.h"
+#include "engine/gradient_reducer.h"
+
+namespace ringtrain::engine {
+
+// How a training job averages its gradients: all-reduces of a communicator backend (mpi, ring,
+// hierarchical on host buffers; nccl on device buffers), or shm, the shared-memory exchange of
+// ranks that share one node (no messages).
+enum class ExchangeBackend { kMpi, kRing, kHierarchical, kShm, kNccl };
+
+// The one table of their names.
+struct ExchangeBackendName {
+  ExchangeBackend value;
+  std::string_view name;
+};
+inline constexpr ExchangeBackendName kExchangeBackendNames[] = {
+    {ExchangeBackend::kMpi, "mpi"},
+    {ExchangeBackend::kRing, "ring"},
+    {ExchangeBackend::kHierarchical, "hierarchical"},
+    {ExchangeBackend::kShm, "shm"},
+    {ExchangeBackend::kNccl, "nccl"},
+};
+std::string_view name(ExchangeBackend backend);
+// Whether the backend averages device (GPU) buffers.
+bool averagesDeviceBuffers(ExchangeBackend backend);
+
+constexpr std::size_t kDefaultFusionThresholdBytes = std::size_t{8} << 20;
+constexpr double kDefaultStallTimeoutSeconds = 300;
+
+struct ExchangeOptions {
+  std::size_t fusionThresholdBytes = kDefaultFusionThresholdBytes;  // largest bucket
+  bool overlap = true;  // average while backward still runs
+  Compression compression = Compression::kNone;
+  double stallTimeoutSeconds = kDefaultStallTimeoutSeconds;  // shm's own waits (0: never)
+  collectives::CommunicatorTestHooks test;
+};
+
+// Collective over `comm`: the exchange of `backend` for a model of `segments`. Throws
+// std::invalid_argument on every rank for a combination the backend cannot do (shm across
+// nodes, compression with shm or nccl, nccl in a build without the GPU path).
+std::unique_ptr<GradientExchange> makeGradientExchange(ExchangeBackend backend, MPI_Comm comm,
+                                                       std::vector<GradientSegment> segments,
+                                                       const ExchangeOptions& options,
+                                                       collectives::TraceSink* trace = nullptr);
+
+// The host backend for the few small collectives of training beside the gradients (broadcasts,
+// evaluation counts, logging): the exchange's own where it sends host messages, the ring
+// otherwise (shm has no communicator; nccl's takes device buffers).
+collectives::Backend controlBackend(ExchangeBackend backend);
+
+}  // namespace ringtrain::engine

@@ -1,0 +1,107 @@
+// makeGradientExchange under mpirun: every host backend it makes averages the ranks' gradients
+// to the same bits on every rank, through the buffers it hands out (in place on one rank, out of
+// place on several, in shared memory for shm); shm sends no messages, the others name their
+// communicator; combinations a backend cannot do are refused on every rank.
+#include "engine/exchange_factory.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "collectives/fingerprint.h"
+#include "tests/collectives/collective_test_support.h"
+#include "tests/support/mpi_test_environment.h"
+
+namespace ringtrain::testing {
+namespace {
+
+using engine::ExchangeBackend;
+using engine::GradientBucket;
+using engine::GradientSegment;
+using engine::StepBuffers;
+
+std::vector<GradientSegment> layers() {
+  return {{"fc1.weight", 0, 3000},
+          {"fc1.bias", 3000, 30},
+          {"fc2.weight", 3030, 300},
+          {"fc2.bias", 3330, 10}};
+}
+constexpr std::size_t kCount = 3340;
+
+float gradientValue(int rank, std::size_t i) {
+  return std::cos(0.01f * static_cast<float>(i % 977) + static_cast<float>(rank));
+}
+
+class ExchangeFactoryTest : public ::testing::TestWithParam<ExchangeBackend> {};
+
+TEST_P(ExchangeFactoryTest, AveragesThroughTheBuffersItHandsOut) {
+  const int rank = mpiEnvironment().worldRank();
+  const int ranks = mpiEnvironment().worldSize();
+  engine::ExchangeOptions options;
+  options.fusionThresholdBytes = 4096;  // several buckets
+  options.test.ranksPerNode = 2;        // hierarchical: 2 ranks a node
+  auto exchange = engine::makeGradientExchange(GetParam(), MPI_COMM_WORLD, layers(), options);
+  std::vector<float> model(kCount);
+  const StepBuffers buffers = exchange->hostBuffers(model);
+  ASSERT_EQ(buffers.gradients.size(), kCount);
+  ASSERT_EQ(buffers.averaged.size(), kCount);
+  const bool shm = GetParam() == ExchangeBackend::kShm;
+  EXPECT_EQ(buffers.gradients.data() == model.data(), !shm)
+      << "shm keeps the gradients in its window, the others read the model's";
+  EXPECT_EQ(buffers.averaged.data() == buffers.gradients.data(), ranks == 1 && !shm)
+      << "in place on one rank only";
+  EXPECT_EQ(exchange->communicator() == nullptr, shm);
+
+  exchange->beginStep(buffers);
+  for (int s = 3; s >= 0; --s) {
+    const GradientSegment& layer = layers()[static_cast<std::size_t>(s)];
+    for (std::size_t i = layer.offset; i < layer.offset + layer.count; ++i)
+      buffers.gradients[i] = gradientValue(rank, i);
+    exchange->segmentReady(s);
+  }
+  std::size_t handed = 0;
+  exchange->finishStep([&](const GradientBucket& b) { handed += b.count; });
+  EXPECT_EQ(handed, kCount);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < kCount; ++i) {
+    double mean = 0;
+    for (int r = 0; r < ranks; ++r)
+      mean += gradientValue(r, i);
+    wrong += !(std::fabs(buffers.averaged[i] - mean / ranks) <= 1e-6);
+  }
+  EXPECT_EQ(wrong, 0u) << "elements off the mean on rank " << rank;
+  const auto differing = ranksDifferingFromRankZero(
+      collectives::fingerprint(buffers.averaged.data(), buffers.averaged.size_bytes()));
+  EXPECT_TRUE(differing.empty()) << "rank " << differing.front() << " averaged other bits";
+}
+
+INSTANTIATE_TEST_SUITE_P(HostBackends, ExchangeFactoryTest,
+                         ::testing::Values(ExchangeBackend::kMpi, ExchangeBackend::kRing,
+                                           ExchangeBackend::kHierarchical, ExchangeBackend::kShm),
+                         [](const ::testing::TestParamInfo<ExchangeBackend>& param) {
+                           return std::string(engine::name(param.param));
+                         });
+
+TEST(ExchangeFactoryRefusalTest, CompressionNeedsMessagesOnTheHost) {
+  engine::ExchangeOptions options;
+  options.compression = engine::Compression::kFloat16;
+  EXPECT_THROW(
+      engine::makeGradientExchange(ExchangeBackend::kShm, MPI_COMM_WORLD, layers(), options),
+      std::invalid_argument);
+}
+
+TEST(ExchangeFactoryNamesTest, EveryBackendHasOneNameAndTheControlBackendSendsHostMessages) {
+  for (const auto& entry : engine::kExchangeBackendNames) {
+    EXPECT_EQ(engine::name(entry.value), entry.name);
+    EXPECT_FALSE(collectives::isDeviceBackend(engine::controlBackend(entry.value))) << entry.name;
+  }
+  EXPECT_EQ(engine::controlBackend(ExchangeBackend::kMpi), collectives::Backend::kMpi);
+  EXPECT_EQ(engine::controlBackend(ExchangeBackend::kShm), collectives::Backend::kRing);
+  EXPECT_EQ(engine::controlBackend(ExchangeBackend::kNccl), collectives::Backend::kRing);
+}
+
+}  // namespace
+}  // namespace ringtrain::testing
