@@ -14,9 +14,8 @@ enum class StoreMode {
   // Non-temporal stores that bypass the cache. For results another process reads next (a ring
   // chunk about to be sent): an ordinary store must first own the line, and when the peer read
   // that line in the previous all-reduce (as it does every training step) that costs a
-  // cross-core round trip per line. Measured on the 2-core CI machine: 2-rank out-of-place busbw
-  // at 1-8 MiB from ~9 to ~18 GB/s. Ends with a store fence, so the data is visible before MPI
-  // tells the peer about it.
+  // cross-core round trip per line; a non-temporal store skips it. Ends with a store fence, so
+  // the data is visible before MPI tells the peer about it.
   kStreaming,
 };
 
