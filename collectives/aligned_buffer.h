@@ -13,14 +13,13 @@ namespace ringtrain::collectives {
 
 // Scratch space that collectives keep for their whole life, and the buffers programs hand to
 // them. It is allocated once, not per call, and written once up front: first-touch page faults
-// cost far more than the copies they precede (0.4 GB/s against ~30 GB/s on the 2-core CI
-// machine), and Open MPI's per-call temporary buffers are exactly what makes its large
-// all-reduces slow there.
+// cost far more than the copies they precede, and per-call temporary buffers (as Open MPI's own
+// all-reduce allocates) pay them on every call.
 //
 // Buffers of 2 MiB and more are backed by transparent huge pages where the kernel allows it
-// (MADV_HUGEPAGE, before the first touch): touching them is ~30x faster, and Open MPI's
-// single-copy transfers between processes (CMA, process_vm_readv) run ~40% faster on them
-// (13 -> 18 GB/s measured here), since the kernel pins one page per 2 MiB instead of 512.
+// (MADV_HUGEPAGE, before the first touch): one fault maps 2 MiB instead of 4 KiB, and Open MPI's
+// single-copy transfers between processes (CMA, process_vm_readv) are faster on them, since the
+// kernel pins one page per 2 MiB instead of 512.
 class AlignedBuffer {
  public:
   static constexpr std::size_t kAlignment = 64;

@@ -5,10 +5,10 @@
 // back. The agreement token (see agreementToken in call_signature.h, here cut to the bits an MPI
 // tag holds) travels in the messages' tag, so a message is exactly as long as its payload:
 // adding a header would push payloads just below a transport threshold over it (Open MPI's
-// shared-memory transport, measured on the CI machine: 0.6 us up to 256 bytes, 1.1-1.9 us up to
-// 4040, 6 us above, where the rendezvous protocol starts). Payloads travel as pieces of at most
-// 4040 bytes, so they stay eager; a flag in the tag says whether another piece follows, so the
-// receiver always knows how much to receive, whatever the partner passed.
+// shared-memory transport gets slower past 256 bytes, and much slower past 4040, where the
+// rendezvous protocol starts). Payloads travel as pieces of at most 4040 bytes, so they stay
+// eager; a flag in the tag says whether another piece follows, so the receiver always knows how
+// much to receive, whatever the partner passed.
 //
 // After log2(n) rounds every rank holds the common token or kDisagreement, so all of them reach
 // the same verdict: they go on, or every one throws the same CollectiveMismatchError (built from

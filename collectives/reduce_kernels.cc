@@ -143,7 +143,8 @@ void reduceCached(DataType type, ReduceOp op, const void* a, const void* b, void
   }
 }
 
-// Copies with non-temporal stores for the cache-line-aligned middle (no store fence).
+// Copies with non-temporal stores for the cache-line-aligned middle (no store fence). Without
+// SSE2 (processors other than x86) a plain copy: the same bytes, through the cache.
 void streamLines(void* out, const void* in, std::size_t bytes) {
 #if defined(__SSE2__)
   auto* dst = static_cast<std::byte*>(out);
@@ -173,6 +174,7 @@ void streamLines(void* out, const void* in, std::size_t bytes) {
 #endif
 }
 
+// Orders the non-temporal stores before later stores; ordinary stores need nothing here.
 void storeFence() {
 #if defined(__SSE2__)
   _mm_sfence();

@@ -14,9 +14,9 @@ enum class StoreMode {
   // Non-temporal stores that bypass the cache. For results another process reads next (a ring
   // chunk about to be sent): an ordinary store must first own the line, and when the peer read
   // that line in the previous all-reduce (as it does every training step) that costs a
-  // cross-core round trip per line. Measured on the 2-core CI machine: 2-rank out-of-place busbw
-  // at 1-8 MiB from ~9 to ~18 GB/s. Ends with a store fence, so the data is visible before MPI
-  // tells the peer about it.
+  // cross-core round trip per line; a non-temporal store skips it. Ends with a store fence, so
+  // the data is visible before MPI tells the peer about it. Builds for processors without such
+  // stores (other than x86) store as kCached does; the results are the same either way.
   kStreaming,
 };
 
@@ -28,7 +28,8 @@ enum class StoreMode {
 void reduceArrays(DataType type, ReduceOp op, const void* a, const void* b, void* out,
                   std::size_t count, int divisor = 1, StoreMode store = StoreMode::kCached);
 
-// memcpy with non-temporal stores for the cache-line-aligned middle, then a store fence.
+// memcpy with non-temporal stores for the cache-line-aligned middle, then a store fence (a plain
+// memcpy where the processor has no such stores).
 void streamingCopy(void* out, const void* in, std::size_t bytes);
 
 // data[i] /= divisor (an average computed as a sum elsewhere, e.g. by MPI_Allreduce).

@@ -15,7 +15,7 @@ namespace ringtrain::collectives {
 // over the network in chunks of options.ringNetworkChunkBytes, small enough that Open MPI's TCP
 // transport sends them eagerly: above its eager limit a message waits for the receiver's go-ahead,
 // and between two hosts that go-ahead queues behind the other direction's bulk data on the one
-// TCP connection they share (docs/scaling: 60% of a 1 Gbit/s link instead of 92%).
+// TCP connection they share, which leaves the link idle meanwhile.
 //
 // Each hop must be cut the same way at both ends, or the receiver's messages would not match
 // the sender's: the sender cuts by where its RIGHT neighbour is, the receiver by where its LEFT

@@ -58,8 +58,8 @@ Model<Scalar> makeMlp(const ModelSpec& spec) {
                        std::make_unique<SoftmaxCrossEntropy<Scalar>>());
 }
 
-// Why this size: it is the smallest LeNet-style network we found that clears the 97% target on
-// the 10,000-digit MNIST sample in a few epochs, and small enough (~215k parameters, ~6 MFLOP
+// Why this size: a LeNet-style network large enough to clear the 97% target on the
+// 10,000-digit MNIST sample in a few epochs, and small enough (~215k parameters, ~6 MFLOP
 // per sample forward) for a CPU rank to train an epoch of 8,000 digits in seconds. "Same"
 // padding keeps 28x28 through the 5x5 kernels so both pools halve exactly (28 -> 14 -> 7);
 // conv2, which does most of the work, has 32 channels: two AVX-512 vectors of floats per pixel.

@@ -32,8 +32,8 @@ sanitize=0
 tsan=1
 fuzz=1
 tests=1
-# Three targets of 20 s each keep the step (with its build, about a minute on 2 cores) a small
-# part of CI's run; a longer run is a matter of --fuzz-seconds.
+# 20 s for each target keeps the fuzz step (with its build) a small part of CI's run; a longer
+# run is a matter of --fuzz-seconds.
 fuzz_seconds=20
 ctest_args=()
 while [ "$#" -gt 0 ]; do

@@ -9,7 +9,7 @@
 #                                 [--rounds R] [--out DIR] [--timeline-overhead]
 #                                 [-- MPIRUN ARGS...]
 # --rounds R runs the whole sweep R times, configurations interleaved, and reports each
-# configuration's mean with its range (a shared VM's speed drifts by 10-20% from run to run).
+# configuration's mean with its range (a shared VM's speed drifts from run to run).
 # --timeline-overhead adds to each round, for the default configuration, a run with and one
 # without --timeline, to measure what recording costs.
 set -euo pipefail

@@ -16,8 +16,8 @@
 #   --slots N      MPI slots (ranks) per host in the hostfile (default 1)
 #   --rate RATE    shape every link to RATE in both directions with tc tbf (tc's units:
 #                  100mbit, 1gbit, ...); default: unshaped. Shape only below what the unshaped
-#                  path carries (README, "Scaling on a simulated cluster"); above it the limit
-#                  is the machine, not the link.
+#                  path carries (scaling_sweep.sh's `path` part measures it); above it the
+#                  limit is the machine, not the link.
 #   --btl LIST     Open MPI byte-transfer layers (default tcp,self: every byte between ranks,
 #                  also between two ranks of one host, goes through TCP; self,vader,tcp uses
 #                  shared memory within a host, as a real node would)
@@ -221,8 +221,7 @@ export OMPI_MCA_hwloc_base_binding_policy=none
 export OMPI_MCA_pml=ob1
 # All hosts share this machine's cores. Open MPI spins while it waits for a message, and a host
 # cannot see that its neighbours' ranks need the same cores: with more ranks than cores, spinning
-# ranks starve the rank that would send (a 2x2 training step took 5x longer). A real node has
-# its own cores and does not need this.
+# ranks starve the rank that would send. A real node has its own cores and does not need this.
 if [ $((hosts * slots)) -gt "$(nproc)" ]; then
   export OMPI_MCA_mpi_yield_when_idle="${OMPI_MCA_mpi_yield_when_idle:-1}"
 fi

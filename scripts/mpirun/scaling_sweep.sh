@@ -8,7 +8,7 @@
 #   scripts/mpirun/scaling_sweep.sh [options] [PART...]
 #   scripts/mpirun/scaling_sweep.sh                       # every part, results in docs/scaling/
 #   scripts/mpirun/scaling_sweep.sh --lock /tmp/ringtrain-cpu.lock path allreduce
-#   scripts/mpirun/scaling_sweep.sh --quick --out /tmp/sweep   # CI smoke test, about a minute
+#   scripts/mpirun/scaling_sweep.sh --quick --out /tmp/sweep   # CI smoke test, tiny sizes
 #
 # Parts, in this order when none is named (path targets allreduce baseline train baseline report;
 # each can run alone, and results accumulate in OUT):
@@ -220,8 +220,8 @@ part_target-a() {
   done
 }
 
-# Target (a) at its size only, with Open MPI's defaults, several times: one sample of 5
-# iterations moves by 10% or more between runs here.
+# Target (a) at its size only, with Open MPI's defaults, several times: one short sample moves
+# too much between runs on a shared machine to stand alone.
 part_target-a-repeat() {
   local hosts run rate=1gbit
   for hosts in "${host_list[@]}"; do

@@ -5,6 +5,8 @@
 // whatever the number of ranks. For every size each backend runs out of place and in place; the
 // result of a separate, checked run is compared with the exact expected values on every rank
 // (#wrong, summed over ranks, which also counts ranks whose bytes differ from rank 0's).
+// As in nccl-tests, one harness times, checks and prints whatever collective a small struct
+// describes (Collective; all-reduce is kAllReduce).
 //
 //   mpirun -np 2 build/bin/allreduce_perf -b 8 -e 256M -f 2 --json out.json
 //   mpirun -np 4 build/bin/allreduce_perf --backends mpi,ring,hierarchical --ranks-per-node 2
@@ -104,92 +106,102 @@ std::vector<std::string> splitList(const std::string& text) {
   return items;
 }
 
-// Returns an error message for the first bad option, or nullopt; sets `help` for --help.
-std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool& help) {
+// The command line as typed, before it is checked and converted into Options.
+struct OptionText {
   std::string minBytes = "8", maxBytes = "256M", type = "float", op = "sum", backends;
   std::string smallBytes, chunkBytes, networkChunkBytes, networkVariants;
-  for (const auto& name : o.backends)
-    backends += (backends.empty() ? "" : ",") + name;
-  po::options_description description("allreduce_perf options");
-  description.add_options()("help,h", "print this help")(
-      "minbytes,b", po::value(&minBytes)->default_value(minBytes),
-      "smallest size (8, 64K, 1M, 1G)")("maxbytes,e", po::value(&maxBytes)->default_value(maxBytes),
-                                        "largest size")(
-      "stepfactor,f", po::value(&o.stepFactor)->default_value(o.stepFactor),
-      "size multiplier between rows")("warmup_iters,w",
-                                      po::value(&o.warmupIters)->default_value(o.warmupIters),
-                                      "untimed iterations per size")(
-      "iters,n", po::value(&o.iters)->default_value(o.iters), "timed iterations per size")(
-      "datatype,d", po::value(&type)->default_value(type),
-      "float32|float64|float16|bfloat16|int32|int64 (nccl-tests names work too)")(
-      "op,o", po::value(&op)->default_value(op), "sum|avg|min|max")(
-      "check,c", po::value(&o.check)->default_value(o.check), "check every result (1) or not (0)")(
-      "average,a", po::value(&o.average)->default_value(o.average),
-      "time reported: 0 rank 0, 1 average, 2 min, 3 max over ranks")(
-      "backends", po::value(&backends)->default_value(backends),
-      "comma-separated backends to compare")(
-      "ring-small-bytes", po::value(&smallBytes),
-      "ring: largest all-reduce done by recursive doubling (bytes)")(
-      "ring-chunk-bytes", po::value(&chunkBytes), "ring: bytes per pipelined message")(
-      "ring-network-chunk-bytes", po::value(&networkChunkBytes),
-      "ring: bytes per message to a neighbour on another node (0: as --ring-chunk-bytes)")(
-      "also-ring-network-chunk-bytes", po::value(&networkVariants),
-      "comma-separated sizes: one more ring column per size (ring-net<size>), the ring with "
-      "that --ring-network-chunk-bytes")(
-      "ring-depth",
-      po::value(&o.communicator.ringPipelineDepth)->default_value(o.communicator.ringPipelineDepth),
-      "ring: chunk receives in flight")(
-      "ranks-per-node",
-      po::value(&o.communicator.test.ranksPerNode)->default_value(o.communicator.test.ranksPerNode),
-      "hierarchical, benchmarks only: every N consecutive ranks form a node (0: the real "
-      "nodes)")("json", po::value(&o.jsonPath), "also write the results to this JSON file")(
-      "membw", po::bool_switch(&o.memoryBandwidth),
-      "measure memory bandwidth first and report the ring's memory-traffic floor")(
-      "device", po::value(&o.device)->default_value(o.device),
-      "cpu: host buffers (backends mpi, ring, hierarchical); cuda: cudaMalloc'd buffers on GPU "
-      "local_rank % devices (backends nccl, hierarchical-nccl; default nccl)");
   bool backendsGiven = false;
-  try {
-    po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(description).run(), vm);
-    po::notify(vm);
-    backendsGiven = !vm["backends"].defaulted();
-    if (vm.count("help")) {
-      help = true;
-      std::cout << description << "\n";
-      return std::nullopt;
-    }
-  } catch (const po::error& e) {
-    return std::string(e.what());
-  }
-  auto bytesOption = [](const std::string& value, const char* name,
-                        std::size_t& out) -> std::optional<std::string> {
-    const auto parsed = parseBytes(value);
-    if (!parsed)
-      return std::string("--") + name + ": '" + value + "' is not a size (e.g. 8, 64K, 256M, 1G)";
-    out = *parsed;
-    return std::nullopt;
-  };
-  if (auto e = bytesOption(minBytes, "minbytes", o.minBytes)) return e;
-  if (auto e = bytesOption(maxBytes, "maxbytes", o.maxBytes)) return e;
-  if (!smallBytes.empty()) {
-    if (auto e = bytesOption(smallBytes, "ring-small-bytes", o.communicator.ringSmallMessageBytes))
+};
+
+std::string joinNames(const std::vector<std::string>& names, const std::string& separator) {
+  std::string joined;
+  for (const auto& name : names)
+    joined += (joined.empty() ? "" : separator) + name;
+  return joined;
+}
+
+// The options, bound to `o` and `text`, which must outlive the parse.
+po::options_description describeOptions(Options& o, OptionText& text) {
+  po::options_description description("allreduce_perf options");
+  auto add = description.add_options();
+  add("help,h", "print this help");
+  add("minbytes,b", po::value(&text.minBytes)->default_value(text.minBytes),
+      "smallest size (8, 64K, 1M, 1G)");
+  add("maxbytes,e", po::value(&text.maxBytes)->default_value(text.maxBytes), "largest size");
+  add("stepfactor,f", po::value(&o.stepFactor)->default_value(o.stepFactor),
+      "size multiplier between rows");
+  add("warmup_iters,w", po::value(&o.warmupIters)->default_value(o.warmupIters),
+      "untimed iterations per size");
+  add("iters,n", po::value(&o.iters)->default_value(o.iters), "timed iterations per size");
+  add("datatype,d", po::value(&text.type)->default_value(text.type),
+      "float32|float64|float16|bfloat16|int32|int64 (nccl-tests names work too)");
+  add("op,o", po::value(&text.op)->default_value(text.op), "sum|avg|min|max");
+  add("check,c", po::value(&o.check)->default_value(o.check), "check every result (1) or not (0)");
+  add("average,a", po::value(&o.average)->default_value(o.average),
+      "time reported: 0 rank 0, 1 average, 2 min, 3 max over ranks");
+  add("backends", po::value(&text.backends)->default_value(text.backends),
+      "comma-separated backends to compare");
+  add("ring-small-bytes", po::value(&text.smallBytes),
+      "ring: largest all-reduce done by recursive doubling (bytes)");
+  add("ring-chunk-bytes", po::value(&text.chunkBytes), "ring: bytes per pipelined message");
+  add("ring-network-chunk-bytes", po::value(&text.networkChunkBytes),
+      "ring: bytes per message to a neighbour on another node (0: as --ring-chunk-bytes)");
+  add("also-ring-network-chunk-bytes", po::value(&text.networkVariants),
+      "comma-separated sizes: one more ring column per size (ring-net<size>), the ring with "
+      "that --ring-network-chunk-bytes");
+  add("ring-depth",
+      po::value(&o.communicator.ringPipelineDepth)->default_value(o.communicator.ringPipelineDepth),
+      "ring: chunk receives in flight");
+  add("ranks-per-node",
+      po::value(&o.communicator.test.ranksPerNode)->default_value(o.communicator.test.ranksPerNode),
+      "hierarchical, benchmarks only: every N consecutive ranks form a node (0: the real nodes)");
+  add("json", po::value(&o.jsonPath), "also write the results to this JSON file");
+  add("membw", po::bool_switch(&o.memoryBandwidth),
+      "measure memory bandwidth first and report the ring's memory-traffic floor");
+  const std::string device =
+      "cpu: host buffers (backends " + collectives::joinNames(collectives::hostBackends()) +
+      "); cuda: cudaMalloc'd buffers on GPU local_rank % devices (backends " +
+      collectives::joinNames(collectives::deviceBackends()) + "; default nccl)";
+  add("device", po::value(&o.device)->default_value(o.device), device.c_str());
+  return description;
+}
+
+// Reads size option `name` into `out`; an error message when `value` is no size.
+std::optional<std::string> readSize(const std::string& value, const char* name, std::size_t& out) {
+  const auto parsed = parseBytes(value);
+  if (!parsed)
+    return std::string("--") + name + ": '" + value + "' is not a size (e.g. 8, 64K, 256M, 1G)";
+  out = *parsed;
+  return std::nullopt;
+}
+
+// As readSize; an option not given (empty) leaves `out` at its default.
+std::optional<std::string> readSizeIfGiven(const std::string& value, const char* name,
+                                           std::size_t& out) {
+  if (value.empty()) return std::nullopt;
+  return readSize(value, name, out);
+}
+
+// The sizes: the sweep's range, the ring's messages and the extra ring columns.
+std::optional<std::string> readSizes(const OptionText& text, Options& o) {
+  collectives::CommunicatorOptions& ring = o.communicator;
+  if (auto e = readSize(text.minBytes, "minbytes", o.minBytes)) return e;
+  if (auto e = readSize(text.maxBytes, "maxbytes", o.maxBytes)) return e;
+  if (auto e = readSizeIfGiven(text.smallBytes, "ring-small-bytes", ring.ringSmallMessageBytes))
+    return e;
+  if (auto e = readSizeIfGiven(text.chunkBytes, "ring-chunk-bytes", ring.ringChunkBytes)) return e;
+  if (auto e = readSizeIfGiven(text.networkChunkBytes, "ring-network-chunk-bytes",
+                               ring.ringNetworkChunkBytes))
+    return e;
+  for (const auto& size : splitList(text.networkVariants)) {
+    if (auto e = readSize(size, "also-ring-network-chunk-bytes",
+                          o.ringNetworkVariants["ring-net" + size]))
       return e;
   }
-  if (!chunkBytes.empty()) {
-    if (auto e = bytesOption(chunkBytes, "ring-chunk-bytes", o.communicator.ringChunkBytes))
-      return e;
-  }
-  if (!networkChunkBytes.empty()) {
-    if (auto e = bytesOption(networkChunkBytes, "ring-network-chunk-bytes",
-                             o.communicator.ringNetworkChunkBytes))
-      return e;
-  }
-  for (const auto& size : splitList(networkVariants)) {
-    if (auto e = bytesOption(size, "also-ring-network-chunk-bytes",
-                             o.ringNetworkVariants["ring-net" + size]))
-      return e;
-  }
+  return std::nullopt;
+}
+
+std::optional<std::string> checkRanges(const Options& o) {
   if (o.minBytes > o.maxBytes) return "--minbytes is larger than --maxbytes";
   if (o.stepFactor < 2) return "--stepfactor must be at least 2";
   if (o.iters < 1 || o.warmupIters < 0)
@@ -197,15 +209,25 @@ std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool&
   if (o.average < 0 || o.average > 3) return "--average must be 0, 1, 2 or 3";
   if (o.communicator.ringPipelineDepth < 1) return "--ring-depth must be at least 1";
   if (o.communicator.test.ranksPerNode < 0) return "--ranks-per-node must be 0 or more";
-  const auto parsedType = collectives::parseDataType(type);
-  if (!parsedType) return "--datatype: unknown type '" + type + "'";
+  return std::nullopt;
+}
+
+std::optional<std::string> readTypeAndOp(const OptionText& text, Options& o) {
+  const auto parsedType = collectives::parseDataType(text.type);
+  if (!parsedType) return "--datatype: unknown type '" + text.type + "'";
   o.type = *parsedType;
-  const auto parsedOp = collectives::parseReduceOp(op);
-  if (!parsedOp) return "--op: unknown reduction '" + op + "' (sum, avg, min, max)";
+  const auto parsedOp = collectives::parseReduceOp(text.op);
+  if (!parsedOp) return "--op: unknown reduction '" + text.op + "' (sum, avg, min, max)";
   o.op = *parsedOp;
+  return std::nullopt;
+}
+
+// --device and --backends: the backends that the device's buffers take (collectives'
+// hostBackends or deviceBackends), then the extra ring columns right after the ring they vary.
+std::optional<std::string> readBackends(const OptionText& text, Options& o) {
   if (o.device != "cpu" && o.device != "cuda") return "--device: '" + o.device + "' (cpu, cuda)";
   const bool onDevice = o.device == "cuda";
-  o.backends = splitList(onDevice && !backendsGiven ? std::string("nccl") : backends);
+  o.backends = splitList(onDevice && !text.backendsGiven ? std::string("nccl") : text.backends);
   if (o.backends.empty()) return "--backends: no backend given";
   const auto known = onDevice ? collectives::deviceBackends() : collectives::hostBackends();
   for (const auto& b : o.backends) {
@@ -219,13 +241,36 @@ std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool&
              " buffers: use --device " + (onDevice ? "cpu" : "cuda");
     }
   }
-  // The variants go right after the ring they vary.
   const auto ring = std::find(o.backends.begin(), o.backends.end(), "ring");
   std::vector<std::string> variants;
   for (const auto& [label, bytes] : o.ringNetworkVariants)
     variants.push_back(label);
   o.backends.insert(ring == o.backends.end() ? ring : ring + 1, variants.begin(), variants.end());
   return std::nullopt;
+}
+
+// Returns an error message for the first bad option, or nullopt; sets `help` for --help.
+std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool& help) {
+  OptionText text;
+  text.backends = joinNames(o.backends, ",");
+  const po::options_description description = describeOptions(o, text);
+  try {
+    po::variables_map vm;
+    po::store(po::command_line_parser(argc, argv).options(description).run(), vm);
+    po::notify(vm);
+    text.backendsGiven = !vm["backends"].defaulted();
+    if (vm.count("help")) {
+      help = true;
+      std::cout << description << "\n";
+      return std::nullopt;
+    }
+  } catch (const po::error& e) {
+    return std::string(e.what());
+  }
+  if (auto e = readSizes(text, o)) return e;
+  if (auto e = checkRanges(o)) return e;
+  if (auto e = readTypeAndOp(text, o)) return e;
+  return readBackends(text, o);
 }
 
 // ---- Inputs and their exact results ----------------------------------------------------------
@@ -291,7 +336,7 @@ struct Patterns {
   std::vector<std::byte> expected;  // the reduction's result, one period
 };
 
-Patterns makePatterns(DataType type, ReduceOp op, int rank, int ranks) {
+Patterns allReducePatterns(DataType type, ReduceOp op, int rank, int ranks) {
   // Keep |sum| <= 256 so that sums are exact even in bfloat16.
   const int range = std::max(1, std::min(8, 256 / ranks));
   const std::size_t e = sizeOf(type);
@@ -337,7 +382,44 @@ std::uint64_t countWrongElements(const std::byte* result, std::size_t count,
   return wrong;
 }
 
-// ---- Measurement -----------------------------------------------------------------------------
+// ---- The collective under test ---------------------------------------------------------------
+// What the harness below needs to know of a collective, as nccl-tests' struct testColl: its
+// name, its data, its bus bandwidth, how to call it and how to check what a call left.
+struct Collective {
+  const char* name;
+  // This rank's input and the exact result it must get back, one period of each.
+  Patterns (*patterns)(DataType type, ReduceOp op, int rank, int ranks);
+  // busbw from algbw on `ranks` ranks: the bandwidth each rank's link must carry.
+  double (*busBandwidth)(double algbw, int ranks);
+  // One call; send == recv is in place.
+  void (*run)(Communicator& comm, const std::byte* send, std::byte* recv, std::size_t count,
+              DataType type, ReduceOp op);
+  // This rank's wrong values in `result` (`count` elements of `elementSize` bytes). Every rank
+  // calls it at once: it may communicate.
+  std::uint64_t (*check)(const std::byte* result, std::size_t count, const Patterns& patterns,
+                         std::size_t elementSize);
+};
+
+// Every rank must end with the expected values, and all with the same bytes: a rank whose bytes
+// differ from rank 0's counts as one more wrong value.
+std::uint64_t checkAllReduce(const std::byte* result, std::size_t count, const Patterns& patterns,
+                             std::size_t elementSize) {
+  const std::uint64_t wrong = countWrongElements(result, count, patterns.expected, elementSize);
+  const std::uint64_t hash = collectives::fingerprint(result, count * elementSize);
+  std::uint64_t rootHash = hash;
+  RINGTRAIN_MPI_CHECK(MPI_Bcast(&rootHash, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD));
+  return wrong + (hash != rootHash);
+}
+
+// busbw = algbw * 2(n-1)/n: each rank sends and receives 2(n-1)/n of the buffer.
+constexpr Collective kAllReduce{
+    "allreduce", allReducePatterns,
+    [](double algbw, int ranks) { return algbw * 2.0 * (ranks - 1) / ranks; },
+    [](Communicator& comm, const std::byte* send, std::byte* recv, std::size_t count, DataType type,
+       ReduceOp op) { comm.allreduce(send, recv, count, type, op); },
+    checkAllReduce};
+
+// ---- The harness: timing and checking, for any collective ------------------------------------
 struct Measurement {
   double timeUs = 0;
   double algbw = 0;  // GB/s
@@ -393,39 +475,53 @@ class Buffers {
   std::unique_ptr<bench::DeviceBytes> device_[2];
 };
 
-Measurement measure(Communicator& comm, Buffers& buffers, const Patterns& patterns,
-                    std::size_t count, const Options& o, bool inPlace) {
-  const std::size_t e = sizeOf(o.type);
-  std::byte* send = buffers.data(0);
-  const int result = inPlace ? 0 : 1;
-  std::byte* recv = buffers.data(result);
-  buffers.fillSend(count, patterns.input, e);
+// What every measurement of a run shares.
+struct Bench {
+  const Collective& collective;
+  const Options& options;
+  Buffers& buffers;
+  const Patterns& patterns;
+};
+
+// Seconds per call on `count` elements into buffer `result`, after the untimed warm-up calls,
+// combined over the ranks as --average says.
+double timeCalls(const Bench& bench, Communicator& comm, int result, std::size_t count) {
+  const Options& o = bench.options;
+  std::byte* send = bench.buffers.data(0);
+  std::byte* recv = bench.buffers.data(result);
   for (int i = 0; i < o.warmupIters; ++i)
-    comm.allreduce(send, recv, count, o.type, o.op);
+    bench.collective.run(comm, send, recv, count, o.type, o.op);
   comm.barrier();
   const double start = MPI_Wtime();
   for (int i = 0; i < o.iters; ++i)
-    comm.allreduce(send, recv, count, o.type, o.op);
-  const double perIteration = combineTime((MPI_Wtime() - start) / o.iters, o.average);
+    bench.collective.run(comm, send, recv, count, o.type, o.op);
+  return combineTime((MPI_Wtime() - start) / o.iters, o.average);
+}
 
+// One more call on fresh inputs, checked: its wrong values summed over the ranks.
+std::uint64_t checkCall(const Bench& bench, Communicator& comm, int result, std::size_t count) {
+  const Options& o = bench.options;
+  const std::size_t e = sizeOf(o.type);
+  bench.buffers.fillSend(count, bench.patterns.input, e);
+  bench.collective.run(comm, bench.buffers.data(0), bench.buffers.data(result), count, o.type,
+                       o.op);
+  std::uint64_t wrong =
+      bench.collective.check(bench.buffers.onHost(result, count * e), count, bench.patterns, e);
+  std::uint64_t total = 0;
+  RINGTRAIN_MPI_CHECK(MPI_Allreduce(&wrong, &total, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD));
+  return total;
+}
+
+Measurement measure(const Bench& bench, Communicator& comm, std::size_t count, bool inPlace) {
+  const std::size_t e = sizeOf(bench.options.type);
+  const int result = inPlace ? 0 : 1;
+  bench.buffers.fillSend(count, bench.patterns.input, e);
+  const double perIteration = timeCalls(bench, comm, result, count);
   Measurement m;
-  const int n = comm.size();
-  const double bytes = static_cast<double>(count * e);
   m.timeUs = perIteration * 1e6;
-  m.algbw = bytes / perIteration / 1e9;
-  m.busbw = m.algbw * 2.0 * (n - 1) / n;
-  if (o.check) {
-    buffers.fillSend(count, patterns.input, e);
-    comm.allreduce(send, recv, count, o.type, o.op);
-    const std::byte* got = buffers.onHost(result, count * e);
-    std::uint64_t wrong = countWrongElements(got, count, patterns.expected, e);
-    // A rank whose bytes differ from rank 0's counts as one more wrong value.
-    std::uint64_t hash = collectives::fingerprint(got, count * e);
-    std::uint64_t rootHash = hash;
-    RINGTRAIN_MPI_CHECK(MPI_Bcast(&rootHash, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD));
-    wrong += hash != rootHash;
-    RINGTRAIN_MPI_CHECK(MPI_Allreduce(&wrong, &m.wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD));
-  }
+  m.algbw = static_cast<double>(count * e) / perIteration / 1e9;
+  m.busbw = bench.collective.busBandwidth(m.algbw, comm.size());
+  if (bench.options.check) m.wrong = checkCall(bench, comm, result, count);
   return m;
 }
 
@@ -463,9 +559,10 @@ std::string mpiLibrary() {
   return text.substr(0, text.find_first_of(",\n"));
 }
 
-int run(int argc, char** argv) {
-  collectives::MpiEnvironment env(&argc, &argv);
-  Options o;
+// ---- The run, step by step -------------------------------------------------------------------
+// Reads the command line on every rank; when any rank finds it wrong, every rank exits. Returns
+// false for --help (printed by then).
+bool readCommandLine(int argc, char** argv, Options& o) {
   bool help = false;
   std::optional<std::string> error;
   try {
@@ -474,27 +571,33 @@ int run(int argc, char** argv) {
     error = e.what();
   }
   exitEverywhereOnError(error);
-  if (help) return 0;
+  return !help;
+}
 
-  const bool root = env.worldRank() == 0;
-  const int n = env.worldSize();
-  const std::size_t e = sizeOf(o.type);
-  const bool onDevice = o.device == "cuda";
-  std::string gpuName;
-  int gpu = -1;
-  if (onDevice) {
-    // The GPU the device backends take: the local rank, simulated under --ranks-per-node as
-    // hierarchical-nccl simulates it (the nccl backend always takes the real one; on one GPU
-    // both are GPU 0).
-    const int perNode = o.communicator.test.ranksPerNode;
-    const int localRank = perNode > 0 ? env.worldRank() % perNode : env.localRank();
-    try {
-      gpu = bench::selectDevice(localRank, &gpuName);
-    } catch (const std::exception& problem) {
-      error = problem.what();
-    }
-    exitEverywhereOnError(error);
+struct Gpu {
+  int index = -1;
+  std::string name;
+};
+
+// The GPU the device backends take: the local rank, simulated under --ranks-per-node as
+// hierarchical-nccl simulates it (the nccl backend always takes the real one; on one GPU both
+// are GPU 0).
+Gpu chooseGpu(const collectives::MpiEnvironment& env, const Options& o) {
+  const int perNode = o.communicator.test.ranksPerNode;
+  const int localRank = perNode > 0 ? env.worldRank() % perNode : env.localRank();
+  Gpu gpu;
+  std::optional<std::string> error;
+  try {
+    gpu.index = bench::selectDevice(localRank, &gpu.name);
+  } catch (const std::exception& problem) {
+    error = problem.what();
   }
+  exitEverywhereOnError(error);
+  return gpu;
+}
+
+// One communicator per column; a ring-net<size> column is the ring with those network chunks.
+std::vector<std::unique_ptr<Communicator>> makeCommunicators(const Options& o) {
   std::vector<std::unique_ptr<Communicator>> comms;
   for (const auto& label : o.backends) {
     collectives::CommunicatorOptions options = o.communicator;
@@ -503,10 +606,15 @@ int run(int argc, char** argv) {
     const std::string backend = variant != o.ringNetworkVariants.end() ? "ring" : label;
     comms.push_back(collectives::makeCommunicator(backend, MPI_COMM_WORLD, options));
   }
+  return comms;
+}
 
+// The JSON document's description of the run; the results join it at the end.
+nlohmann::json describeRun(const collectives::MpiEnvironment& env, const Options& o,
+                           const Collective& collective, const Gpu& gpu) {
   nlohmann::json json;
-  json["program"] = "allreduce_perf";
-  json["ranks"] = n;
+  json["program"] = std::string(collective.name) + "_perf";
+  json["ranks"] = env.worldSize();
   json["nodes"] = env.nodeCount();
   json["host"] = env.hostName();
   json["mpi"] = mpiLibrary();
@@ -516,191 +624,270 @@ int run(int argc, char** argv) {
   json["iters"] = o.iters;
   json["time"] = std::vector<std::string>{"rank0", "average", "min", "max"}[o.average];
   json["device"] = o.device;
-  if (onDevice) json["gpu"] = {{"name", gpuName}, {"rank0_device", gpu}};
+  if (o.device == "cuda") json["gpu"] = {{"name", gpu.name}, {"rank0_device", gpu.index}};
   json["ring"] = {{"small_message_bytes", o.communicator.ringSmallMessageBytes},
                   {"chunk_bytes", o.communicator.ringChunkBytes},
                   {"network_chunk_bytes", o.communicator.ringNetworkChunkBytes},
                   {"pipeline_depth", o.communicator.ringPipelineDepth}};
+  return json;
+}
 
-  if (root) {
-    std::cout << fmt::format("# ringtrain allreduce_perf: {} ranks on {} node(s), {}\n", n,
-                             env.nodeCount(), json["mpi"].get<std::string>());
+void printRunHeader(const Options& o, const nlohmann::json& json, const Gpu& gpu) {
+  std::cout << fmt::format("# ringtrain {}: {} ranks on {} node(s), {}\n",
+                           json["program"].get<std::string>(), json["ranks"].get<int>(),
+                           json["nodes"].get<int>(), json["mpi"].get<std::string>());
+  std::cout << fmt::format(
+      "#  datatype {}, op {}, warm-up {}, iterations {}, time: {} over ranks\n", name(o.type),
+      name(o.op), o.warmupIters, o.iters, json["time"].get<std::string>());
+  std::cout << fmt::format(
+      "#  ring: recursive doubling up to {} B, chunks of {} B ({} B to and from other nodes), "
+      "{} in flight\n",
+      o.communicator.ringSmallMessageBytes, o.communicator.ringChunkBytes,
+      o.communicator.ringNetworkChunkBytes, o.communicator.ringPipelineDepth);
+  if (o.device == "cuda") {
     std::cout << fmt::format(
-        "#  datatype {}, op {}, warm-up {}, iterations {}, time: {} over ranks\n", name(o.type),
-        name(o.op), o.warmupIters, o.iters, json["time"].get<std::string>());
-    std::cout << fmt::format(
-        "#  ring: recursive doubling up to {} B, chunks of {} B ({} B to and from other nodes), "
-        "{} in flight\n",
-        o.communicator.ringSmallMessageBytes, o.communicator.ringChunkBytes,
-        o.communicator.ringNetworkChunkBytes, o.communicator.ringPipelineDepth);
-    if (onDevice) {
-      std::cout << fmt::format(
-          "#  device buffers: cudaMalloc on GPU local_rank % devices (rank 0: GPU {}, {}); "
-          "d2d copy = cudaMemcpy device to device on rank 0, bytes read + written\n",
-          gpu, gpuName);
-    }
+        "#  device buffers: cudaMalloc on GPU local_rank % devices (rank 0: GPU {}, {}); "
+        "d2d copy = cudaMemcpy device to device on rank 0, bytes read + written\n",
+        gpu.index, gpu.name);
   }
+}
+
+// The nodes the hierarchical backend found (or was told to simulate): into the JSON, and rank 0
+// prints them.
+void describeHierarchical(const std::vector<std::unique_ptr<Communicator>>& comms, const Options& o,
+                          nlohmann::json& json, bool root) {
+  const int perNode = o.communicator.test.ranksPerNode;
   for (const auto& comm : comms) {
     const auto* hierarchical = dynamic_cast<const collectives::HierarchicalCommunicator*>(&*comm);
     if (hierarchical == nullptr) continue;
     const auto& topology = hierarchical->topology();
     json["hierarchical"] = {{"nodes", topology.nodeCount()},
                             {"largest_node_ranks", topology.largestNodeSize()},
-                            {"ranks_per_node_override", o.communicator.test.ranksPerNode}};
+                            {"ranks_per_node_override", perNode}};
     if (root) {
       std::cout << fmt::format(
           "#  hierarchical: {} node(s) of up to {} ranks ({}), slices across nodes over MPI\n",
           topology.nodeCount(), topology.largestNodeSize(),
-          o.communicator.test.ranksPerNode > 0 ? fmt::format("--ranks-per-node {}: simulated nodes",
-                                                             o.communicator.test.ranksPerNode)
-                                               : std::string("ranks sharing memory"));
+          perNode > 0 ? fmt::format("--ranks-per-node {}: simulated nodes", perNode)
+                      : std::string("ranks sharing memory"));
     }
   }
-  double membwPerRank = 0;
-  if (o.memoryBandwidth) {
-    membwPerRank = combineTime(measureMemoryBandwidth(), 1);
-    json["memory_bandwidth_gbps_per_rank"] = membwPerRank / 1e9;
-    // Bytes each rank must move through memory for a ring all-reduce of S bytes whose chunks are
-    // reduced while in cache: read its own input, read the incoming partial sums and the
-    // incoming reduced segments, write the partial sums and the result: 5(n-1)/n * S. At B
-    // bytes/s that takes 5(n-1)S/(nB), which is a busbw of 2B/5.
-    json["ring_floor_busbw_gbps"] = 0.4 * membwPerRank / 1e9;
-    if (root) {
-      std::cout << fmt::format(
-          "#  memory bandwidth (c = a + b, all ranks at once): {:.2f} GB/s per rank;"
-          " ring all-reduce floor busbw = 2/5 of it = {:.2f} GB/s\n",
-          membwPerRank / 1e9, 0.4 * membwPerRank / 1e9);
-    }
-  }
+}
+
+// Bytes each rank must move through memory for a ring all-reduce of S bytes whose chunks are
+// reduced while in cache: read its own input, read the incoming partial sums and the incoming
+// reduced segments, write the partial sums and the result: 5(n-1)/n * S. At B bytes/s that takes
+// 5(n-1)S/(nB), which is a busbw of 2B/5 (returned in GB/s).
+double ringFloorGbps(double memoryBytesPerSecond) {
+  return 0.4 * memoryBytesPerSecond / 1e9;
+}
+
+// Measures the memory bandwidth on every rank at once; returns one rank's bytes per second.
+double reportMemoryBandwidth(nlohmann::json& json, bool root) {
+  const double perRank = combineTime(measureMemoryBandwidth(), 1);
+  json["memory_bandwidth_gbps_per_rank"] = perRank / 1e9;
+  json["ring_floor_busbw_gbps"] = ringFloorGbps(perRank);
   if (root) {
-    // On device buffers one more column: the GPU's copy bandwidth at the row's size.
-    const auto extra = [&](const char* text) {
-      return onDevice ? fmt::format(" {:>9}", text) : std::string();
-    };
-    std::cout << "#\n"
-              << fmt::format(
-                     "# {:>12} {:>12} {:>9} {:>6} {:>12}  {:>9} {:>7} {:>7} {:>6}  {:>9} {:>7} "
-                     "{:>7} {:>6}",
-                     "", "", "", "", "", "out-of-place", "", "", "", "in-place", "", "", "")
-              << extra("d2d copy") << "\n"
-              << fmt::format(
-                     "# {:>12} {:>12} {:>9} {:>6} {:>12}  {:>9} {:>7} {:>7} {:>6}  {:>9} {:>7} "
-                     "{:>7} {:>6}",
-                     "size", "count", "type", "redop", "backend", "time", "algbw", "busbw",
-                     "#wrong", "time", "algbw", "busbw", "#wrong")
-              << extra("bw") << "\n"
-              << fmt::format(
-                     "# {:>12} {:>12} {:>9} {:>6} {:>12}  {:>9} {:>7} {:>7} {:>6}  {:>9} {:>7} "
-                     "{:>7} {:>6}",
-                     "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
-                     "(GB/s)", "(GB/s)", "")
-              << extra("(GB/s)") << "\n";
+    std::cout << fmt::format(
+        "#  memory bandwidth (c = a + b, all ranks at once): {:.2f} GB/s per rank;"
+        " ring all-reduce floor busbw = 2/5 of it = {:.2f} GB/s\n",
+        perRank / 1e9, ringFloorGbps(perRank));
   }
+  return perRank;
+}
 
-  // One allocation of the largest size, written once, for every size and backend.
-  const std::size_t maxCount = o.maxBytes / e;
-  Buffers buffers(std::max<std::size_t>(maxCount * e, 64), onDevice);
-  const Patterns patterns = makePatterns(o.type, o.op, env.worldRank(), n);
+void printColumnHeaders(bool onDevice) {
+  // On device buffers one more column: the GPU's copy bandwidth at the row's size.
+  const auto line = [onDevice](const char* copyColumn, const auto&... columns) {
+    return fmt::format(
+               "# {:>12} {:>12} {:>9} {:>6} {:>12}  {:>9} {:>7} {:>7} {:>6}  {:>9} {:>7} {:>7} "
+               "{:>6}",
+               columns...) +
+           (onDevice ? fmt::format(" {:>9}", copyColumn) : std::string()) + "\n";
+  };
+  std::cout << "#\n"
+            << line("d2d copy", "", "", "", "", "", "out-of-place", "", "", "", "in-place", "", "",
+                    "")
+            << line("bw", "size", "count", "type", "redop", "backend", "time", "algbw", "busbw",
+                    "#wrong", "time", "algbw", "busbw", "#wrong")
+            << line("(GB/s)", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "",
+                    "(us)", "(GB/s)", "(GB/s)", "");
+}
 
-  std::map<std::string, std::pair<double, int>> busbwSums;
-  std::uint64_t totalWrong = 0;
+// The GPU's device-to-device copy bandwidth at `bytes` (GB/s), the reference on device buffers,
+// taken on rank 0 alone so that no other rank's copy shares its GPU meanwhile.
+double deviceCopyGbps(Buffers& buffers, std::size_t bytes, const Options& o, bool root) {
+  double gbps = 0;
+  if (root) {
+    gbps = bench::deviceCopyBandwidth(buffers.data(0), buffers.data(1), bytes, o.warmupIters,
+                                      o.iters) /
+           1e9;
+  }
+  RINGTRAIN_MPI_CHECK(MPI_Bcast(&gbps, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  return gbps;
+}
+
+// One size on one backend, out of place and in place.
+struct Row {
+  std::string backend;
+  std::size_t bytes = 0;
+  std::size_t count = 0;
+  Measurement outOfPlace;
+  Measurement inPlace;
+  std::optional<double> copyGbps;  // on device buffers
+};
+
+void printRow(const Row& row, const Options& o) {
+  const Measurement& out = row.outOfPlace;
+  const Measurement& in = row.inPlace;
+  std::cout << fmt::format(
+                   "  {:>12} {:>12} {:>9} {:>6} {:>12}  {:>9.2f} {:>7.2f} {:>7.2f} {:>6}  "
+                   "{:>9.2f} {:>7.2f} {:>7.2f} {:>6}",
+                   row.bytes, row.count, name(o.type), name(o.op), row.backend, out.timeUs,
+                   out.algbw, out.busbw, out.wrong, in.timeUs, in.algbw, in.busbw, in.wrong)
+            << (row.copyGbps ? fmt::format(" {:>9.2f}", *row.copyGbps) : std::string()) << "\n"
+            << std::flush;
+}
+
+nlohmann::json toJson(const Measurement& m) {
+  return nlohmann::json{
+      {"time_us", m.timeUs}, {"algbw_gbps", m.algbw}, {"busbw_gbps", m.busbw}, {"wrong", m.wrong}};
+}
+
+nlohmann::json toJson(const Row& row) {
+  nlohmann::json json{{"backend", row.backend},
+                      {"bytes", row.bytes},
+                      {"count", row.count},
+                      {"out_of_place", toJson(row.outOfPlace)},
+                      {"in_place", toJson(row.inPlace)}};
+  if (row.copyGbps) json["d2d_copy_gbps"] = *row.copyGbps;
+  return json;
+}
+
+// What the sweep over the sizes gathers for the summary.
+struct Sweep {
   nlohmann::json rows = nlohmann::json::array();
-  std::vector<std::pair<std::size_t, std::vector<double>>> ratioRows;
+  std::map<std::string, std::pair<double, int>> busbwSums;  // by backend: sum, measurements
+  // Per size: the bytes and each backend's out-of-place busbw, in --backends order.
+  std::vector<std::pair<std::size_t, std::vector<double>>> outOfPlaceBusbw;
+  std::uint64_t totalWrong = 0;
+
+  void add(const Row& row) {
+    totalWrong += row.outOfPlace.wrong + row.inPlace.wrong;
+    auto& sum = busbwSums[row.backend];
+    sum.first += row.outOfPlace.busbw + row.inPlace.busbw;
+    sum.second += 2;
+    rows.push_back(toJson(row));
+  }
+};
+
+// Every size from --minbytes to --maxbytes, every backend at each; rank 0 prints the rows.
+Sweep sweepSizes(const Bench& bench, const std::vector<std::unique_ptr<Communicator>>& comms,
+                 bool root) {
+  const Options& o = bench.options;
+  const std::size_t e = sizeOf(o.type);
+  Sweep sweep;
   for (std::size_t bytes = std::max(o.minBytes, e); bytes <= o.maxBytes; bytes *= o.stepFactor) {
-    const std::size_t count = bytes / e;
-    // The reference on device buffers, taken on rank 0 alone so that no other rank's copy
-    // shares its GPU meanwhile.
-    double copyGbps = 0;
-    if (onDevice) {
-      if (root) {
-        copyGbps = bench::deviceCopyBandwidth(buffers.data(0), buffers.data(1), count * e,
-                                              o.warmupIters, o.iters) /
-                   1e9;
-      }
-      RINGTRAIN_MPI_CHECK(MPI_Bcast(&copyGbps, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
-    }
+    Row row;
+    row.count = bytes / e;
+    row.bytes = row.count * e;
+    if (o.device == "cuda") row.copyGbps = deviceCopyGbps(bench.buffers, row.bytes, o, root);
     std::vector<double> outOfPlaceBusbw;
     for (std::size_t b = 0; b < comms.size(); ++b) {
-      const Measurement out = measure(*comms[b], buffers, patterns, count, o, false);
-      const Measurement in = measure(*comms[b], buffers, patterns, count, o, true);
-      totalWrong += out.wrong + in.wrong;
-      auto& sum = busbwSums[o.backends[b]];
-      sum.first += out.busbw + in.busbw;
-      sum.second += 2;
-      outOfPlaceBusbw.push_back(out.busbw);
-      if (root) {
-        std::cout << fmt::format(
-                         "  {:>12} {:>12} {:>9} {:>6} {:>12}  {:>9.2f} {:>7.2f} {:>7.2f} {:>6}  "
-                         "{:>9.2f} {:>7.2f} {:>7.2f} {:>6}",
-                         count * e, count, name(o.type), name(o.op), o.backends[b], out.timeUs,
-                         out.algbw, out.busbw, out.wrong, in.timeUs, in.algbw, in.busbw, in.wrong)
-                  << (onDevice ? fmt::format(" {:>9.2f}", copyGbps) : std::string()) << "\n"
-                  << std::flush;
-      }
-      auto toJson = [](const Measurement& m) {
-        return nlohmann::json{{"time_us", m.timeUs},
-                              {"algbw_gbps", m.algbw},
-                              {"busbw_gbps", m.busbw},
-                              {"wrong", m.wrong}};
-      };
-      rows.push_back({{"backend", o.backends[b]},
-                      {"bytes", count * e},
-                      {"count", count},
-                      {"out_of_place", toJson(out)},
-                      {"in_place", toJson(in)}});
-      if (onDevice) rows.back()["d2d_copy_gbps"] = copyGbps;
+      row.backend = o.backends[b];
+      row.outOfPlace = measure(bench, *comms[b], row.count, false);
+      row.inPlace = measure(bench, *comms[b], row.count, true);
+      outOfPlaceBusbw.push_back(row.outOfPlace.busbw);
+      if (root) printRow(row, o);
+      sweep.add(row);
     }
-    ratioRows.emplace_back(count * e, outOfPlaceBusbw);
+    sweep.outOfPlaceBusbw.emplace_back(row.bytes, outOfPlaceBusbw);
   }
-  json["results"] = rows;
+  return sweep;
+}
+
+void printSummary(const Sweep& sweep, const Options& o, nlohmann::json& json) {
+  std::cout << fmt::format("# Out of bounds values : {} {}\n", sweep.totalWrong,
+                           sweep.totalWrong ? "FAILED" : "OK");
+  std::cout << "# Avg bus bandwidth    :";
+  for (const auto& b : o.backends) {
+    const auto found = sweep.busbwSums.find(b);
+    const auto [sum, measurements] =
+        found == sweep.busbwSums.end() ? std::pair{0.0, 0} : found->second;
+    const double average = sum / std::max(1, measurements);
+    std::cout << fmt::format(" {} {:.3f} GB/s ", b, average);
+    json["avg_busbw_gbps"][b] = average;
+  }
+  std::cout << "\n";
+}
+
+// Each backend's out-of-place busbw divided by the first backend's, size by size.
+void printRelativeBusbw(const Sweep& sweep, const Options& o) {
+  std::cout << "#\n# out-of-place busbw relative to " << o.backends[0] << ":\n"
+            << fmt::format("# {:>12}", "size");
+  for (std::size_t b = 1; b < o.backends.size(); ++b)
+    std::cout << fmt::format(" {:>12}", o.backends[b] + "/" + o.backends[0]);
+  std::cout << "\n";
+  for (const auto& [bytes, busbw] : sweep.outOfPlaceBusbw) {
+    std::cout << fmt::format("  {:>12}", bytes);
+    for (std::size_t b = 1; b < busbw.size(); ++b)
+      std::cout << fmt::format(" {:>12.2f}", busbw[0] > 0 ? busbw[b] / busbw[0] : 0.0);
+    std::cout << "\n";
+  }
+}
+
+// The ring's out-of-place busbw at 16 MiB and more as a share of its memory-traffic floor.
+void printRingFloorShares(const Sweep& sweep, double memoryBytesPerSecond) {
+  const double floorGbps = ringFloorGbps(memoryBytesPerSecond);
+  std::cout << "#\n# ring busbw as a share of the memory-traffic floor ("
+            << fmt::format("{:.2f}", floorGbps) << " GB/s), sizes >= 16 MiB:\n";
+  for (const auto& row : sweep.rows) {
+    if (row["backend"] == "ring" && row["bytes"].get<std::size_t>() >= (std::size_t{16} << 20)) {
+      std::cout << fmt::format("  {:>12} {:>6.0f}%\n", row["bytes"].get<std::size_t>(),
+                               100.0 * row["out_of_place"]["busbw_gbps"].get<double>() / floorGbps);
+    }
+  }
+}
+
+bool writeJson(const std::string& path, const nlohmann::json& json) {
+  std::ofstream file(path);
+  file << json.dump(2) << "\n";
+  if (file) return true;
+  collectives::printLine("error: cannot write " + path);
+  return false;
+}
+
+int run(int argc, char** argv) {
+  collectives::MpiEnvironment env(&argc, &argv);
+  Options o;
+  if (!readCommandLine(argc, argv, o)) return 0;
+  const Collective& collective = kAllReduce;
+  const bool root = env.worldRank() == 0;
+  const bool onDevice = o.device == "cuda";
+  const Gpu gpu = onDevice ? chooseGpu(env, o) : Gpu{};
+  const auto comms = makeCommunicators(o);
+
+  nlohmann::json json = describeRun(env, o, collective, gpu);
+  if (root) printRunHeader(o, json, gpu);
+  describeHierarchical(comms, o, json, root);
+  const double memoryBytesPerSecond = o.memoryBandwidth ? reportMemoryBandwidth(json, root) : 0;
+  if (root) printColumnHeaders(onDevice);
+
+  // One allocation of the largest size, written once, for every size and backend.
+  const std::size_t e = sizeOf(o.type);
+  Buffers buffers(std::max<std::size_t>(o.maxBytes / e * e, 64), onDevice);
+  const Patterns patterns = collective.patterns(o.type, o.op, env.worldRank(), env.worldSize());
+  const Sweep sweep = sweepSizes({collective, o, buffers, patterns}, comms, root);
+  json["results"] = sweep.rows;
 
   if (root) {
-    std::cout << fmt::format("# Out of bounds values : {} {}\n", totalWrong,
-                             totalWrong ? "FAILED" : "OK");
-    std::cout << "# Avg bus bandwidth    :";
-    for (const auto& b : o.backends) {
-      const double average = busbwSums[b].first / std::max(1, busbwSums[b].second);
-      std::cout << fmt::format(" {} {:.3f} GB/s ", b, average);
-      json["avg_busbw_gbps"][b] = average;
-    }
-    std::cout << "\n";
-    if (comms.size() > 1 && n > 1) {
-      std::cout << "#\n# out-of-place busbw relative to " << o.backends[0] << ":\n"
-                << fmt::format("# {:>12}", "size");
-      for (std::size_t b = 1; b < comms.size(); ++b)
-        std::cout << fmt::format(" {:>12}", o.backends[b] + "/" + o.backends[0]);
-      std::cout << "\n";
-      for (const auto& [bytes, busbw] : ratioRows) {
-        std::cout << fmt::format("  {:>12}", bytes);
-        for (std::size_t b = 1; b < busbw.size(); ++b) {
-          std::cout << fmt::format(" {:>12.2f}", busbw[0] > 0 ? busbw[b] / busbw[0] : 0.0);
-        }
-        std::cout << "\n";
-      }
-    }
-    if (o.memoryBandwidth && n > 1) {
-      std::cout << "#\n# ring busbw as a share of the memory-traffic floor ("
-                << fmt::format("{:.2f}", 0.4 * membwPerRank / 1e9) << " GB/s), sizes >= 16 MiB:\n";
-      for (const auto& row : rows) {
-        if (row["backend"] == "ring" &&
-            row["bytes"].get<std::size_t>() >= (std::size_t{16} << 20)) {
-          std::cout << fmt::format(
-              "  {:>12} {:>6.0f}%\n", row["bytes"].get<std::size_t>(),
-              100.0 * row["out_of_place"]["busbw_gbps"].get<double>() / (0.4 * membwPerRank / 1e9));
-        }
-      }
-    }
-    json["wrong"] = totalWrong;
-    if (!o.jsonPath.empty()) {
-      std::ofstream file(o.jsonPath);
-      file << json.dump(2) << "\n";
-      if (!file) {
-        collectives::printLine("error: cannot write " + o.jsonPath);
-        return 1;
-      }
-    }
+    printSummary(sweep, o, json);
+    if (comms.size() > 1 && env.worldSize() > 1) printRelativeBusbw(sweep, o);
+    if (o.memoryBandwidth && env.worldSize() > 1) printRingFloorShares(sweep, memoryBytesPerSecond);
+    json["wrong"] = sweep.totalWrong;
+    if (!o.jsonPath.empty() && !writeJson(o.jsonPath, json)) return 1;
   }
-  return totalWrong == 0 ? 0 : 1;
+  return sweep.totalWrong == 0 ? 0 : 1;
 }
 
 }  // namespace
