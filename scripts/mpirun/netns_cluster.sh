@@ -16,7 +16,7 @@
 #   --slots N      MPI slots (ranks) per host in the hostfile (default 1)
 #   --rate RATE    shape every link to RATE in both directions with tc tbf (tc's units:
 #                  100mbit, 1gbit, ...); default: unshaped. Shape only below what the unshaped
-#                  path carries (README, "Scaling on a simulated cluster"); above it the limit
+#                  path carries (docs/scaling.md, "The unshaped path"); above it the limit
 #                  is the machine, not the link.
 #   --btl LIST     Open MPI byte-transfer layers (default tcp,self: every byte between ranks,
 #                  also between two ranks of one host, goes through TCP; self,vader,tcp uses
