@@ -1,6 +1,6 @@
 // IEEE binary16 (float16) and bfloat16 as 16-bit storage types, converted through float32.
 //
-// collectives/ depends on MPI alone (see DESIGN.md), so these small types live here rather than
+// collectives/ depends on MPI alone (see docs/design.md), so these small types live here rather than
 // pulling in Eigen's; the CUDA code uses cuda_fp16.h's types, which have the same bit layout.
 // Conversions to 16 bits round to nearest, ties to even; a NaN stays a (quiet) NaN.
 #pragma once

@@ -1,6 +1,6 @@
 // Checked CUDA runtime and cuBLAS calls for models/cuda (GPU builds only).
 //
-// models/ knows nothing of MPI (see ../shared/DESIGN.md), so unlike collectives/cuda_check.h a
+// models/ knows nothing of MPI (see docs/design.md), so unlike collectives/cuda_check.h a
 // failure here does not abort the job: it throws std::runtime_error with the call, the library's
 // own error name and text, and file:line. The trainer's top level reports it and stops all ranks.
 #pragma once

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU checks of docs/gpu.md in one command, for a machine with an NVIDIA GPU, CUDA at
-# /usr/local/cuda, NCCL, Open MPI and the Debian/Ubuntu -dev packages of README "Build".
+# /usr/local/cuda, NCCL, Open MPI and the Debian/Ubuntu -dev packages of scripts/lib/common.sh.
 #
 #   scripts/gpu/device_check.sh [--out DIR] [--build DIR] [STEP ...]
 #

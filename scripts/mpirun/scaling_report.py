@@ -2,12 +2,13 @@
 """Merges a scaling sweep's raw results (scaling_sweep.sh) into one JSON file, Markdown tables
 and PNG plots.
 
-    scaling_report.py --raw OUT/raw --out OUT [--machine TEXT] [--quick 0|1]
+    scaling_report.py --raw RAW --out OUT [--machine TEXT] [--quick 0|1]
 
-Reads OUT/raw/runs.jsonl (one record per measurement; the last record of a name wins), the
-allreduce_perf JSON files and the ringtrain logs it names. Writes:
+Reads RAW/runs.jsonl (one record per measurement; the last record of a name wins), the
+allreduce_perf JSON files and the ringtrain logs it names (scaling_sweep.sh keeps RAW outside
+the repository, in build/scaling-raw/ by default). Writes:
     OUT/scaling.json    every measurement, parsed, and the two targets with their verdicts
-    OUT/tables.md       the tables the README shows
+    OUT/tables.md       every table (docs/scaling.md shows the main ones)
     OUT/*.png           plots (gnuplot; skipped, saying so, when gnuplot is missing)
 Link rates are tc's units: 1gbit = 1e9 bit/s = 0.125 GB/s; bandwidths are in GB/s = 1e9 B/s,
 as allreduce_perf and nccl-tests print them.

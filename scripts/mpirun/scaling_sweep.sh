@@ -2,11 +2,14 @@
 # Scaling sweep on a cluster simulated on one machine (netns_cluster.sh): the all-reduce benchmark
 # and the synthetic training benchmark for 1, 2, 4 ranks, one rank per host, at several link
 # speeds, for each backend, with overlap and compression on and off. Every measurement leaves its
-# log (and allreduce_perf's JSON) under OUT/raw/ and one line in OUT/raw/runs.jsonl; the report
-# step merges them into OUT/scaling.json, OUT/tables.md and PNG plots (gnuplot).
+# log (and allreduce_perf's JSON) under RAW/ and one line in RAW/runs.jsonl; the report step
+# merges them into OUT/scaling.json, OUT/tables.md and PNG plots (gnuplot). The raw logs stay
+# out of the repository: RAW is build/scaling-raw/ (ignored by git) unless --raw or --out say
+# otherwise; only the compact report goes to docs/scaling/.
 #
 #   scripts/mpirun/scaling_sweep.sh [options] [PART...]
-#   scripts/mpirun/scaling_sweep.sh                       # every part, results in docs/scaling/
+#   scripts/mpirun/scaling_sweep.sh                       # every part: report in docs/scaling/,
+#                                                         # raw logs in build/scaling-raw/
 #   scripts/mpirun/scaling_sweep.sh --lock /tmp/ringtrain-cpu.lock path allreduce
 #   scripts/mpirun/scaling_sweep.sh --quick --out /tmp/sweep   # CI smoke test, tiny sizes
 #
@@ -26,10 +29,12 @@
 #   baseline   the training benchmark on 1 host (the denominator of scaling efficiency)
 #   train      ringtrain train --synthetic on 2 and 4 hosts per rate, both backends, engine
 #              settings per-layer (no fusion, no overlap), overlap, overlap+fp16
-#   report     scaling.json, tables.md and the plots from what OUT/raw holds
+#   report     scaling.json, tables.md and the plots from what RAW holds
 #
 # Options:
-#   --out DIR     results folder (default docs/scaling)
+#   --out DIR     report folder: scaling.json, tables.md, plots (default docs/scaling)
+#   --raw DIR     folder for each run's log and JSON and runs.jsonl (default: OUT/raw when --out
+#                 is given, else build/scaling-raw, outside the tracked tree)
 #   --bin DIR     folder with ringtrain and allreduce_perf (default build-cluster/bin, else build/bin)
 #   --rates LIST  shaped link rates for allreduce and train (default 1gbit,300mbit,100mbit; the
 #                 word "unshaped" adds runs without shaping)
@@ -39,7 +44,7 @@
 #   --lock FILE   hold `flock -x FILE` around each part (the training part: each link rate),
 #                 never around the whole sweep, so builds and tests sharing the machine neither
 #                 disturb the measurements nor wait long
-#   --fresh       delete OUT/raw first
+#   --fresh       delete RAW first
 # Needs root (network namespaces), Open MPI, python3 and, for the plots, gnuplot.
 set -euo pipefail
 
@@ -48,11 +53,12 @@ usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
 say() { printf '[scaling-sweep] %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 2; }
 
-out="$root/docs/scaling" bin="" rates="1gbit,300mbit,100mbit" host_counts="2,4" quick=0 lock="" fresh=0
+out="$root/docs/scaling" raw="" bin="" rates="1gbit,300mbit,100mbit" host_counts="2,4" quick=0 lock="" fresh=0
 parts=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --out) out="${2:?--out needs a folder}"; shift 2 ;;
+    --out) out="${2:?--out needs a folder}"; [ -n "$raw" ] || raw="$out/raw"; shift 2 ;;
+    --raw) raw="${2:?--raw needs a folder}"; shift 2 ;;
     --bin) bin="${2:?--bin needs a folder}"; shift 2 ;;
     --rates) rates="${2:?--rates needs a list like 1gbit,100mbit}"; shift 2 ;;
     --hosts) host_counts="${2:?--hosts needs a list like 2,4}"; shift 2 ;;
@@ -85,7 +91,7 @@ done
 cluster="$root/scripts/mpirun/netns_cluster.sh"
 quick_flag=()
 [ "$quick" -eq 0 ] || quick_flag=(--quick)
-raw="$out/raw"
+[ -n "$raw" ] || raw="$root/build/scaling-raw"
 [ "$fresh" -eq 0 ] || rm -rf "$raw"
 mkdir -p "$raw"
 
@@ -132,7 +138,7 @@ engine_options() {
 }
 
 # measure NAME HOSTS RATE FIELDS_JSON COMMAND...: runs COMMAND on a fresh cluster of HOSTS hosts
-# with links at RATE, logs to raw/NAME.log and appends a record to raw/runs.jsonl. FIELDS_JSON
+# with links at RATE, logs to RAW/NAME.log and appends a record to RAW/runs.jsonl. FIELDS_JSON
 # is extra JSON members (without braces) describing the run.
 measure() {
   local name="$1" hosts="$2" rate="$3" fields="$4" status=0 shaping=() started
@@ -247,6 +253,7 @@ part_target-b() {
 
 part_report() {
   local machine
+  [ -s "$raw/runs.jsonl" ] || die "no measurements in $raw (run a part first, or name their folder with --raw)"
   machine="$(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), $(uname -r), $(mpirun --version 2>/dev/null | head -1)"
   python3 "$root/scripts/mpirun/scaling_report.py" --raw "$raw" --out "$out" --machine "$machine" \
     --quick "$quick"
@@ -262,12 +269,12 @@ for part in "${parts[@]}"; do
   elif [ "$part" = train ]; then
     for rate in "${rate_list[@]}"; do
       say "part train, links $rate: waiting for the lock $lock"
-      flock -x "$lock" "${BASH_SOURCE[0]}" --out "$out" --bin "$bin" --rates "$rate" --hosts "$host_counts" \
+      flock -x "$lock" "${BASH_SOURCE[0]}" --out "$out" --raw "$raw" --bin "$bin" --rates "$rate" --hosts "$host_counts" \
         "${quick_flag[@]}" train
     done
   else
     say "part $part: waiting for the lock $lock"
-    flock -x "$lock" "${BASH_SOURCE[0]}" --out "$out" --bin "$bin" --rates "$rates" --hosts "$host_counts" \
+    flock -x "$lock" "${BASH_SOURCE[0]}" --out "$out" --raw "$raw" --bin "$bin" --rates "$rates" --hosts "$host_counts" \
       "${quick_flag[@]}" "$part"
   fi
 done

@@ -8,8 +8,8 @@
 // the first SIGTERM (a rank stuck in a collective, a checkpoint folder that hangs), a timer
 // thread calls `onGraceExpired`, which aborts the job. A SIGKILL follows a SIGTERM after
 // Kubernetes' terminationGracePeriodSeconds (30 s by default) and after mpirun's
-// odls_base_sigkill_timeout (1 s by default; raise it, see the README): the grace period should be
-// shorter than both.
+// odls_base_sigkill_timeout (1 s by default; raise it, see docs/data-and-checkpoints.md): the
+// grace period should be shorter than both.
 #pragma once
 
 #include <atomic>
