@@ -21,8 +21,8 @@ using collectives::steadyNowNs;
 namespace {
 
 constexpr std::size_t kLine = 64;
-// Pieces handed over at a time while others are still to be averaged: about 20 us of optimiser
-// on one core, short enough that a rank soon reconsiders whether to average instead.
+// Pieces handed over at a time while others are still to be averaged: short enough that a rank
+// soon reconsiders whether to average instead.
 constexpr std::size_t kHandOverPieces = 4;
 
 std::size_t roundUp(std::size_t bytes) {

@@ -161,7 +161,7 @@ ringtrain_sanitized_ctest() {
 # only suppressions (tsan.supp) are of Open MPI, which is not instrumented.
 RINGTRAIN_TSAN_FLAGS="-fsanitize=thread -fno-omit-frame-pointer"
 RINGTRAIN_TSAN_TARGETS=(ringtrain collectives_unit_tests trainer_unit_tests resilience_unit_tests
-  collectives_mpi_tests trainer_mpi_tests resume_mpi_tests)
+  engine_mpi_tests trainer_mpi_tests resume_mpi_tests)
 
 ringtrain_thread_sanitizer_checks() {
   local build_dir="$1" root bin logs failed=0 n=0
@@ -190,12 +190,11 @@ ringtrain_thread_sanitizer_checks() {
       failed=1
     fi
   }
-  local reducers='*GradientReducer*'
   tsan_check "$bin/collectives_unit_tests"
   tsan_check "$bin/trainer_unit_tests"
   tsan_check "$bin/resilience_unit_tests"
-  tsan_check mpirun -np 2 --oversubscribe "$bin/collectives_mpi_tests" "--gtest_filter=$reducers"
-  tsan_check mpirun -np 3 --oversubscribe "$bin/collectives_mpi_tests" "--gtest_filter=$reducers"
+  tsan_check mpirun -np 2 --oversubscribe "$bin/engine_mpi_tests"
+  tsan_check mpirun -np 3 --oversubscribe "$bin/engine_mpi_tests"
   tsan_check mpirun -np 2 --oversubscribe "$bin/trainer_mpi_tests"
   tsan_check mpirun -np 2 --oversubscribe "$bin/resume_mpi_tests"
   local backend

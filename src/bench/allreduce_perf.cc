@@ -232,6 +232,11 @@ std::optional<std::string> readBackends(const OptionText& text, Options& o) {
   const auto known = onDevice ? collectives::deviceBackends() : collectives::hostBackends();
   for (const auto& b : o.backends) {
     const std::optional<collectives::Backend> backend = collectives::backendFromName(b);
+    if (b == "shm") {
+      return "--backends: the stand-alone shm all-reduce was removed; `ringtrain train --backend "
+             "shm` is the shared-memory gradient exchange (known here: " +
+             collectives::joinNames(known) + ")";
+    }
     if (!backend) {
       return "--backends: unknown backend '" + b + "' (known: " + collectives::joinNames(known) +
              ")";

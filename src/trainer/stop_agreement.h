@@ -6,9 +6,8 @@
 // reads the same verdict -- the flags as they were after step s -- and the ranks stop together
 // after step s+1, one step later than a blocking check would. The point of the delay: a
 // blocking all-reduce after each step made every rank wait for the slowest one's optimiser
-// there, and on a busy core its spinning took the time from the rank it waited for (1.2 ms a
-// step was measured that way on the 2-core CI machine under load); the non-blocking one has had
-// a whole step to finish and costs about a microsecond.
+// there, and on a busy core its spinning took the time from the rank it waited for; the
+// non-blocking one has had a whole step to finish and costs almost nothing.
 #pragma once
 
 #include <mpi.h>
