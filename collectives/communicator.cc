@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <exception>
+
 #include "collectives/hierarchical_communicator.h"
 #include "collectives/mpi_check.h"
 #include "collectives/mpi_communicator.h"
@@ -15,9 +17,11 @@
 namespace ringtrain::collectives {
 
 void Communicator::CommDeleter::operator()(MPI_Comm* comm) const {
+  // Freeing is collective; a rank unwinding an error leaves it to the job's abort rather than
+  // wait for ranks that wait for it elsewhere.
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Comm_free(comm);
+  if (!finalized && std::uncaught_exceptions() == 0) MPI_Comm_free(comm);
   delete comm;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -89,7 +90,9 @@ SharedMemoryWindow::SharedMemoryWindow(MPI_Comm comm, std::size_t regionBytes)
 }
 
 SharedMemoryWindow::~SharedMemoryWindow() {
-  if (window_ != MPI_WIN_NULL) MPI_Win_free(&window_);
+  // MPI_Win_free waits for every rank. A rank unwinding an error must not wait there for ranks
+  // that are waiting for it elsewhere: it leaves the window to the job's abort.
+  if (window_ != MPI_WIN_NULL && std::uncaught_exceptions() == 0) MPI_Win_free(&window_);
 }
 
 }  // namespace ringtrain::collectives

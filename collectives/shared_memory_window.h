@@ -29,6 +29,7 @@ class SharedMemoryWindow {
   // Collective over `comm`, whose ranks must all share this node's memory (the caller checks).
   // `regionBytes` is this rank's region; ranks may ask for different sizes.
   SharedMemoryWindow(MPI_Comm comm, std::size_t regionBytes);
+  // Collective, except while an exception unwinds (see the .cc).
   ~SharedMemoryWindow();
   SharedMemoryWindow(const SharedMemoryWindow&) = delete;
   SharedMemoryWindow& operator=(const SharedMemoryWindow&) = delete;

@@ -195,32 +195,47 @@ int train(int argc, char** argv, collectives::MpiEnvironment& env) {
   environment.checkConsistency = [&env](const ConsistencyItems& items) {
     exitEverywhereOnError(findDisagreement(env.world(), items));
   };
-  Trainer trainer(config, *sources.train, *sources.test, environment);
+  // From here an error on one rank ends the job while the trainer still lives: unwinding it
+  // first would enter collective clean-up (freeing the shared window, say) that the other ranks,
+  // waiting for this one elsewhere, never reach.
+  const auto abortOn = [](const std::exception& e) {
+    collectives::abortJob(std::string("error: ") + e.what());
+  };
+  std::optional<Trainer> trainer;
+  try {
+    trainer.emplace(config, *sources.train, *sources.test, environment);
+  } catch (const std::exception& e) {
+    abortOn(e);
+  }
   // --resume, before the watchdog starts: a refusal ends the job here, on every rank.
   try {
-    trainer.resume();
+    trainer->resume();
   } catch (const ResumeRefused& refused) {
     error = refused.what();
+  } catch (const std::exception& e) {
+    abortOn(e);
   }
   exitEverywhereOnError(error);
   if (config.stallTimeoutSeconds > 0) {
     watchdog.emplace(env.world(), config.stallTimeoutSeconds);
-    trainer.watchWith(*watchdog);
+    trainer->watchWith(*watchdog);
   }
 
   TrainingSummary summary;
   try {
-    summary = trainer.run();
+    summary = trainer->run();
   } catch (const TrainingStopped& stopped) {
     // Every rank stopped at the same step for the same reason; one says so.
     if (env.worldRank() == 0) collectives::printLine(std::string("error: ") + stopped.what());
     return 3;
+  } catch (const std::exception& e) {
+    abortOn(e);
   }
   if (services.timeline) services.timeline->finish();
   if (env.worldRank() == 0) {
     RunFacts facts;
     facts.classification = sources.train->classes() > 0;
-    facts.parameters = trainer.model().parameters();
+    facts.parameters = trainer->model().parameters();
     for (const std::string& line : runReport(summary, config, facts))
       logLine(line);
   }

@@ -81,6 +81,7 @@ struct RawOptions {
   std::string lrSchedule = "cosine";
   std::string onResize = "keep-global-batch";
   std::string removedShmParameters;  // --shm-parameters, removed
+  std::string failAt = "none";       // --test-fail-at
 };
 
 po::options_description modelAndDataOptions(TrainConfig& c, RawOptions& raw) {
@@ -187,8 +188,9 @@ po::options_description hiddenOptions(TrainConfig& c, RawOptions& raw) {
   hidden.add_options()("test-stall-rank", po::value(&c.test.stallRank))(
       "test-stall-collective", po::value(&c.test.stallCollective))("test-nan-step",
                                                                    po::value(&c.test.nanStep))(
-      "test-step-sleep-ms", po::value(&c.test.stepSleepMs))("shm-parameters",
-                                                            po::value(&raw.removedShmParameters));
+      "test-step-sleep-ms", po::value(&c.test.stepSleepMs))("test-fail-at", po::value(&raw.failAt))(
+      "test-fail-rank", po::value(&c.test.failRank))("test-fail-step", po::value(&c.test.failStep))(
+      "shm-parameters", po::value(&raw.removedShmParameters));
   return hidden;
 }
 
@@ -231,6 +233,7 @@ std::optional<std::string> convertModes(const RawOptions& raw, TrainConfig& c) {
   parse("optimizer", raw.optimizer, kOptimizerNames, c.optimizer);
   parse("lr-schedule", raw.lrSchedule, kLrScheduleNames, c.lrSchedule);
   parse("on-resize", raw.onResize, kOnResizeNames, c.onResize);
+  parse("test-fail-at", raw.failAt, kFailurePointNames, c.test.failAt);
   if (!error && raw.overlap != "on" && raw.overlap != "off") {
     error = "--overlap '" + raw.overlap + "': expected on or off";
   }

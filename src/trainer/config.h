@@ -47,12 +47,28 @@ inline constexpr NamedValue<OnResize> kOnResizeNames[] = {
     {OnResize::kKeepGlobalBatch, "keep-global-batch"},
     {OnResize::kKeepPerRankBatch, "keep-per-rank-batch"}};
 
+// Where a test makes one rank fail in the middle of a step (--test-fail-at).
+enum class FailurePoint { kNone, kData, kBackward, kAveraging, kOptimizer, kLogging, kCheckpoint };
+inline constexpr NamedValue<FailurePoint> kFailurePointNames[] = {
+    {FailurePoint::kNone, "none"},
+    {FailurePoint::kData, "data"},
+    {FailurePoint::kBackward, "backward"},
+    {FailurePoint::kAveraging, "averaging"},
+    {FailurePoint::kOptimizer, "optimizer"},
+    {FailurePoint::kLogging, "logging"},
+    {FailurePoint::kCheckpoint, "checkpoint"}};
+
 // Test-only fault injection (hidden from --help), gathered so that production sets none of it.
 struct TrainTestHooks {
   int stallRank = -1;  // this rank stops at gradient collective stallCollective (shm: step)
   std::uint64_t stallCollective = 0;
   std::int64_t nanStep = -1;  // rank 0 feeds a NaN into this step's batch
   int stepSleepMs = 0;        // every rank sleeps this long per step (slow runs to kill)
+  // Rank failRank throws an error at failAt in step failStep (counted from 1), as a damaged
+  // file or a full disk would.
+  FailurePoint failAt = FailurePoint::kNone;
+  int failRank = 0;
+  std::int64_t failStep = 1;
 };
 
 struct TrainConfig {

@@ -239,12 +239,24 @@ const HostBatch& Trainer::nextBatch(std::int64_t step) {
   if (step == config_.test.nanStep && control_->rank() == 0) {
     host.inputs[0] = std::numeric_limits<float>::quiet_NaN();
   }
+  failIfAsked(FailurePoint::kData, step);
   return host;
 }
 
-models::BatchResult Trainer::computeGradients(const models::Batch<float>& input) {
+void Trainer::failIfAsked(FailurePoint point, std::int64_t step) const {
+  const TrainTestHooks& test = config_.test;
+  if (test.failAt == point && step + 1 == test.failStep && control_->rank() == test.failRank) {
+    throw std::runtime_error(fmt::format("test fault: {} failed on rank {} in step {}",
+                                         nameIn(kFailurePointNames, point), test.failRank,
+                                         step + 1));
+  }
+}
+
+models::BatchResult Trainer::computeGradients(const models::Batch<float>& input,
+                                              std::int64_t step) {
   const models::GradientReadyCallback ready = [&](const models::LayerParameters& layer) {
     exchange_->segmentReady(segmentOfLayer_[static_cast<std::size_t>(layer.layerIndex)]);
+    failIfAsked(FailurePoint::kBackward, step);
   };
   // On the GPU, forward and backward only enqueue: the loss comes after the step.
   if (gpu_) {
@@ -300,6 +312,7 @@ std::string Trainer::averageAndUpdate(std::int64_t step, double& optimizerSecond
   std::size_t problemOffset = 0;
   std::string problem;
   exchange_->finishStep([&](const engine::GradientBucket& b) {
+    failIfAsked(FailurePoint::kAveraging, step);
     const bool earlier =
         b.index < problemBucket || (b.index == problemBucket && b.offset < problemOffset);
     if (check && earlier) {
@@ -310,6 +323,7 @@ std::string Trainer::averageAndUpdate(std::int64_t step, double& optimizerSecond
       }
     }
     if (!deferUpdates) updateBucket(b, lr, optimizerSeconds);
+    failIfAsked(FailurePoint::kOptimizer, step);
   });
   if (!problem.empty()) return fmt::format("step {}: {}", step + 1, problem);
   if (deferUpdates) {
@@ -331,7 +345,7 @@ void Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
   traceSpan("data", "data", start);
 
   exchange_->beginStep(buffers_);
-  models::BatchResult result = computeGradients(input);
+  models::BatchResult result = computeGradients(input, step);
   const std::int64_t computed = collectives::steadyNowNs();
   double optimizerSeconds = 0;
   const std::string problem = averageAndUpdate(step, optimizerSeconds);
@@ -539,6 +553,7 @@ void Trainer::continueAt(const ResumePoint& point) {
 }
 
 void Trainer::saveCheckpoint(std::int64_t step, TrainingSummary& summary) {
+  failIfAsked(FailurePoint::kCheckpoint, step - 1);
   lastCheckpointStep_ = step;
   if (control_->rank() != 0 || config_.checkpointDir.empty()) return;
   const std::int64_t start = collectives::steadyNowNs();
@@ -623,6 +638,7 @@ void Trainer::evaluateAndLog(std::int64_t step, TrainingSummary& summary) {
 }
 
 void Trainer::logTrainingWindow(std::int64_t done, std::int64_t epoch, TrainingSummary& summary) {
+  failIfAsked(FailurePoint::kLogging, done - 1);
   // The loss over the window, all ranks: one small all-reduce every logEvery steps.
   std::array<double, 3> window = {windowLoss_, static_cast<double>(windowSamples_),
                                   static_cast<double>(windowCorrect_)};

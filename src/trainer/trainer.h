@@ -142,7 +142,9 @@ class Trainer {
   // exchange), then average and update.
   void trainStep(std::int64_t step, TrainingSummary& summary);
   const HostBatch& nextBatch(std::int64_t step);
-  models::BatchResult computeGradients(const models::Batch<float>& input);
+  models::BatchResult computeGradients(const models::Batch<float>& input, std::int64_t step);
+  // --test-fail-at: throws at `point` of step `step` (from 0) on the rank the test chose.
+  void failIfAsked(FailurePoint point, std::int64_t step) const;
   // Hands every averaged bucket to the optimiser, unless --check-finite finds a NaN or infinity
   // (then "" is not returned but what was found, and --check-finite skip updates nothing).
   std::string averageAndUpdate(std::int64_t step, double& optimizerSeconds);
