@@ -162,6 +162,62 @@ void startServices(const TrainConfig& config, collectives::MpiEnvironment& env,
   }
 }
 
+// Builds the trainer, resumes and trains; prints the report on rank 0. Returns the exit status.
+// From here an error on one rank ends the job while the trainer still lives: unwinding it first
+// would enter collective clean-up (freeing the shared window, say) that the other ranks, waiting
+// for this one elsewhere, never reach.
+int trainAndReport(const TrainConfig& config, const Sources& sources, RunServices& services,
+                   collectives::MpiEnvironment& env) {
+  const auto abortOn = [](const std::exception& e) {
+    collectives::abortJob(std::string("error: ") + e.what());
+  };
+  // Declared before the trainer so that it outlives it; started only after the start-up check,
+  // which may end the job.
+  std::optional<collectives::StallWatchdog> watchdog;
+  TrainerEnvironment environment;
+  environment.timeline = services.timeline ? &*services.timeline : nullptr;
+  environment.trainingLog = services.trainingLog ? &*services.trainingLog : nullptr;
+  environment.stopRequested = services.sigterm ? &SigtermHandler::received() : nullptr;
+  environment.checkConsistency = [&env](const ConsistencyItems& items) {
+    exitEverywhereOnError(findDisagreement(env.world(), items));
+  };
+  std::optional<Trainer> trainer;
+  std::optional<std::string> refusal;
+  try {
+    trainer.emplace(config, *sources.train, *sources.test, environment);
+    trainer->resume();  // before the watchdog starts: a refusal ends the job here, on every rank
+  } catch (const ResumeRefused& refused) {
+    refusal = refused.what();
+  } catch (const std::exception& e) {
+    abortOn(e);
+  }
+  exitEverywhereOnError(refusal);
+  if (config.stallTimeoutSeconds > 0) {
+    watchdog.emplace(env.world(), config.stallTimeoutSeconds);
+    trainer->watchWith(*watchdog);
+  }
+  TrainingSummary summary;
+  try {
+    summary = trainer->run();
+  } catch (const TrainingStopped& stopped) {
+    // Every rank stopped at the same step for the same reason; one says so.
+    if (env.worldRank() == 0) collectives::printLine(std::string("error: ") + stopped.what());
+    return 3;
+  } catch (const std::exception& e) {
+    abortOn(e);
+  }
+  if (services.timeline) services.timeline->finish();
+  if (env.worldRank() == 0) {
+    RunFacts facts;
+    facts.classification = sources.train->classes() > 0;
+    facts.parameters = trainer->model().parameters();
+    for (const std::string& line : runReport(summary, config, facts))
+      logLine(line);
+  }
+  if (!summary.replicasIdentical) return 1;
+  return summary.stoppedBySigterm ? config.sigtermExitCode : 0;
+}
+
 int train(int argc, char** argv, collectives::MpiEnvironment& env) {
   const std::optional<TrainConfig> settled = settledConfig(argc, argv, env);
   if (!settled) return 0;  // --help
@@ -184,63 +240,7 @@ int train(int argc, char** argv, collectives::MpiEnvironment& env) {
   }
   RunServices services;
   startServices(config, env, services);
-
-  // Declared before the trainer so that it outlives it; started only after the start-up check,
-  // which may end the job.
-  std::optional<collectives::StallWatchdog> watchdog;
-  TrainerEnvironment environment;
-  environment.timeline = services.timeline ? &*services.timeline : nullptr;
-  environment.trainingLog = services.trainingLog ? &*services.trainingLog : nullptr;
-  environment.stopRequested = services.sigterm ? &SigtermHandler::received() : nullptr;
-  environment.checkConsistency = [&env](const ConsistencyItems& items) {
-    exitEverywhereOnError(findDisagreement(env.world(), items));
-  };
-  // From here an error on one rank ends the job while the trainer still lives: unwinding it
-  // first would enter collective clean-up (freeing the shared window, say) that the other ranks,
-  // waiting for this one elsewhere, never reach.
-  const auto abortOn = [](const std::exception& e) {
-    collectives::abortJob(std::string("error: ") + e.what());
-  };
-  std::optional<Trainer> trainer;
-  try {
-    trainer.emplace(config, *sources.train, *sources.test, environment);
-  } catch (const std::exception& e) {
-    abortOn(e);
-  }
-  // --resume, before the watchdog starts: a refusal ends the job here, on every rank.
-  try {
-    trainer->resume();
-  } catch (const ResumeRefused& refused) {
-    error = refused.what();
-  } catch (const std::exception& e) {
-    abortOn(e);
-  }
-  exitEverywhereOnError(error);
-  if (config.stallTimeoutSeconds > 0) {
-    watchdog.emplace(env.world(), config.stallTimeoutSeconds);
-    trainer->watchWith(*watchdog);
-  }
-
-  TrainingSummary summary;
-  try {
-    summary = trainer->run();
-  } catch (const TrainingStopped& stopped) {
-    // Every rank stopped at the same step for the same reason; one says so.
-    if (env.worldRank() == 0) collectives::printLine(std::string("error: ") + stopped.what());
-    return 3;
-  } catch (const std::exception& e) {
-    abortOn(e);
-  }
-  if (services.timeline) services.timeline->finish();
-  if (env.worldRank() == 0) {
-    RunFacts facts;
-    facts.classification = sources.train->classes() > 0;
-    facts.parameters = trainer->model().parameters();
-    for (const std::string& line : runReport(summary, config, facts))
-      logLine(line);
-  }
-  if (!summary.replicasIdentical) return 1;
-  return summary.stoppedBySigterm ? config.sigtermExitCode : 0;
+  return trainAndReport(config, sources, services, env);
 }
 
 // `ringtrain check KIND FILE`: reads FILE the way training would, in this process, without MPI
