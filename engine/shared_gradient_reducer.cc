@@ -297,6 +297,45 @@ std::string SharedGradientReducer::describeWait(std::size_t notDone) const {
          " (another rank is averaging it)";
 }
 
+void SharedGradientReducer::closeAveraging(StepProgress& step, std::int64_t now) const {
+  if (trace_ && step.averagingSince >= 0) {
+    trace_->span("averaging", "all-reduce", step.averagingSince, now,
+                 static_cast<std::int64_t>(averagedBytes_), "shm");
+  }
+  step.averagingSince = -1;
+}
+
+void SharedGradientReducer::handOver(StepProgress& step, std::size_t from,
+                                     const std::function<void(const GradientBucket&)>& onAveraged) {
+  const std::int64_t t0 = steadyNowNs();
+  closeAveraging(step, t0);
+  const std::size_t end = step.notDone == pieces_.size() ? count_ : pieces_[step.notDone].begin;
+  handOverRange(pieces_[from].begin, end, onAveraged);
+  step.notDone = from;
+  flag(handedOver(rank_))
+      .store(handedOverValue(pieces_.size() - step.notDone), std::memory_order_relaxed);
+  step.callbackSeconds += static_cast<double>(steadyNowNs() - t0) * 1e-9;
+}
+
+bool SharedGradientReducer::averageReadyPiece(StepProgress& step) {
+  std::size_t piece = 0;
+  if (!takeReadyTicket(piece)) return false;
+  if (step.averagingSince < 0) step.averagingSince = steadyNowNs();
+  averagePiece(pieces_[piece]);
+  markPieceDone(pieces_[piece]);
+  return true;
+}
+
+void SharedGradientReducer::waitForWork(StepProgress& step) {
+  const std::int64_t waitStart = steadyNowNs();
+  closeAveraging(step, waitStart);
+  const std::size_t notDone = step.notDone;
+  waitFor([&] { return pieceReadyToTake() || donePiecesFrom(notDone) < notDone; },
+          [&] { return describeWait(notDone); });
+  const std::int64_t waitEnd = steadyNowNs();
+  if (trace_ && waitEnd - waitStart > 1000) trace_->span("shm wait", "wait", waitStart, waitEnd);
+}
+
 void SharedGradientReducer::finishStep(
     const std::function<void(const GradientBucket&)>& onAveraged) {
   if (!options_.overlap) publish(0);
@@ -309,62 +348,30 @@ void SharedGradientReducer::finishStep(
   // rank averages anyway when nothing is averaged for it to update, and updates when no piece is
   // ready to average.
   const bool lastToFinish = othersFinished();
-  std::size_t notDone = pieces_.size();  // pieces [notDone, end) are averaged and handed over
-  double callbacks = 0;
-  std::int64_t averagingSince = -1;
-  auto closeAveraging = [&](std::int64_t now) {
-    if (trace_ && averagingSince >= 0) {
-      trace_->span("averaging", "all-reduce", averagingSince, now,
-                   static_cast<std::int64_t>(averagedBytes_), "shm");
-    }
-    averagingSince = -1;
-  };
-  // Hands [pieces_[from].begin, pieces_[notDone].begin) to onAveraged, cut at bucket boundaries,
-  // from the end of the buffer (buckets_ run from the end), and tells the other ranks how far it
-  // got.
-  auto handOver = [&](std::size_t from) {
-    const std::int64_t t0 = steadyNowNs();
-    closeAveraging(t0);
-    handOverRange(pieces_[from].begin, notDone == pieces_.size() ? count_ : pieces_[notDone].begin,
-                  onAveraged);
-    notDone = from;
-    flag(handedOver(rank_))
-        .store(handedOverValue(pieces_.size() - notDone), std::memory_order_relaxed);
-    callbacks += static_cast<double>(steadyNowNs() - t0) * 1e-9;
-  };
-  while (notDone > 0) {
-    const std::size_t doneFrom = donePiecesFrom(notDone);
-    const bool canHandOver = doneFrom < notDone;
+  StepProgress step;
+  step.notDone = pieces_.size();
+  while (step.notDone > 0) {
+    const std::size_t doneFrom = donePiecesFrom(step.notDone);
+    const bool canHandOver = doneFrom < step.notDone;
     // While pieces are still to be averaged, in small parts, so that the choice is made again.
     const std::size_t handOverFrom =
-        nextTicket() ? std::max(doneFrom, notDone - std::min(notDone, kHandOverPieces)) : doneFrom;
-    if (canHandOver && (preferHandOver(notDone, lastToFinish) || !pieceReadyToTake())) {
-      handOver(handOverFrom);
-      continue;
+        nextTicket() ? std::max(doneFrom, step.notDone - std::min(step.notDone, kHandOverPieces))
+                     : doneFrom;
+    if (canHandOver && (preferHandOver(step.notDone, lastToFinish) || !pieceReadyToTake())) {
+      handOver(step, handOverFrom, onAveraged);
+    } else if (!averageReadyPiece(step)) {
+      // Nothing to average: hand over what is done, or wait for another rank (still in
+      // backward, or averaging the next piece to hand over).
+      if (canHandOver) {
+        handOver(step, handOverFrom, onAveraged);
+      } else {
+        waitForWork(step);
+      }
     }
-    std::size_t piece = 0;
-    if (takeReadyTicket(piece)) {
-      if (averagingSince < 0) averagingSince = steadyNowNs();
-      averagePiece(pieces_[piece]);
-      markPieceDone(pieces_[piece]);
-      continue;
-    }
-    if (canHandOver) {
-      handOver(handOverFrom);
-      continue;
-    }
-    // Nothing to average and nothing to hand over: another rank is still in backward, or is
-    // averaging the next piece to hand over.
-    const std::int64_t waitStart = steadyNowNs();
-    closeAveraging(waitStart);
-    waitFor([&] { return pieceReadyToTake() || donePiecesFrom(notDone) < notDone; },
-            [&] { return describeWait(notDone); });
-    const std::int64_t waitEnd = steadyNowNs();
-    if (trace_ && waitEnd - waitStart > 1000) trace_->span("shm wait", "wait", waitStart, waitEnd);
   }
-  closeAveraging(steadyNowNs());
+  closeAveraging(step, steadyNowNs());
   const double total = static_cast<double>(steadyNowNs() - start) * 1e-9;
-  lastWaitSeconds_ = total - callbacks;
+  lastWaitSeconds_ = total - step.callbackSeconds;
   lastReduceSeconds_ = reduceSeconds_;
 }
 

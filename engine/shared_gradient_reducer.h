@@ -134,6 +134,24 @@ class SharedGradientReducer final : public GradientExchange {
   // Calls onAveraged for [begin, end) cut at bucket boundaries, from the end of the buffer.
   void handOverRange(std::size_t begin, std::size_t end,
                      const std::function<void(const GradientBucket&)>& onAveraged) const;
+  // finishStep's steps. StepProgress: pieces [notDone, end) are averaged and handed over; the
+  // seconds spent in onAveraged; when this rank's current run of averaging began (-1: none).
+  struct StepProgress {
+    std::size_t notDone = 0;
+    double callbackSeconds = 0;
+    std::int64_t averagingSince = -1;
+  };
+  // Ends the current run of averaging (its timeline span).
+  void closeAveraging(StepProgress& step, std::int64_t now) const;
+  // Hands [pieces_[from].begin, pieces_[notDone].begin) to onAveraged, cut at bucket boundaries,
+  // from the end of the buffer (buckets_ run from the end), and tells the other ranks how far
+  // this rank got.
+  void handOver(StepProgress& step, std::size_t from,
+                const std::function<void(const GradientBucket&)>& onAveraged);
+  // Averages the next piece if it is ready; false when there was none.
+  bool averageReadyPiece(StepProgress& step);
+  // Waits until a piece is ready to average or another is averaged.
+  void waitForWork(StepProgress& step);
   // The lowest p such that pieces [p, below) are all averaged in this step.
   std::size_t donePiecesFrom(std::size_t below) const;
   std::string describeWait(std::size_t notDone) const;
