@@ -114,17 +114,11 @@ void Communicator::barrier() {
 }
 
 std::string_view name(Backend backend) {
-  for (const BackendName& entry : kBackendNames) {
-    if (entry.value == backend) return entry.name;
-  }
-  return "unknown";
+  return nameIn(kBackendNames, backend);
 }
 
 std::optional<Backend> backendFromName(std::string_view name) {
-  for (const BackendName& entry : kBackendNames) {
-    if (entry.name == name) return entry.value;
-  }
-  return std::nullopt;
+  return valueIn(kBackendNames, name);
 }
 
 bool isDeviceBackend(Backend backend) {

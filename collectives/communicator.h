@@ -21,6 +21,7 @@
 
 #include "collectives/call_signature.h"
 #include "collectives/data_type.h"
+#include "collectives/named_values.h"
 #include "collectives/request_wait.h"
 
 namespace ringtrain::collectives {
@@ -183,11 +184,7 @@ class Communicator {
 enum class Backend { kMpi, kRing, kHierarchical, kNccl, kHierarchicalNccl };
 
 // The one table of the backends' names.
-struct BackendName {
-  Backend value;
-  std::string_view name;
-};
-inline constexpr BackendName kBackendNames[] = {
+inline constexpr NamedValue<Backend> kBackendNames[] = {
     {Backend::kMpi, "mpi"},
     {Backend::kRing, "ring"},
     {Backend::kHierarchical, "hierarchical"},

@@ -26,10 +26,7 @@ collectives::Backend communicatorBackend(ExchangeBackend backend) {
 }  // namespace
 
 std::string_view name(ExchangeBackend backend) {
-  for (const ExchangeBackendName& entry : kExchangeBackendNames) {
-    if (entry.value == backend) return entry.name;
-  }
-  return "unknown";
+  return nameIn(kExchangeBackendNames, backend);
 }
 
 bool averagesDeviceBuffers(ExchangeBackend backend) {

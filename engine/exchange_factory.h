@@ -13,6 +13,7 @@
 #include <mpi.h>
 
 #include "collectives/communicator.h"
+#include "collectives/named_values.h"
 #include "collectives/trace_sink.h"
 #include "engine/bucket_plan.h"
 #include "engine/gradient_exchange.h"
@@ -26,11 +27,7 @@ namespace ringtrain::engine {
 enum class ExchangeBackend { kMpi, kRing, kHierarchical, kShm, kNccl };
 
 // The one table of their names.
-struct ExchangeBackendName {
-  ExchangeBackend value;
-  std::string_view name;
-};
-inline constexpr ExchangeBackendName kExchangeBackendNames[] = {
+inline constexpr NamedValue<ExchangeBackend> kExchangeBackendNames[] = {
     {ExchangeBackend::kMpi, "mpi"},
     {ExchangeBackend::kRing, "ring"},
     {ExchangeBackend::kHierarchical, "hierarchical"},

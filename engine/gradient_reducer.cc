@@ -15,10 +15,7 @@ using collectives::ReduceOp;
 using collectives::steadyNowNs;
 
 std::string_view name(Compression compression) {
-  for (const CompressionName& entry : kCompressionNames) {
-    if (entry.value == compression) return entry.name;
-  }
-  return "unknown";
+  return nameIn(kCompressionNames, compression);
 }
 
 GradientReducer::GradientReducer(std::unique_ptr<collectives::Communicator> comm,

@@ -34,6 +34,7 @@
 
 #include "collectives/aligned_buffer.h"
 #include "collectives/communicator.h"
+#include "collectives/named_values.h"
 #include "collectives/trace_sink.h"
 #include "engine/bucket_plan.h"
 #include "engine/gradient_exchange.h"
@@ -42,13 +43,9 @@ namespace ringtrain::engine {
 
 // How a bucket crosses the wire: as it is, or in 16 bits (fp16, bf16).
 enum class Compression { kNone, kFloat16, kBFloat16 };
-struct CompressionName {
-  Compression value;
-  std::string_view name;
-};
-inline constexpr CompressionName kCompressionNames[] = {{Compression::kNone, "none"},
-                                                        {Compression::kFloat16, "fp16"},
-                                                        {Compression::kBFloat16, "bf16"}};
+inline constexpr NamedValue<Compression> kCompressionNames[] = {{Compression::kNone, "none"},
+                                                                {Compression::kFloat16, "fp16"},
+                                                                {Compression::kBFloat16, "bf16"}};
 std::string_view name(Compression compression);
 
 struct ReducerOptions {

@@ -14,7 +14,7 @@
 
 #include "engine/exchange_factory.h"
 #include "engine/gradient_reducer.h"
-#include "src/common/choices.h"
+#include "collectives/named_values.h"
 #include "src/trainer/lr_schedule.h"
 #include "src/trainer/optimizer.h"
 

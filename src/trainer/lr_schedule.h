@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "src/common/choices.h"
+#include "collectives/named_values.h"
 
 namespace ringtrain {
 

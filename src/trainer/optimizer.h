@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "src/common/choices.h"
+#include "collectives/named_values.h"
 
 namespace ringtrain {
 

@@ -13,16 +13,9 @@ check_timeline="$2"
 shift 2
 mpirun=("$@")
 work="$(mktemp -d)"
-# This test's ranks carry this tag in their environment (mpirun passes it on), so that the
-# leftover check and the clean-up touch no other test's ringtrain running beside this one.
+# shellcheck source=tests/support/tagged_ranks.sh
+source "$(dirname "$0")/../support/tagged_ranks.sh"
 export RINGTRAIN_TEST_TAG="engine-failures-$$"
-own_ranks() {
-  local pid
-  for pid in $(pgrep -f "^$ringtrain "); do
-    grep -qz "^RINGTRAIN_TEST_TAG=$RINGTRAIN_TEST_TAG\$" "/proc/$pid/environ" 2>/dev/null && echo "$pid"
-  done
-}
-kill_own_ranks() { own_ranks | xargs -r kill -KILL 2>/dev/null; }
 trap 'kill_own_ranks; rm -rf "$work"' EXIT
 failures=0
 
@@ -33,11 +26,7 @@ fail() {
 
 # No process of this build's ringtrain may outlive its job (waits up to 5 s for exits).
 no_leftovers() {
-  local i
-  for ((i = 0; i < 50; ++i)); do
-    [[ -z "$(own_ranks)" ]] && return 0
-    sleep 0.1
-  done
+  own_ranks_gone && return 0
   fail "$1: processes left behind: $(own_ranks | xargs -r ps -o pid=,args= -p | tr '\n' ';')"
   kill_own_ranks
 }

@@ -11,14 +11,10 @@ ringtrain="$1"
 shift
 mpirun=("$@")
 work="$(mktemp -d)"
+# shellcheck source=tests/support/tagged_ranks.sh
+source "$(dirname "$0")/../support/tagged_ranks.sh"
 export RINGTRAIN_TEST_TAG="failure-matrix-$$"
-own_ranks() {
-  local pid
-  for pid in $(pgrep -f "^$ringtrain "); do
-    grep -qz "^RINGTRAIN_TEST_TAG=$RINGTRAIN_TEST_TAG\$" "/proc/$pid/environ" 2>/dev/null && echo "$pid"
-  done
-}
-trap 'own_ranks | xargs -r kill -KILL 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill_own_ranks; rm -rf "$work"' EXIT
 
 IFS=';' read -r backends points ranks <<<"${RINGTRAIN_FAILURE_MATRIX:-shm ring mpi hierarchical;data backward averaging optimizer logging checkpoint;2 3}"
 limit=15
@@ -46,13 +42,12 @@ for np in $ranks; do
       elif ! grep -q "test fault: $point failed on rank $((np - 1)) in step 4" <<<"$output"; then
         problem="the failing rank's message is missing"
       fi
-      for _ in $(seq 50); do [ -z "$(own_ranks)" ] && break; sleep 0.1; done
-      [ -n "$(own_ranks)" ] && problem="${problem:+$problem; }processes left behind"
+      own_ranks_gone || problem="${problem:+$problem; }processes left behind"
       if [ -n "$problem" ]; then
         failures=$((failures + 1))
         echo "FAIL $name: $problem"
         tail -n 5 <<<"$output" | sed 's/^/     | /'
-        own_ranks | xargs -r kill -KILL 2>/dev/null
+        kill_own_ranks
       else
         echo "ok   $name: status $status in ${elapsed} s"
       fi

@@ -1,9 +1,6 @@
-// Choices of an option: an enum and its names, in one table per enum, read here by parsing, by
-// --help and by the error message alike.
-//
-// A table is an array of {value, name} entries, e.g.
-//   inline constexpr NamedValue<Device> kDeviceNames[] = {{Device::kAuto, "auto"}, ...};
-// Any array of structs with members `value` and `name` works (the libraries keep their own).
+// Names of an enum's values, in one table per enum, which parsing, --help, error messages and
+// logs all read: an array of {value, name} entries, e.g.
+//   inline constexpr NamedValue<Backend> kBackendNames[] = {{Backend::kMpi, "mpi"}, ...};
 #pragma once
 
 #include <optional>
