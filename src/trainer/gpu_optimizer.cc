@@ -10,13 +10,11 @@ namespace ringtrain {
 GpuOptimizer::GpuOptimizer(const OptimizerOptions& options, std::size_t parameters,
                            cudaStream_t stream)
     : options_(options), stream_(stream) {
-  if (options.kind == "sgd") {
+  if (options.kind == OptimizerKind::kSgd) {
     if (options.momentum > 0) first_ = DeviceArray(parameters);
-  } else if (options.kind == "adam" || options.kind == "adamw") {
+  } else {
     first_ = DeviceArray(parameters);
     second_ = DeviceArray(parameters);
-  } else {
-    throw std::invalid_argument("unknown optimizer '" + options.kind + "' (sgd, adam, adamw)");
   }
 }
 
@@ -24,7 +22,7 @@ void GpuOptimizer::update(std::span<float> parameters, std::span<const float> gr
                           std::size_t begin, std::size_t end, float learningRate) {
   if (end <= begin) return;
   const OptimizerOptions& o = options_;
-  if (o.kind == "sgd") {
+  if (o.kind == OptimizerKind::kSgd) {
     models::cuda::sgdUpdate(parameters.data() + begin, gradients.data() + begin,
                             first_.empty() ? nullptr : first_.data() + begin, end - begin,
                             learningRate, o.momentum, o.nesterov, o.weightDecay, stream_);
@@ -32,12 +30,12 @@ void GpuOptimizer::update(std::span<float> parameters, std::span<const float> gr
     models::cuda::adamUpdate(parameters.data() + begin, gradients.data() + begin,
                              first_.data() + begin, second_.data() + begin, end - begin,
                              learningRate, o.beta1, o.beta2, o.epsilon, o.weightDecay,
-                             o.kind == "adamw", steps_ + 1, stream_);
+                             o.kind == OptimizerKind::kAdamW, steps_ + 1, stream_);
   }
 }
 
 std::vector<std::span<float>> GpuOptimizer::state() {
-  if (options_.kind == "sgd") return {first_.span()};
+  if (options_.kind == OptimizerKind::kSgd) return {first_.span()};
   return {first_.span(), second_.span()};
 }
 

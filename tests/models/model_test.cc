@@ -191,8 +191,8 @@ TEST(ModelTest, GradientsAreAnnouncedInReverseLayerOrderOnceTheyAreFinal) {
 }
 
 // placeGradients (the shared-memory exchange keeps the gradients in its window): the current
-// gradients are copied there, backward then writes every gradient there, the same bits as into
-// the model's own buffer, and a storage of the wrong size is refused.
+// gradients are copied there, backward then writes every gradient there (those of the model's
+// own buffer, to rounding), and a storage of the wrong size is refused.
 TEST(ModelTest, PlacedGradientsAreCopiedAndWrittenWhereTheyLie) {
   auto model =
       makeModel<double>({.name = "mlp", .input = {1, 28, 28}, .classes = 10, .hidden = {512, 64}});
@@ -210,7 +210,16 @@ TEST(ModelTest, PlacedGradientsAreCopiedAndWrittenWhereTheyLie) {
             std::numeric_limits<double>::quiet_NaN());  // anything not written shows up
   model.forward(batch.view());
   model.backward();
-  EXPECT_EQ(placed, whole);
+  // The same products into memory of another alignment: BLAS may round them differently.
+  double largest = 0;
+  double worst = 0;
+  for (std::size_t i = 0; i < whole.size(); ++i) {
+    largest = std::max(largest, std::abs(whole[i]));
+    const double difference = std::abs(whole[i] - placed[i]);
+    worst = std::isnan(difference) ? std::numeric_limits<double>::infinity()
+                                   : std::max(worst, difference);
+  }
+  EXPECT_LE(worst, 1e-12 * largest) << "a gradient not written where the model keeps them";
 
   std::vector<double> wrongSize(3);
   EXPECT_THROW(model.placeGradients(wrongSize), std::invalid_argument);
