@@ -58,6 +58,11 @@ fi
 
 expect "batch size 0" "--batch-size must be at least 1 \(got 0\)" --data "$good" --batch-size 0
 expect "negative learning rate" "--lr must be greater than 0" --data "$good" --lr -1
+expect "infinite learning rate" "--lr must be a finite number \(got inf\)" --data "$good" --lr inf
+expect "infinite stall timeout" "--stall-timeout must be a finite number \(got inf\) \(0 means never\)" --data "$good" --stall-timeout inf
+printf 'epochs = 1\nbatch-size = many\n' >"$work/run.cfg"
+expect "bad value in the config file" "--config $work/run.cfg line 2: batch-size = many: .*'many'" --data "$good" --config "$work/run.cfg"
+RINGTRAIN_BATCH_SIZE=many expect "bad value in the environment" "RINGTRAIN_BATCH_SIZE=many: .*'many'" --data "$good"
 expect "unknown model" "--model 'resnet': expected linreg, mlp or cnn" --data "$good" --model resnet
 expect "unparseable hidden sizes" "--hidden '512,abc': expected positive sizes" --data "$good" --hidden 512,abc
 expect "unknown option" "unrecognised option '--no-such-option'|unrecognized option '--no-such-option'" --data "$good" --no-such-option 1
