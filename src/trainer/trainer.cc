@@ -201,6 +201,12 @@ void Trainer::watchWith(collectives::StallWatchdog& watchdog) {
 ConsistencyItems Trainer::consistencyItems() const {
   ConsistencyItems items = comparableOptions(config_);
   items.emplace_back("ranks", std::to_string(control_->size()));
+  // --data may differ from node to node, the data it holds may not; compared before the model,
+  // whose layout follows from it.
+  for (const auto* source : {&train_, &test_}) {
+    for (auto& item : dataFacts(*source, source == &train_ ? "train data" : "test data"))
+      items.push_back(std::move(item));
+  }
   for (auto& item : itemsFromLines("model", model_.describe()))
     items.push_back(std::move(item));
   for (auto& item : itemsFromLines("bucket plan", exchange_->describePlan())) {

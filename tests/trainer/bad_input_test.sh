@@ -34,8 +34,15 @@ mnist() {
 expect() {
   local name="$1" pattern="$2"
   shift 2
+  expect_job "$name" "$pattern" -np 2 "$ringtrain" train --log-every 0 "$@"
+}
+
+# expect_job NAME PATTERN MPIRUN-ARGS...: the same for any job (MPMD: one --data per rank).
+expect_job() {
+  local name="$1" pattern="$2"
+  shift 2
   local start=$SECONDS output status
-  output="$(timeout 60 "${mpirun[@]}" -np 2 "$ringtrain" train --log-every 0 "$@" 2>&1)"
+  output="$(timeout 60 "${mpirun[@]}" "$@" 2>&1)"
   status=$?
   local elapsed=$((SECONDS - start)) count
   count="$(grep -c -E "error: .*$pattern" <<<"$output")"
@@ -104,6 +111,21 @@ missing="$work/missing"
 mnist "$missing"
 rm "$missing/t10k-images-idx3-ubyte"
 expect "missing test images" "t10k-images-idx3-ubyte" --data "$missing"
+
+# Ranks that read different data (same options, another --data each) are stopped at start with
+# the item and both values, not left to train apart or hang until --stall-timeout.
+bigger="$work/bigger"
+mnist "$bigger"
+images "$bigger/train-images-idx3-ubyte" 80
+labels "$bigger/train-labels-idx1-ubyte" 80
+rank=(-np 1 "$ringtrain" train --log-every 0 --steps 2 --data)
+expect_job "ranks with other data sizes" "rank 1 has train data samples 80 but rank 0 has 64" \
+  "${rank[@]}" "$good" : "${rank[@]}" "$bigger"
+relabelled="$work/relabelled"
+mnist "$relabelled"
+labels "$relabelled/t10k-labels-idx1-ubyte" 16 4
+expect_job "ranks with other data of one size" "rank 1 has test data digest [0-9a-f]+ but rank 0 has [0-9a-f]+" \
+  "${rank[@]}" "$good" : "${rank[@]}" "$relabelled"
 
 # HDF5 datasets (train.h5 and test.h5 in --data): written from the small MNIST folder by
 # idx_to_hdf5, which sits beside ringtrain.
