@@ -32,6 +32,7 @@
 #include "src/trainer/config.h"
 #include "src/trainer/consistency_check.h"
 #include "src/trainer/device_choice.h"
+#include "src/trainer/model_memory.h"
 #include "src/trainer/run_report.h"
 #include "src/trainer/sigterm_handler.h"
 #include "src/trainer/timeline.h"
@@ -173,6 +174,8 @@ int train(int argc, char** argv, collectives::MpiEnvironment& env) {
   Sources sources;
   try {
     sources = loadData(config);
+    error = modelMemoryProblem(config, modelSpecFor(config, *sources.train), env.localSize(),
+                               physicalMemoryBytes());
   } catch (const std::exception& e) {
     error = e.what();
   }

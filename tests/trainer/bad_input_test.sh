@@ -70,6 +70,7 @@ expect "infinite stall timeout" "--stall-timeout must be a finite number \(got i
 printf 'epochs = 1\nbatch-size = many\n' >"$work/run.cfg"
 expect "bad value in the config file" "--config $work/run.cfg line 2: batch-size = many: .*'many'" --data "$good" --config "$work/run.cfg"
 RINGTRAIN_BATCH_SIZE=many expect "bad value in the environment" "RINGTRAIN_BATCH_SIZE=many: .*'many'" --data "$good"
+expect "model larger than memory" "--model mlp --hidden 100000,100000: .* parameters need .* GiB per rank.* but the machine has .* GiB of memory" --synthetic --hidden 100000,100000
 expect "unknown model" "--model 'resnet': expected linreg, mlp or cnn" --data "$good" --model resnet
 expect "unparseable hidden sizes" "--hidden '512,abc': expected positive sizes" --data "$good" --hidden 512,abc
 expect "unknown option" "unrecognised option '--no-such-option'|unrecognized option '--no-such-option'" --data "$good" --no-such-option 1
@@ -150,6 +151,13 @@ else
   echo "FAIL idx_to_hdf5 --mnist $good $h5"
   failures=$((failures + 1))
 fi
+
+# allreduce_perf, beside ringtrain: sizes below one element and buffers beyond the machine.
+allreduce_perf="$(dirname "$ringtrain")/allreduce_perf"
+expect_job "allreduce_perf -b 0" "--minbytes 0: smaller than one float32 element \(4 bytes\)" \
+  -np 2 "$allreduce_perf" -b 0 -e 64
+expect_job "allreduce_perf -e beyond memory" "--maxbytes [0-9]+: the send and receive buffers need .* GiB on each of the 2 rank\(s\) on this node, but the machine has .* GiB of memory" \
+  -np 2 "$allreduce_perf" -e 4096G
 
 if [ "$failures" -ne 0 ]; then
   echo "$failures case(s) failed"
