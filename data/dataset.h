@@ -5,6 +5,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace ringtrain::data {
 
@@ -44,6 +45,14 @@ class Dataset {
   // prefetching loader hides.
   virtual bool readsStorage() const { return false; }
 };
+
+// Reads every sample of `dataset` in order, `batchSamples` at a time, and throws DataError naming
+// the first batch that fails ("samples 128 to 255 of 512: <the reader's error>"): what a check
+// that promises to find damage anywhere in a file must do (a compressed chunk is inflated only
+// when one of its samples is read).
+void readEverySample(const Dataset& dataset, std::int64_t batchSamples = 256);
+// Reads the samples `indices` of `dataset` and throws what gather throws.
+void readSamples(const Dataset& dataset, const std::vector<std::int64_t>& indices);
 
 // A training set and the test set it is evaluated on; they share sample shape and classes.
 struct DatasetPair {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Entrypoint of the MPIJob launcher: waits until every worker in the hostfile resolves and accepts
-# TCP connections on the SSH port, then execs its arguments (mpirun ...). Without it, mpirun can
+# TCP connections on the SSH port, then execs its arguments (mpirun ...) through forward_sigterm.sh. Without it, mpirun can
 # start while a worker's DNS record or sshd is not there yet, and the job fails with an ssh error
 # that names no cause. The wait is bounded: on time-out one line names the first host that is not
 # ready and why, and the launcher exits 1 (the MPIJob's backoffLimit then decides about a retry).
@@ -63,4 +63,11 @@ for host in "${hosts[@]}"; do
   done
 done
 say "all ${#hosts[@]} hosts accept SSH ($((SECONDS - start)) s): $*"
+# Kubernetes stops a pod with SIGTERM: forward_sigterm.sh passes it to mpirun and exits with the
+# ranks' status for a SIGTERM stop (143), where mpirun alone would exit 1. It sits beside this
+# file in the image (/opt/ringtrain/bin), in scripts/lib in the repository.
+here="$(dirname "${BASH_SOURCE[0]}")"
+for forward in "$here/forward_sigterm.sh" "$here/../scripts/lib/forward_sigterm.sh"; do
+  [ -x "$forward" ] && exec "$forward" "$@"
+done
 exec "$@"

@@ -109,6 +109,25 @@ Model<Scalar> makeModel(const ModelSpec& spec) {
   throw std::invalid_argument("unknown model '" + spec.name + "' (known: linreg, mlp, cnn)");
 }
 
+double parameterCount(const ModelSpec& spec) {
+  // A dense layer from `in` to `out` values: weights and biases.
+  const auto dense = [](double in, double out) { return in * out + out; };
+  if (spec.name == "linreg") return dense(static_cast<double>(spec.input.size()), 1);
+  if (spec.name == "cnn") {
+    const double conv1 = dense(static_cast<double>(spec.input.channels) * 25, 16);
+    const double conv2 = dense(16.0 * 25, 32);
+    const double flat = 32.0 * static_cast<double>(spec.input.height / 4 * (spec.input.width / 4));
+    return conv1 + conv2 + dense(flat, 128) + dense(128, static_cast<double>(spec.classes));
+  }
+  double count = 0;
+  double width = static_cast<double>(spec.input.size());
+  for (const Index hidden : spec.hidden) {
+    count += dense(width, static_cast<double>(hidden));
+    width = static_cast<double>(hidden);
+  }
+  return count + dense(width, static_cast<double>(spec.classes));
+}
+
 template Model<float> makeModel<float>(const ModelSpec&);
 template Model<double> makeModel<double>(const ModelSpec&);
 

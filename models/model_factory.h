@@ -31,6 +31,11 @@ std::vector<std::string_view> modelNames();
 template <class Scalar>
 Model<Scalar> makeModel(const ModelSpec& spec);
 
+// The number of parameters makeModel(spec) allocates, computed without allocating them, so that a
+// model too large for the machine can be refused first. A double: sizes too large for any
+// machine must not wrap around. The spec must be one makeModel accepts.
+double parameterCount(const ModelSpec& spec);
+
 extern template Model<float> makeModel<float>(const ModelSpec&);
 extern template Model<double> makeModel<double>(const ModelSpec&);
 

@@ -31,6 +31,8 @@ ranks="${RINGTRAIN_RANKS:-2}"
 oversubscribe=()
 if [ "$ranks" -gt "$(nproc)" ]; then oversubscribe=(--oversubscribe); fi
 ringtrain_say "training on $ranks local ranks: mpirun -np $ranks ringtrain train --data $data_dir $*"
+# forward_sigterm.sh: SIGTERM to this script stops the training with a final checkpoint, and the
+# script then exits 143 (ringtrain's --sigterm-exit-code), not mpirun's 1.
 # shellcheck disable=SC2086
-exec mpirun -np "$ranks" "${oversubscribe[@]}" ${MPIRUN_ARGS:-} \
+exec "$root/scripts/lib/forward_sigterm.sh" mpirun -np "$ranks" "${oversubscribe[@]}" ${MPIRUN_ARGS:-} \
   "$build_dir/bin/ringtrain" train --data "$data_dir" "$@"

@@ -44,6 +44,7 @@
 #include "collectives/hierarchical_communicator.h"
 #include "collectives/mpi_check.h"
 #include "src/bench/bench_device.h"
+#include "src/common/physical_memory.h"
 #include "src/common/startup_errors.h"
 
 namespace ringtrain {
@@ -126,7 +127,8 @@ po::options_description describeOptions(Options& o, OptionText& text) {
   auto add = description.add_options();
   add("help,h", "print this help");
   add("minbytes,b", po::value(&text.minBytes)->default_value(text.minBytes),
-      "smallest size (8, 64K, 1M, 1G)");
+      "smallest size (8, 64K, 1M, 1G); sizes are whole elements of --datatype: at least one, "
+      "others rounded down");
   add("maxbytes,e", po::value(&text.maxBytes)->default_value(text.maxBytes), "largest size");
   add("stepfactor,f", po::value(&o.stepFactor)->default_value(o.stepFactor),
       "size multiplier between rows");
@@ -254,8 +256,30 @@ std::optional<std::string> readBackends(const OptionText& text, Options& o) {
   return std::nullopt;
 }
 
+// The sweep's sizes against the data type and the machine. Sizes are whole elements of
+// --datatype: a size below one element is refused, any other is rounded down to whole elements
+// (as nccl-tests does). Every rank holds a send and a receive buffer of --maxbytes in host memory.
+std::optional<std::string> sizeProblem(const Options& o, int ranksOnNode) {
+  const std::size_t e = sizeOf(o.type);
+  if (o.minBytes < e) {
+    return fmt::format(
+        "--minbytes {}: smaller than one {} element ({} bytes); sizes are whole "
+        "elements of --datatype",
+        o.minBytes, collectives::name(o.type), e);
+  }
+  const double needed = 2.0 * static_cast<double>(o.maxBytes) * ranksOnNode;
+  const std::uint64_t memory = physicalMemoryBytes();
+  if (memory == 0 || needed <= static_cast<double>(memory)) return std::nullopt;
+  return fmt::format(
+      "--maxbytes {}: the send and receive buffers need {:.1f} GiB on each of the {} rank(s) on "
+      "this node, but the machine has {:.1f} GiB of memory",
+      o.maxBytes, gibibytes(2.0 * static_cast<double>(o.maxBytes)), ranksOnNode,
+      gibibytes(static_cast<double>(memory)));
+}
+
 // Returns an error message for the first bad option, or nullopt; sets `help` for --help.
-std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool& help) {
+std::optional<std::string> parseOptions(int argc, char** argv, int ranksOnNode, Options& o,
+                                        bool& help) {
   OptionText text;
   text.backends = joinNames(o.backends, ",");
   const po::options_description description = describeOptions(o, text);
@@ -275,6 +299,7 @@ std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool&
   if (auto e = readSizes(text, o)) return e;
   if (auto e = checkRanges(o)) return e;
   if (auto e = readTypeAndOp(text, o)) return e;
+  if (auto e = sizeProblem(o, ranksOnNode)) return e;
   return readBackends(text, o);
 }
 
@@ -567,11 +592,11 @@ std::string mpiLibrary() {
 // ---- The run, step by step -------------------------------------------------------------------
 // Reads the command line on every rank; when any rank finds it wrong, every rank exits. Returns
 // false for --help (printed by then).
-bool readCommandLine(int argc, char** argv, Options& o) {
+bool readCommandLine(int argc, char** argv, const collectives::MpiEnvironment& env, Options& o) {
   bool help = false;
   std::optional<std::string> error;
   try {
-    error = parseOptions(argc, argv, o, help);
+    error = parseOptions(argc, argv, env.localSize(), o, help);
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -865,7 +890,7 @@ bool writeJson(const std::string& path, const nlohmann::json& json) {
 int run(int argc, char** argv) {
   collectives::MpiEnvironment env(&argc, &argv);
   Options o;
-  if (!readCommandLine(argc, argv, o)) return 0;
+  if (!readCommandLine(argc, argv, env, o)) return 0;
   const Collective& collective = kAllReduce;
   const bool root = env.worldRank() == 0;
   const bool onDevice = o.device == "cuda";

@@ -1,5 +1,9 @@
 #include "src/trainer/batch_source.h"
 
+#include <fmt/format.h>
+
+#include "collectives/fingerprint.h"
+
 namespace ringtrain {
 namespace {
 
@@ -48,6 +52,35 @@ void gatherBatch(const BatchSource& source, std::span<const std::int64_t> indice
   into.samples = 0;
   source.gather(indices, into.inputs.data(), into.labels.data(), into.values.data());
   into.samples = indices.size();
+}
+
+namespace {
+
+// A hash of the inputs and targets of the samples at fixed fractions of the source.
+std::string sampleDigest(const BatchSource& source) {
+  const std::int64_t last = source.size() - 1;
+  const std::vector<std::int64_t> indices = {0, last / 4, last / 2, last - last / 4, last};
+  HostBatch batch;
+  gatherBatch(source, indices, batch);
+  const auto bytes = [](const auto& values) {
+    return collectives::fingerprint(values.data(), values.size() * sizeof(values[0]));
+  };
+  const std::uint64_t parts[] = {bytes(batch.inputs), bytes(batch.labels), bytes(batch.values)};
+  return fmt::format("{:016x}", collectives::fingerprint(parts, sizeof(parts)));
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> dataFacts(const BatchSource& source,
+                                                           const std::string& what) {
+  const data::SampleShape shape = source.sampleShape();
+  std::vector<std::pair<std::string, std::string>> facts = {
+      {what + " samples", std::to_string(source.size())},
+      {what + " sample shape", fmt::format("{}x{}x{}", shape.channels, shape.height, shape.width)},
+      {what + " classes", std::to_string(source.classes())},
+  };
+  if (source.size() > 0) facts.emplace_back(what + " digest", sampleDigest(source));
+  return facts;
 }
 
 std::unique_ptr<BatchSource> regressionSource(const data::LinearRegressionOptions& options) {

@@ -5,6 +5,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data/dataset.h"
@@ -39,6 +40,14 @@ struct HostBatch {
 
 // Gathers `indices` of `source` into `into`, growing its buffers as needed.
 void gatherBatch(const BatchSource& source, std::span<const std::int64_t> indices, HostBatch& into);
+
+// What the data determines, as (name, value) pairs for the start-up check that every rank reads
+// the same data: size, sample shape, classes and a digest of a few samples at fixed indices
+// (first, quartiles, last). Named "<what> samples", "<what> digest", ...; `what` is "train data"
+// or "test data". The digest reads five samples: cheap, and it tells different files of the same
+// size apart unless they differ only elsewhere.
+std::vector<std::pair<std::string, std::string>> dataFacts(const BatchSource& source,
+                                                           const std::string& what);
 
 // A classification dataset of data/ (MNIST, synthetic).
 std::unique_ptr<BatchSource> classificationSource(std::unique_ptr<data::Dataset> dataset);

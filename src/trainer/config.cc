@@ -1,13 +1,16 @@
 #include "src/trainer/config.h"
 
 #include <fmt/format.h>
+#include <unistd.h>  // environ
 
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -217,6 +220,66 @@ std::function<std::string(std::string)> environmentNames(const po::options_descr
   };
 }
 
+// Stores each RINGTRAIN_* variable that names an option on its own, so that a bad value's error
+// names the variable: "RINGTRAIN_BATCH_SIZE=many: the argument ('many') ... is invalid". Values
+// already stored (the command line's) win.
+std::optional<std::string> storeEnvironment(const po::options_description& options,
+                                            po::variables_map& values) {
+  const auto optionName = environmentNames(options);
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string variable(*entry);
+    const std::string key = variable.substr(0, variable.find('='));
+    if (optionName(key).empty()) continue;
+    try {
+      po::store(po::parse_environment(
+                    options,
+                    [&](const std::string& name) { return name == key ? optionName(name) : ""; }),
+                values);
+    } catch (const po::error& e) {
+      return variable + ": " + e.what();
+    }
+  }
+  return std::nullopt;
+}
+
+// `text` without the spaces (and a Windows line end) around it.
+std::string trimmed(const std::string& text) {
+  const auto first = text.find_first_not_of(" \t\r");
+  if (first == std::string::npos) return "";
+  return text.substr(first, text.find_last_not_of(" \t\r") - first + 1);
+}
+
+// Stores a --config file line by line, so that an error names the file and the line:
+// "--config run.cfg line 3: batch-size = many: the argument ('many') ... is invalid". Values
+// already stored (command line, environment) win; an option given twice in the file is refused,
+// as Boost refuses it on the command line.
+std::optional<std::string> storeConfigFile(const std::string& path,
+                                           const po::options_description& options,
+                                           po::variables_map& values) {
+  std::ifstream file(path);
+  if (!file) return "--config " + path + ": cannot open the file";
+  std::map<std::string, int> firstLine;  // option -> the line that gave it
+  std::string line;
+  for (int number = 1; std::getline(file, line); ++number) {
+    const std::string where = fmt::format("--config {} line {}: {}", path, number, trimmed(line));
+    try {
+      std::istringstream one(line);
+      const po::parsed_options parsed = po::parse_config_file(one, options);
+      for (const po::option& option : parsed.options) {
+        const auto [first, added] = firstLine.emplace(option.string_key, number);
+        if (!added) {
+          return fmt::format("{}: {} was given on line {} already", where, option.string_key,
+                             first->second);
+        }
+      }
+      po::store(parsed, values);
+    } catch (const po::error& e) {
+      return where + ": " + e.what();
+    }
+  }
+  return std::nullopt;
+}
+
 // The modes' texts into their enums; the first bad one's error.
 std::optional<std::string> convertModes(const RawOptions& raw, TrainConfig& c) {
   std::optional<std::string> error;
@@ -279,7 +342,7 @@ std::optional<std::string> parseTrainConfig(int argc, const char* const* argv, T
   try {
     po::variables_map values;
     po::store(po::command_line_parser(argc, argv).options(everything).run(), values);
-    po::store(po::parse_environment(options, environmentNames(options)), values);
+    if (auto error = storeEnvironment(options, values)) return error;
     if (values.count("help")) {
       help = true;
       po::options_description shown;
@@ -289,9 +352,7 @@ std::optional<std::string> parseTrainConfig(int argc, const char* const* argv, T
     }
     if (values.count("config")) {
       const std::string path = values["config"].as<std::string>();
-      std::ifstream file(path);
-      if (!file) return "--config " + path + ": cannot open the file";
-      po::store(po::parse_config_file(file, options), values);
+      if (auto error = storeConfigFile(path, options, values)) return error;
     }
     po::notify(values);
   } catch (const po::error& e) {
@@ -342,8 +403,35 @@ std::optional<std::string> deviceAndBackendProblem(const TrainConfig& c) {
   return std::nullopt;
 }
 
+// Infinity or NaN in a floating option, or nullopt. No option has a use for them: where a
+// limit may be switched off, 0 already says so, and the hint says that.
+std::optional<std::string> nonFiniteProblem(const TrainConfig& c) {
+  const struct {
+    std::string_view option;
+    double value;
+    std::string_view hint;
+  } values[] = {
+      {"lr", c.learningRate, ""},
+      {"momentum", c.momentum, ""},
+      {"weight-decay", c.weightDecay, ""},
+      {"beta1", c.beta1, ""},
+      {"beta2", c.beta2, ""},
+      {"epsilon", c.epsilon, ""},
+      {"lr-gamma", c.lrGamma, ""},
+      {"stall-timeout", c.stallTimeoutSeconds, " (0 means never)"},
+      {"sigterm-grace", c.sigtermGraceSeconds, " (a number of seconds; 0: SIGTERM kills at once)"},
+  };
+  for (const auto& [option, value, hint] : values) {
+    if (!std::isfinite(value)) {
+      return fmt::format("--{} must be a finite number (got {}){}", option, value, hint);
+    }
+  }
+  return std::nullopt;
+}
+
 // The numbers that must lie in a range, or nullopt.
 std::optional<std::string> rangeProblem(const TrainConfig& c) {
+  if (auto problem = nonFiniteProblem(c)) return problem;
   if (c.expectWorldSize < 0) return "--expect-world-size must not be negative";
   if (!(c.stallTimeoutSeconds >= 0)) return "--stall-timeout must not be negative";
   if (c.batchSize < 1)

@@ -22,6 +22,7 @@
 #include "src/common/log.h"
 #include "src/storage/checkpoint.h"
 #include "src/trainer/device_choice.h"
+#include "src/trainer/model_memory.h"
 #include "src/trainer/stop_agreement.h"
 
 namespace ringtrain {
@@ -92,7 +93,7 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
       control_(collectives::makeCommunicator(engine::controlBackend(gradientBackend(config)),
                                              environment.comm)),
       log_(environment.log && control_->rank() == 0),
-      model_(models::makeModel<float>(modelSpecFor(config, train))),
+      model_(allocateModel(config, modelSpecFor(config, train))),
       sampler_(samplerOptions(config, train.size(), *control_)) {
   stepsPerEpoch_ = sampler_.stepsPerEpoch();
   plannedSteps_ = config.steps > 0 ? config.steps : config.epochs * stepsPerEpoch_;
@@ -201,6 +202,12 @@ void Trainer::watchWith(collectives::StallWatchdog& watchdog) {
 ConsistencyItems Trainer::consistencyItems() const {
   ConsistencyItems items = comparableOptions(config_);
   items.emplace_back("ranks", std::to_string(control_->size()));
+  // --data may differ from node to node, the data it holds may not; compared before the model,
+  // whose layout follows from it.
+  for (const auto* source : {&train_, &test_}) {
+    for (auto& item : dataFacts(*source, source == &train_ ? "train data" : "test data"))
+      items.push_back(std::move(item));
+  }
   for (auto& item : itemsFromLines("model", model_.describe()))
     items.push_back(std::move(item));
   for (auto& item : itemsFromLines("bucket plan", exchange_->describePlan())) {

@@ -30,7 +30,8 @@ check() {
 }
 
 # 1. Syntax and shellcheck of every shell script of the cluster work.
-scripts=("$root"/scripts/mpirun/*.sh "$slurm" "$root"/k8s/*.sh "$root"/tests/cluster/*.sh)
+scripts=("$root"/scripts/mpirun/*.sh "$slurm" "$root"/scripts/lib/forward_sigterm.sh "$root"/k8s/*.sh
+  "$root"/tests/cluster/*.sh)
 for script in "${scripts[@]}"; do
   bash -n "$script" || fail "bash -n $script"
 done
@@ -98,6 +99,9 @@ output="$(env "${slurm_env[@]}" RINGTRAIN_LAUNCH=mpirun bash "$slurm" --data /sh
 check "slurm_train.sbatch, mpirun variant" "$output" \
   "mpirun -np 8 --map-by ppr:4:node:PE=8 --bind-to core" "-x NCCL_SOCKET_IFNAME" \
   "ringtrain train --expect-world-size 8"
+output="$(env "${slurm_env[@]}" SLURM_SUBMIT_DIR="$root" RINGTRAIN_LAUNCH=mpirun bash "$slurm" 2>&1)"
+check "slurm_train.sbatch runs mpirun through forward_sigterm.sh (a SIGTERM stop exits 143)" "$output" \
+  "$root/scripts/lib/forward_sigterm.sh mpirun -np 8"
 output="$(env -u SLURM_JOB_ID bash "$slurm" 2>&1)"
 status=$?
 if [ "$status" -eq 2 ] && grep -q "not inside a Slurm job" <<<"$output"; then ok "slurm_train.sbatch outside Slurm says so"; else fail "slurm_train.sbatch outside Slurm: status $status" "$output"; fi

@@ -89,6 +89,35 @@ run "nobody listens: gives up within the bound, naming the host" 1 8 \
   "^\[launcher\] error: host 127\.0\.0\.1 \(127\.0\.0\.1\) did not accept SSH connections on port $closed within 3 s" \
   RINGTRAIN_HOSTFILE="$work/openmpi-hostfile" RINGTRAIN_SSH_PORT="$closed" RINGTRAIN_WAIT_SECONDS=3
 
+# SIGTERM to the launcher (Kubernetes stopping the pod) reaches its command; a command that ends
+# as Open MPI 4.1's mpirun does (status 1 after rank 0 logged its SIGTERM stop) makes the
+# launcher exit with the status rank 0 logged, 143, as the ranks did.
+cat >"$work/fake-mpirun" <<'FAKE'
+#!/usr/bin/env bash
+trap 'echo "stopped by SIGTERM after step 7; rerun with --resume auto to continue; exit status 143"; exit 1' TERM
+echo command-ran
+while :; do sleep 0.1; done
+FAKE
+chmod +x "$work/fake-mpirun"
+listen "$port" 0
+sleep 0.3
+RINGTRAIN_HOSTFILE="$work/openmpi-hostfile" RINGTRAIN_SSH_PORT="$port" RINGTRAIN_WAIT_SECONDS=10 \
+  bash "$entrypoint" "$work/fake-mpirun" >"$work/sigterm.log" 2>&1 &
+launcher=$!
+for _ in $(seq 100); do grep -q command-ran "$work/sigterm.log" && break; sleep 0.1; done
+kill -TERM "$launcher"
+wait "$launcher"
+status=$?
+stop_listener
+if [ "$status" -eq 143 ] && grep -q "stopped by SIGTERM after step 7" "$work/sigterm.log"; then
+  echo "ok   SIGTERM to the launcher: the command stopped and the launcher exited 143"
+  passes=$((passes + 1))
+else
+  echo "FAIL SIGTERM to the launcher: status $status (want 143)"
+  indent <"$work/sigterm.log"
+  failures=$((failures + 1))
+fi
+
 run "a missing hostfile is named" 1 2 "error: cannot read the hostfile $work/none" \
   RINGTRAIN_HOSTFILE="$work/none"
 

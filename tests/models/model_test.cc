@@ -69,6 +69,18 @@ TEST(ModelTest, CnnParameterTableNamesShapesAndOffsets) {
   EXPECT_THROW(model.parameter("fc3.weight"), std::out_of_range);
 }
 
+TEST(ModelTest, ParameterCountOfASpecIsWhatTheModelAllocates) {
+  const std::vector<ModelSpec> specs = {
+      {"linreg", {1, 1, 3}, 0, {}}, {"mlp", {1, 28, 28}, 10, {512, 256}},
+      {"mlp", {3, 5, 7}, 4, {9}},   {"cnn", {1, 28, 28}, 10, {}},
+      {"cnn", {3, 30, 17}, 5, {}},
+  };
+  for (const ModelSpec& spec : specs) {
+    EXPECT_EQ(parameterCount(spec), static_cast<double>(makeModel<float>(spec).parameterCount()))
+        << spec.name << " " << toString(spec.input);
+  }
+}
+
 TEST(ModelTest, ParametersAreContiguousInForwardOrderWithoutGaps) {
   for (const ModelSpec& spec : {mlpSpec(), cnnSpec()}) {
     const auto model = makeModel<float>(spec);

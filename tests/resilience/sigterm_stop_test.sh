@@ -15,6 +15,7 @@ mpirun=("$@")
 source "$(dirname "$0")/job_control.sh"
 work="$(mktemp -d)"
 trap 'cleanup_jobs; rm -rf "$work"' EXIT
+forward_sigterm="$(cd "$(dirname "$0")/../.." && pwd)/scripts/lib/forward_sigterm.sh"
 
 options=(--synthetic --synthetic-size 960 --hidden 64 --batch-size 8 --lr 0.02 --steps 300
   --log-every 25 --checkpoint-every 1000)
@@ -32,9 +33,10 @@ check "the uninterrupted run finished (status $job_status), fingerprint $referen
 stop_and_resume() {
   local name="$1" target="$2" slow=(--test-step-sleep-ms "$3")
   shift 3
-  local dir="$work/$name" log="$work/$name.log"
-  start_job "$log" "${mpirun[@]}" "$@" -np 2 "$ringtrain" train "${options[@]}" "${slow[@]}" \
-    --checkpoint-dir "$dir"
+  local dir="$work/$name" log="$work/$name.log" wrapper=()
+  [ "$target" = wrapper ] && wrapper=("$forward_sigterm")
+  start_job "$log" "${wrapper[@]}" "${mpirun[@]}" "$@" -np 2 "$ringtrain" train "${options[@]}" \
+    "${slow[@]}" --checkpoint-dir "$dir"
   local job=$job_pid
   if ! wait_for_line "$log" "step 50 " 30; then
     echo "FAIL $name: step 50 never logged"
@@ -42,8 +44,13 @@ stop_and_resume() {
     return
   fi
   local ranks
-  mapfile -t ranks < <(ranks_of "$job")
-  if [ "$target" = mpirun ]; then kill -TERM "$job"; else kill -TERM "${ranks[1]}"; fi
+  if [ "$target" = wrapper ]; then
+    # Through the wrapper the ranks are mpirun's children, mpirun is the wrapper's.
+    mapfile -t ranks < <(for child in $(pgrep -P "$job"); do ranks_of "$child"; done)
+  else
+    mapfile -t ranks < <(ranks_of "$job")
+  fi
+  if [ "$target" = one-rank ]; then kill -TERM "${ranks[1]}"; else kill -TERM "$job"; fi
   wait_bounded "$job" 20
   local stopped
   stopped=$(sed -n 's/.*SIGTERM: stopping after step \([0-9]*\) of 300.*/\1/p' "$log")
@@ -53,6 +60,8 @@ stop_and_resume() {
     check "$name: the job ended non-zero within the grace period" \
       test "$job_status" -ne 0 -a "$job_status" -ne 124
   else
+    # One rank signalled: mpirun passes on the ranks' 143. Through forward_sigterm.sh: the
+    # wrapper turns mpirun's 1 into the 143 rank 0 logged.
     check "$name: the job exited with status 143 within the grace period" test "$job_status" -eq 143
   fi
   check "$name: no rank is left running" gone_within 5 "${ranks[@]}"
@@ -76,6 +85,8 @@ stop_and_resume one-rank one-rank 10
 if "${mpirun[0]}" --version 2>&1 | grep -q -E "Open MPI|OpenRTE|open-mpi.org"; then
   # The ranks see SIGTERM 2 s after mpirun does: 20 ms steps leave them some 200 steps to go.
   stop_and_resume via-mpirun mpirun 20 --mca odls_base_sigkill_timeout 2
+  # What scripts/mpirun/train.sh, slurm_train.sbatch and the MPIJob launcher run mpirun through.
+  stop_and_resume via-forward-sigterm wrapper 20 --mca odls_base_sigkill_timeout 2
 else
   echo "skip SIGTERM to mpirun: the forwarding checked is Open MPI's"
 fi

@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data/idx_dataset.h"
@@ -102,6 +104,54 @@ TEST_P(Hdf5RoundTripTest, Uint8SamplesComeBackInTheRequestedOrder) {
 
 INSTANTIATE_TEST_SUITE_P(ContiguousAndDeflated, Hdf5RoundTripTest, ::testing::Values(0, 6),
                          [](const auto& p) { return p.param ? "Deflated" : "Contiguous"; });
+
+// Where the chunk of /images that starts at `firstSample` lies in `path`: (offset, bytes).
+std::pair<haddr_t, hsize_t> imageChunk(const std::filesystem::path& path, hsize_t firstSample) {
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  const hid_t images = H5Dopen2(file, "/images", H5P_DEFAULT);
+  const hsize_t offset[4] = {firstSample, 0, 0, 0};
+  unsigned filterMask = 0;
+  haddr_t address = 0;
+  hsize_t bytes = 0;
+  const herr_t status = H5Dget_chunk_info_by_coord(images, offset, &filterMask, &address, &bytes);
+  H5Dclose(images);
+  H5Fclose(file);
+  if (status < 0) throw std::runtime_error("H5Dget_chunk_info_by_coord failed");
+  return {address, bytes};
+}
+
+// `ringtrain check hdf5-dataset` reads every sample: a damaged compressed chunk that holds none
+// of the first, middle and last samples (all that the check read before) is found and named.
+TEST(Hdf5DatasetTest, ReadingEverySampleFindsADamagedCompressedChunk) {
+  TempFolder folder;
+  const SampleShape shape{1, 8, 8};
+  const std::int64_t count = 512;  // 8 chunks of 64 samples
+  std::vector<std::uint8_t> pixels(static_cast<std::size_t>(count * shape.elements()));
+  std::uint32_t state = 12345;  // noise, so that every chunk stays large when deflated
+  for (std::uint8_t& p : pixels) {
+    state = state * 1664525u + 1013904223u;
+    p = static_cast<std::uint8_t>(state >> 24);
+  }
+  const std::vector<std::int32_t> labels(static_cast<std::size_t>(count), 1);
+  Hdf5DatasetSpec spec = specOf(shape, count, 2);
+  spec.compressionLevel = 6;
+  const std::filesystem::path path = folder / "d.h5";
+  writeHdf5Dataset(path, spec, pixels, labels);
+  readEverySample(Hdf5Dataset(path));  // intact: no error
+
+  const auto [address, bytes] = imageChunk(path, 128);  // samples 128 to 191
+  {
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(address + bytes / 2));
+    const std::string damage(16, '\xA5');
+    file.write(damage.data(), static_cast<std::streamsize>(damage.size()));
+  }
+  const Hdf5Dataset damaged(path);
+  readSamples(damaged, {0, count / 2, count - 1});  // what a three-sample check saw: nothing
+  const std::string message = dataErrorOf([&] { readEverySample(damaged, 100); });
+  EXPECT_THAT(message, StartsWith("samples 100 to 199 of 512: ")) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+}
 
 TEST(Hdf5DatasetTest, Float32SamplesAreReadAsTheyAre) {
   TempFolder folder;

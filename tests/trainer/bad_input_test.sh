@@ -34,8 +34,15 @@ mnist() {
 expect() {
   local name="$1" pattern="$2"
   shift 2
+  expect_job "$name" "$pattern" -np 2 "$ringtrain" train --log-every 0 "$@"
+}
+
+# expect_job NAME PATTERN MPIRUN-ARGS...: the same for any job (MPMD: one --data per rank).
+expect_job() {
+  local name="$1" pattern="$2"
+  shift 2
   local start=$SECONDS output status
-  output="$(timeout 60 "${mpirun[@]}" -np 2 "$ringtrain" train --log-every 0 "$@" 2>&1)"
+  output="$(timeout 60 "${mpirun[@]}" "$@" 2>&1)"
   status=$?
   local elapsed=$((SECONDS - start)) count
   count="$(grep -c -E "error: .*$pattern" <<<"$output")"
@@ -58,6 +65,12 @@ fi
 
 expect "batch size 0" "--batch-size must be at least 1 \(got 0\)" --data "$good" --batch-size 0
 expect "negative learning rate" "--lr must be greater than 0" --data "$good" --lr -1
+expect "infinite learning rate" "--lr must be a finite number \(got inf\)" --data "$good" --lr inf
+expect "infinite stall timeout" "--stall-timeout must be a finite number \(got inf\) \(0 means never\)" --data "$good" --stall-timeout inf
+printf 'epochs = 1\nbatch-size = many\n' >"$work/run.cfg"
+expect "bad value in the config file" "--config $work/run.cfg line 2: batch-size = many: .*'many'" --data "$good" --config "$work/run.cfg"
+RINGTRAIN_BATCH_SIZE=many expect "bad value in the environment" "RINGTRAIN_BATCH_SIZE=many: .*'many'" --data "$good"
+expect "model larger than memory" "--model mlp --hidden 100000,100000: .* parameters need .* GiB per rank.* but the machine has .* GiB of memory" --synthetic --hidden 100000,100000
 expect "unknown model" "--model 'resnet': expected linreg, mlp or cnn" --data "$good" --model resnet
 expect "unparseable hidden sizes" "--hidden '512,abc': expected positive sizes" --data "$good" --hidden 512,abc
 expect "unknown option" "unrecognised option '--no-such-option'|unrecognized option '--no-such-option'" --data "$good" --no-such-option 1
@@ -100,6 +113,21 @@ mnist "$missing"
 rm "$missing/t10k-images-idx3-ubyte"
 expect "missing test images" "t10k-images-idx3-ubyte" --data "$missing"
 
+# Ranks that read different data (same options, another --data each) are stopped at start with
+# the item and both values, not left to train apart or hang until --stall-timeout.
+bigger="$work/bigger"
+mnist "$bigger"
+images "$bigger/train-images-idx3-ubyte" 80
+labels "$bigger/train-labels-idx1-ubyte" 80
+rank=(-np 1 "$ringtrain" train --log-every 0 --steps 2 --data)
+expect_job "ranks with other data sizes" "rank 1 has train data samples 80 but rank 0 has 64" \
+  "${rank[@]}" "$good" : "${rank[@]}" "$bigger"
+relabelled="$work/relabelled"
+mnist "$relabelled"
+labels "$relabelled/t10k-labels-idx1-ubyte" 16 4
+expect_job "ranks with other data of one size" "rank 1 has test data digest [0-9a-f]+ but rank 0 has [0-9a-f]+" \
+  "${rank[@]}" "$good" : "${rank[@]}" "$relabelled"
+
 # HDF5 datasets (train.h5 and test.h5 in --data): written from the small MNIST folder by
 # idx_to_hdf5, which sits beside ringtrain.
 idx_to_hdf5="$(dirname "$ringtrain")/idx_to_hdf5"
@@ -123,6 +151,13 @@ else
   echo "FAIL idx_to_hdf5 --mnist $good $h5"
   failures=$((failures + 1))
 fi
+
+# allreduce_perf, beside ringtrain: sizes below one element and buffers beyond the machine.
+allreduce_perf="$(dirname "$ringtrain")/allreduce_perf"
+expect_job "allreduce_perf -b 0" "--minbytes 0: smaller than one float32 element \(4 bytes\)" \
+  -np 2 "$allreduce_perf" -b 0 -e 64
+expect_job "allreduce_perf -e beyond memory" "--maxbytes [0-9]+: the send and receive buffers need .* GiB on each of the 2 rank\(s\) on this node, but the machine has .* GiB of memory" \
+  -np 2 "$allreduce_perf" -e 4096G
 
 if [ "$failures" -ne 0 ]; then
   echo "$failures case(s) failed"

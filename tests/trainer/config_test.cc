@@ -168,6 +168,17 @@ TEST_F(ConfigTest, EveryBadValueGetsOneLineNamingTheOption) {
       {{"--no-such-option"}, "no-such-option"},
       {{"--synthetic-shape", "28x28"}, "--synthetic-shape '28x28': expected C,H,W"},
       {{"--prefetch", "yes"}, "--prefetch 'yes': expected auto, on or off"},
+      {{"--lr", "inf"}, "--lr must be a finite number (got inf)"},
+      {{"--lr", "nan"}, "--lr must be a finite number (got nan)"},
+      {{"--momentum", "-inf"}, "--momentum must be a finite number (got -inf)"},
+      {{"--weight-decay", "inf"}, "--weight-decay must be a finite number (got inf)"},
+      {{"--beta1", "inf"}, "--beta1 must be a finite number"},
+      {{"--beta2", "-inf"}, "--beta2 must be a finite number"},
+      {{"--epsilon", "inf"}, "--epsilon must be a finite number (got inf)"},
+      {{"--lr-gamma", "-inf"}, "--lr-gamma must be a finite number"},
+      {{"--stall-timeout", "inf"},
+       "--stall-timeout must be a finite number (got inf) (0 means never)"},
+      {{"--sigterm-grace", "inf"}, "--sigterm-grace must be a finite number (got inf)"},
   };
   for (const auto& [words, expected] : cases) {
     std::vector<std::string> args = {"--data", data()};
@@ -207,6 +218,52 @@ TEST_F(ConfigTest, AMissingConfigFileIsNamed) {
   const Parsed p = parse({"--config", (dir_ / "absent.cfg").string()});
   ASSERT_TRUE(p.error);
   EXPECT_NE(p.error->find("absent.cfg: cannot open"), std::string::npos) << *p.error;
+}
+
+TEST_F(ConfigTest, ABadValueInTheConfigFileNamesTheFileAndTheLine) {
+  const std::string file = (dir_ / "run.cfg").string();
+  std::ofstream(file) << "# a comment\nepochs = 3\nbatch-size = many\n";
+  const Parsed p = parse({"--data", data(), "--config", file});
+  ASSERT_TRUE(p.error);
+  EXPECT_NE(p.error->find("--config " + file + " line 3: batch-size = many: "), std::string::npos)
+      << *p.error;
+  EXPECT_NE(p.error->find("'many'"), std::string::npos) << *p.error;
+  EXPECT_EQ(p.error->find('\n'), std::string::npos) << *p.error;
+}
+
+TEST_F(ConfigTest, AnUnknownOptionOrARepeatInTheConfigFileNamesTheLine) {
+  const std::string file = (dir_ / "run.cfg").string();
+  std::ofstream(file) << "epochs = 3\nno-such-option = 1\n";
+  Parsed p = parse({"--data", data(), "--config", file});
+  ASSERT_TRUE(p.error);
+  EXPECT_NE(p.error->find("--config " + file + " line 2: no-such-option = 1: "), std::string::npos)
+      << *p.error;
+  std::ofstream(file) << "epochs = 3\n\nepochs = 4\n";
+  p = parse({"--data", data(), "--config", file});
+  ASSERT_TRUE(p.error);
+  EXPECT_NE(p.error->find("line 3: epochs = 4: epochs was given on line 1 already"),
+            std::string::npos)
+      << *p.error;
+}
+
+TEST_F(ConfigTest, ABadValueInTheEnvironmentNamesTheVariable) {
+  ::setenv("RINGTRAIN_BATCH_SIZE", "many", 1);
+  const Parsed p = parse({"--data", data()});
+  ASSERT_TRUE(p.error);
+  EXPECT_EQ(p.error->rfind("RINGTRAIN_BATCH_SIZE=many: ", 0), 0u) << *p.error;
+  EXPECT_NE(p.error->find("'many'"), std::string::npos) << *p.error;
+}
+
+TEST_F(ConfigTest, AValueTheCommandLineOverridesIsNeverRead) {
+  ::setenv("RINGTRAIN_LR", "many", 1);
+  const std::string file = (dir_ / "run.cfg").string();
+  std::ofstream(file) << "batch-size = many\nepochs = 2\n";
+  const Parsed p =
+      parse({"--data", data(), "--config", file, "--lr", "0.125", "--batch-size", "8"});
+  ASSERT_FALSE(p.error) << *p.error;
+  EXPECT_DOUBLE_EQ(p.config.learningRate, 0.125);
+  EXPECT_EQ(p.config.batchSize, 8);
+  EXPECT_EQ(p.config.epochs, 2);
 }
 
 }  // namespace
