@@ -27,6 +27,7 @@
 #include "src/common/log.h"
 #include "src/common/startup_errors.h"
 #include "src/storage/checkpoint.h"
+#include "src/storage/checkpoint_folder_lock.h"
 #include "src/storage/tensorboard_writer.h"
 #include "src/trainer/batch_source.h"
 #include "src/trainer/config.h"
@@ -128,9 +129,11 @@ std::optional<TrainConfig> settledConfig(int argc, char** argv, collectives::Mpi
   return config;
 }
 
-// What a run writes and listens to beside training: the timeline, rank 0's TensorBoard files,
-// the SIGTERM handler. A file that cannot be opened ends the job on every rank.
+// What a run writes and listens to beside training: rank 0's lock on --checkpoint-dir, the
+// timeline, rank 0's TensorBoard files, the SIGTERM handler. A folder that cannot be written or
+// is in use, or a file that cannot be opened, ends the job on every rank.
 struct RunServices {
+  std::optional<storage::CheckpointFolderLock> checkpointLock;
   std::optional<Timeline> timeline;
   std::optional<storage::TrainingLog> trainingLog;
   std::optional<SigtermHandler> sigterm;
@@ -139,6 +142,15 @@ struct RunServices {
 void startServices(const TrainConfig& config, collectives::MpiEnvironment& env,
                    RunServices& services) {
   std::optional<std::string> error;
+  // First, so that a second job refused here leaves no file of its own behind.
+  try {
+    if (!config.checkpointDir.empty() && env.worldRank() == 0) {
+      services.checkpointLock.emplace(config.checkpointDir, env.hostName());
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  exitEverywhereOnError(error);
   try {
     if (!config.timeline.empty()) {
       services.timeline.emplace(config.timeline, env.world(), env.hostName());

@@ -711,8 +711,8 @@ CheckpointWriteResult writeCheckpoint(const fs::path& dir, const CheckpointConte
 namespace {
 
 // The HDF5 part of a checkpoint's bytes, once its CRC-32C matches the header's.
-std::span<const std::uint8_t> checkedImage(std::span<const std::uint8_t> bytes, const Header& header,
-                                           const fs::path& name) {
+std::span<const std::uint8_t> checkedImage(std::span<const std::uint8_t> bytes,
+                                           const Header& header, const fs::path& name) {
   const std::span<const std::uint8_t> image = bytes.subspan(kHeaderBytes);
   const std::uint32_t actual = crc32c(image);
   if (actual != header.imageCrc) {
@@ -786,7 +786,8 @@ std::vector<std::int64_t> checkpointSteps(const fs::path& dir) {
 }
 
 std::optional<ResumePlan> findCheckpointToResume(const fs::path& dir,
-                                                 std::string_view expectedModelLayout) {
+                                                 std::string_view expectedModelLayout,
+                                                 const TakeCheckpoint& take) {
   std::error_code ec;
   const auto status = fs::status(dir, ec);
   if (!fs::exists(status)) return std::nullopt;
@@ -798,6 +799,7 @@ std::optional<ResumePlan> findCheckpointToResume(const fs::path& dir,
   for (const Listed& candidate : candidates) {
     try {
       plan.content = readCheckpoint(candidate.path, expectedModelLayout);
+      if (take) take(plan.content, candidate.path);
       plan.path = candidate.path;
       return plan;
     } catch (const data::DataError& e) {
@@ -811,17 +813,19 @@ std::optional<ResumePlan> findCheckpointToResume(const fs::path& dir,
 }
 
 std::optional<ResumePlan> resolveResume(const std::string& resume, const fs::path& checkpointDir,
-                                        std::string_view expectedModelLayout) {
-  if (resume == "auto") return findCheckpointToResume(checkpointDir, expectedModelLayout);
+                                        std::string_view expectedModelLayout,
+                                        const TakeCheckpoint& take) {
+  if (resume == "auto") return findCheckpointToResume(checkpointDir, expectedModelLayout, take);
   std::error_code ec;
   if (fs::is_directory(resume, ec)) {
-    std::optional<ResumePlan> plan = findCheckpointToResume(resume, expectedModelLayout);
+    std::optional<ResumePlan> plan = findCheckpointToResume(resume, expectedModelLayout, take);
     if (!plan) fail(resume, "no checkpoint (ckpt-*.h5) in this folder");
     return plan;
   }
   ResumePlan plan;
   plan.path = resume;
   plan.content = readCheckpoint(resume, expectedModelLayout);
+  if (take) take(plan.content, plan.path);
   return plan;
 }
 

@@ -33,12 +33,13 @@
 // Reading: every problem is a CheckpointError, one line naming the file: not a checkpoint,
 // truncated, trailing bytes, checksum mismatch, another format version, another model layout,
 // a missing or malformed entry. Resuming "auto" takes the newest checkpoint that reads cleanly
-// (by step, so also one that `latest` does not name yet because the writer died between the
-// two renames) and lists the ones it skipped and why.
+// and that the run can continue from (by step, so also one that `latest` does not name yet
+// because the writer died between the two renames) and lists the ones it skipped and why.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -136,6 +137,12 @@ CheckpointContent parseCheckpoint(std::span<const std::uint8_t> bytes,
                                   const std::filesystem::path& name,
                                   std::string_view expectedModelLayout = {});
 
+// Takes a checkpoint that reads cleanly into the run about to resume, or throws CheckpointError
+// naming the file when the run cannot continue from it (another optimiser, a batch that cannot be
+// re-sharded). May leave part of a refused checkpoint in the run: the one taken next replaces it.
+using TakeCheckpoint =
+    std::function<void(const CheckpointContent&, const std::filesystem::path& file)>;
+
 struct ResumePlan {
   std::filesystem::path path;
   CheckpointContent content;
@@ -143,19 +150,22 @@ struct ResumePlan {
   std::string latest;                // what `latest` named ("" when missing)
 };
 
-// The newest checkpoint of `dir` that reads cleanly (and has the expected layout, if given),
-// trying ckpt-*.h5 from the highest step down. nullopt when dir does not exist or holds no
-// checkpoint file at all: a fresh start. Throws CheckpointError, listing every file and its
-// problem, when there are checkpoints but none is usable: starting from scratch would quietly
-// throw a run away.
+// The newest checkpoint of `dir` that reads cleanly, has the expected layout (if given) and that
+// `take` (if given) accepts, trying ckpt-*.h5 from the highest step down; the ones passed over
+// are listed in `skipped` with the reason. nullopt when dir does not exist or holds no checkpoint
+// file at all: a fresh start. Throws CheckpointError, listing every file and its problem, when
+// there are checkpoints but none is usable: starting from scratch would quietly throw a run away
+// (and its checkpoints would be pruned before the unusable ones of higher steps).
 std::optional<ResumePlan> findCheckpointToResume(const std::filesystem::path& dir,
-                                                 std::string_view expectedModelLayout = {});
+                                                 std::string_view expectedModelLayout = {},
+                                                 const TakeCheckpoint& take = {});
 
 // --resume: "auto" searches checkpointDir (nullopt: nothing to resume); a folder is searched the
-// same way; a file is read as it is (and must be good).
+// same way; a file is read as it is, and must be good and taken.
 std::optional<ResumePlan> resolveResume(const std::string& resume,
                                         const std::filesystem::path& checkpointDir,
-                                        std::string_view expectedModelLayout = {});
+                                        std::string_view expectedModelLayout = {},
+                                        const TakeCheckpoint& take = {});
 
 // One line for the log: "resuming from DIR/ckpt-00000300.h5 (step 300, epoch 2, written by 4
 // ranks); skipped ckpt-00000400.h5: checksum mismatch ...".

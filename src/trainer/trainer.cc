@@ -483,14 +483,26 @@ void Trainer::resume() {
 
 std::optional<ResumePoint> Trainer::resumePointOnRoot() {
   namespace fs = std::filesystem;
+  // Every reason this run cannot continue from a checkpoint is found while choosing it, so that
+  // --resume auto passes over one of another optimiser as it does over a damaged one.
+  std::optional<ResumePoint> point;
+  const storage::TakeCheckpoint take = [&](const storage::CheckpointContent& saved,
+                                           const fs::path& file) {
+    auto decision = planResume(saved, config_, control_->size(), train_.size());
+    if (const std::string* refusal = std::get_if<std::string>(&decision)) {
+      throw storage::CheckpointError(file.string() + ": " + *refusal);
+    }
+    restoreCheckpoint(saved, model_, *optimizer_, nameIn(kOptimizerNames, config_.optimizer), file);
+    point = std::get<ResumePoint>(decision);
+  };
   std::optional<storage::ResumePlan> plan;
   if (config_.resume != "none") {
-    plan = storage::resolveResume(config_.resume, config_.checkpointDir, model_.describe());
+    plan = storage::resolveResume(config_.resume, config_.checkpointDir, model_.describe(), take);
   }
   const std::int64_t start = plan ? plan->content.step : 0;
   // Checkpoints of --checkpoint-dir newer than this run's start would be taken for this run's by
   // a later --resume auto (and keep-N would prune this run's first). With --resume auto (or the
-  // folder itself) every newer one was unreadable, and was reported as skipped.
+  // folder itself) every newer one was unreadable or unusable here, and was reported as skipped.
   std::error_code ec;
   const bool searchedTheFolder =
       plan && !config_.checkpointDir.empty() &&
@@ -510,16 +522,9 @@ std::optional<ResumePoint> Trainer::resumePointOnRoot() {
     }
     return std::nullopt;
   }
-  auto decision = planResume(plan->content, config_, control_->size(), train_.size());
-  if (const std::string* refusal = std::get_if<std::string>(&decision)) {
-    throw storage::CheckpointError(plan->path.string() + ": " + *refusal);
-  }
-  const ResumePoint point = std::get<ResumePoint>(decision);
-  restoreCheckpoint(plan->content, model_, *optimizer_, nameIn(kOptimizerNames, config_.optimizer),
-                    plan->path);
   log(storage::describeResume(*plan));
   TrainConfig resumed = config_;
-  resumed.batchSize = point.batchSize;
+  resumed.batchSize = point->batchSize;
   // Where this run keeps its files is no change worth a line.
   std::string changes;
   for (const std::string& change :
@@ -530,9 +535,9 @@ std::optional<ResumePoint> Trainer::resumePointOnRoot() {
     if (!whereFilesGo) changes += (changes.empty() ? "" : "; ") + change;
   }
   if (!changes.empty()) log("options changed since that checkpoint: " + changes);
-  for (const std::string& note : point.notes)
+  for (const std::string& note : point->notes)
     log(note);
-  if (environment_.trainingLog) environment_.trainingLog->markResumed(point.step);
+  if (environment_.trainingLog) environment_.trainingLog->markResumed(point->step);
   return point;
 }
 

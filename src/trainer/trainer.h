@@ -111,7 +111,8 @@ class Trainer {
   // outlive the trainer).
   void watchWith(collectives::StallWatchdog& watchdog);
   // Collective; after construction, before run(). Continues from --resume: rank 0 reads the
-  // checkpoint (with --resume auto, the newest good one of --checkpoint-dir), fits it to this
+  // checkpoint (with --resume auto, the newest of --checkpoint-dir that is good and that this run
+  // can continue from: same layout and optimiser, a batch that re-shards), fits it to this
   // run (src/trainer/training_checkpoint.h) and broadcasts parameters, optimiser state and
   // position. Throws ResumeRefused on every rank when it cannot; also when --checkpoint-dir
   // holds checkpoints newer than where this run starts (a later --resume auto would take them

@@ -47,7 +47,8 @@ storage::CheckpointContent checkpointContent(const models::Model<float>& model,
 
 // Copies a checkpoint's parameters and optimiser state into the model and the optimiser (of kind
 // `optimizerKind`, --optimizer). Throws storage::CheckpointError naming `file` when they do not
-// fit (another layout, another optimiser).
+// fit (another layout, another optimiser); part of the checkpoint may then be in the model already,
+// so another must be restored (or the run refused) before training.
 void restoreCheckpoint(const storage::CheckpointContent& saved, models::Model<float>& model,
                        Optimizer& optimizer, std::string_view optimizerKind,
                        const std::filesystem::path& file);

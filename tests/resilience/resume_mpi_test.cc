@@ -24,6 +24,7 @@
 #include "data/synthetic_dataset.h"
 #include "models/flush_to_zero.h"
 #include "src/storage/checkpoint.h"
+#include "src/storage/checkpoint_model.h"
 #include "src/trainer/batch_source.h"
 #include "src/trainer/trainer.h"
 #include "tests/storage/event_file_reader.h"
@@ -349,6 +350,64 @@ TEST(ResumeRefusals, DamagedCheckpointsAndOtherModelsAreRefusedAndAutoFallsBack)
     EXPECT_THAT(log, HasSubstr("skipped " + newest.string() + ": checksum mismatch"));
   }
   EXPECT_EQ(trainer.firstStep(), 16);
+}
+
+// A newer checkpoint written with another optimiser (another run's, in the same folder) is passed
+// over by --resume auto for the newest one this run can continue from, and the model holds that
+// one's parameters; named as a file, it is refused.
+TEST(ResumeRefusals, AutoPassesOverACheckpointOfAnotherOptimiser) {
+  models::enableFlushToZero();
+  const Sources sources = syntheticData();
+  SharedFolder folder;
+  TrainConfig config = smallConfig();  // sgd
+  config.checkpointDir = (folder / "ck").string();
+  config.checkpointEvery = 8;
+  config.steps = 16;
+  {
+    Trainer trainer(config, *sources.train, *sources.test, quiet());
+    trainer.resume();
+    trainer.run();  // checkpoints at 8 and 16
+  }
+  TrainConfig adam = config;
+  adam.optimizer = OptimizerKind::kAdam;
+  adam.checkpointDir = (folder / "adam").string();
+  adam.steps = 24;
+  {
+    Trainer trainer(adam, *sources.train, *sources.test, quiet());
+    trainer.resume();
+    trainer.run();
+  }
+  const fs::path usable = folder / "ck" / storage::checkpointFileName(16);
+  const fs::path otherOptimizer = folder / "ck" / storage::checkpointFileName(24);
+  if (worldRank() == 0) {
+    fs::copy_file(folder / "adam" / storage::checkpointFileName(24), otherOptimizer);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+
+  TrainConfig automatic = config;
+  automatic.resume = "auto";
+  automatic.steps = 24;
+  if (worldRank() == 0) ::testing::internal::CaptureStdout();
+  Trainer trainer(automatic, *sources.train, *sources.test);
+  trainer.resume();
+  if (worldRank() == 0) {
+    const std::string log = ::testing::internal::GetCapturedStdout();
+    EXPECT_THAT(log, HasSubstr("resuming from " + usable.string() + " (step 16"));
+    EXPECT_THAT(log, HasSubstr("skipped " + otherOptimizer.string() +
+                               ": optimiser state of adam but this run uses sgd"));
+    std::vector<float> saved(trainer.model().parameters().size());
+    storage::copyTensorsToFlat(storage::readCheckpoint(usable).parameters,
+                               trainer.model().parameterTable(), std::span<float>(saved), usable);
+    EXPECT_TRUE(sameBits(trainer.model().parameters(), saved));
+  }
+  EXPECT_EQ(trainer.firstStep(), 16);
+  EXPECT_TRUE(sameOnEveryRank(trainer.model().parameters(), MPI_COMM_WORLD));
+
+  TrainConfig named = config;
+  named.checkpointDir = (folder / "elsewhere").string();
+  named.resume = otherOptimizer.string();
+  EXPECT_THAT(refusalOf(named, sources),
+              HasSubstr("optimiser state of adam but this run uses sgd"));
 }
 
 // The files of a folder, sorted by name.

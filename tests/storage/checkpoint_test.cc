@@ -493,6 +493,30 @@ TEST(ResumeTest, AutoSkipsCheckpointsOfAnotherLayout) {
   EXPECT_THAT(plan->skipped, ElementsAre(HasSubstr("saved from another model layout: line 1")));
 }
 
+// What the run refuses while taking a checkpoint (another optimiser, here) is passed over like a
+// damaged file, and listed; named as a file, the same checkpoint is refused.
+TEST(ResumeTest, AutoSkipsCheckpointsTheRunDoesNotTake) {
+  TempFolder folder;
+  CheckpointContent sgd = sampleContent(100);
+  sgd.optimizerKind = "sgd";
+  writeCheckpoint(folder.path(), sgd, 0);
+  writeCheckpoint(folder.path(), sampleContent(200), 0);
+  std::vector<std::int64_t> taken;
+  const TakeCheckpoint takeSgdOnly = [&](const CheckpointContent& c, const fs::path& file) {
+    if (c.optimizerKind != "sgd") throw CheckpointError(file.string() + ": not sgd");
+    taken.push_back(c.step);
+  };
+  const auto plan = resolveResume("auto", folder.path(), kLayout, takeSgdOnly);
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->path, folder / "ckpt-00000100.h5");
+  EXPECT_THAT(taken, ElementsAre(100));
+  EXPECT_THAT(plan->skipped, ElementsAre((folder / "ckpt-00000200.h5").string() + ": not sgd"));
+  EXPECT_EQ(checkpointErrorOf([&] {
+              resolveResume((folder / "ckpt-00000200.h5").string(), "unused", kLayout, takeSgdOnly);
+            }),
+            (folder / "ckpt-00000200.h5").string() + ": not sgd");
+}
+
 TEST(ResumeTest, NoUsableCheckpointIsAnErrorNotAFreshStart) {
   TempFolder folder;
   writeRaw(folder / "ckpt-00000100.h5", std::vector<std::uint8_t>(10, 0));
