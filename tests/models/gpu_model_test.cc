@@ -3,9 +3,9 @@
 // that make each gradient visible in a parameter gradient), both losses, whole mlp and cnn
 // steps with float32 and TF32 math, the optimiser kernels against src/trainer/optimizer.cc, the
 // non-finite check, and the batch checks. Without a visible GPU every test skips saying why.
-#include <gtest/gtest.h>
+#include "models/cuda/gpu_model.h"
 
-#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
 
 #include <cfloat>
 #include <cmath>
@@ -17,8 +17,9 @@
 #include <utility>
 #include <vector>
 
+#include <cuda_runtime_api.h>
+
 #include "models/conv2d.h"
-#include "models/cuda/gpu_model.h"
 #include "models/cuda/update_kernels.h"
 #include "models/flatten.h"
 #include "models/linear.h"
@@ -33,7 +34,7 @@ namespace ringtrain::models::cuda {
 namespace {
 
 constexpr double kFloat32Tolerance = 1e-5;  // ‖gpu − cpu‖ / ‖cpu‖, float32 products both sides
-constexpr double kTf32Tolerance = 5e-3;     // TF32 keeps 10 mantissa bits of each factor
+constexpr double kTf32Tolerance = 5e-3;  // TF32 keeps 10 mantissa bits of each factor
 
 std::string reasonToSkip() {
   int devices = 0;
@@ -55,7 +56,9 @@ class GpuTest : public ::testing::Test {
   }
 };
 
-void check(cudaError_t rc) { ASSERT_EQ(rc, cudaSuccess) << cudaGetErrorString(rc); }
+void check(cudaError_t rc) {
+  ASSERT_EQ(rc, cudaSuccess) << cudaGetErrorString(rc);
+}
 
 std::vector<float> randomFloats(std::size_t count, double bound, std::uint64_t seed) {
   SplitMix64 generator(seed);
@@ -100,13 +103,13 @@ double relativeError(std::span<const float> gpu, std::span<const float> cpu) {
 // a failure names the tensor (and a NaN left in an unwritten element fails the comparison). A
 // small tensor such as a bias, a sum of ~25,000 terms of both signs in float on both sides, may
 // keep fewer correct digits than the whole.
-void expectSameGradients(const Model<float>& cpu, const std::vector<float>& gpu,
-                         double tolerance) {
+void expectSameGradients(const Model<float>& cpu, const std::vector<float>& gpu, double tolerance) {
   const std::span<const float> expected = cpu.gradients();
   EXPECT_LT(relativeError(gpu, expected), tolerance) << "whole gradient";
   for (const ParameterEntry& entry : cpu.parameterTable()) {
-    const double error = relativeError(std::span<const float>(gpu).subspan(entry.offset, entry.count),
-                                       expected.subspan(entry.offset, entry.count));
+    const double error =
+        relativeError(std::span<const float>(gpu).subspan(entry.offset, entry.count),
+                      expected.subspan(entry.offset, entry.count));
     EXPECT_LT(error, 10 * tolerance) << entry.name << " gradient";
   }
 }
@@ -121,8 +124,8 @@ struct Data {
 
 Data randomData(const Model<float>& model, Index samples, std::uint64_t seed) {
   Data data;
-  data.inputs = randomFloats(static_cast<std::size_t>(model.inputShape().size() * samples), 1,
-                             seed);
+  data.inputs =
+      randomFloats(static_cast<std::size_t>(model.inputShape().size() * samples), 1, seed);
   if (model.loss().needsLabels()) {
     SplitMix64 generator(seed + 1);
     for (Index b = 0; b < samples; ++b)
@@ -156,7 +159,8 @@ void expectSameStep(Model<float>& cpu, GpuModel& gpu, const Data& data, double t
   // With TF32 a near tie between two logits may go the other way.
   EXPECT_NEAR(gpuResult.correct, cpuResult.correct, tolerance > kFloat32Tolerance ? 2 : 0);
   const ConstBatchView<float> cpuOutputs = cpu.outputs();
-  const std::vector<float> outputs = download(gpu.outputs(), static_cast<std::size_t>(cpuOutputs.size()));
+  const std::vector<float> outputs =
+      download(gpu.outputs(), static_cast<std::size_t>(cpuOutputs.size()));
   EXPECT_LT(relativeError(outputs, {cpuOutputs.data(), outputs.size()}), tolerance) << "outputs";
   expectSameGradients(cpu, download(gpu.gradients(), gpu.parameterCount()), tolerance);
 }
@@ -206,14 +210,17 @@ TEST_F(GpuTest, ConvolutionsInBothLayoutsWithStrideAndPaddingMatchTheCpu) {
   // conv1 reads a channels-first image with stride 2; conv2 reads conv1's channels-last output
   // with padding 2; conv1's gradient goes through conv2's input gradient (col2im).
   std::vector<std::unique_ptr<Layer<float>>> layers;
-  layers.push_back(make<Conv2d<float>>(
-      "conv1", SampleShape{3, 11, 9},
-      Conv2dOptions{.outChannels = 5, .kernel = 3, .stride = 2, .padding = 1,
-                    .inputLayout = ImageLayout::kChannelsFirst}));
+  layers.push_back(make<Conv2d<float>>("conv1", SampleShape{3, 11, 9},
+                                       Conv2dOptions{.outChannels = 5,
+                                                     .kernel = 3,
+                                                     .stride = 2,
+                                                     .padding = 1,
+                                                     .inputLayout = ImageLayout::kChannelsFirst}));
   const SampleShape afterConv1 = layers.back()->outputShape();
   layers.push_back(make<Relu<float>>("relu1", afterConv1));
-  layers.push_back(make<Conv2d<float>>(
-      "conv2", afterConv1, Conv2dOptions{.outChannels = 4, .kernel = 3, .stride = 1, .padding = 2}));
+  layers.push_back(
+      make<Conv2d<float>>("conv2", afterConv1,
+                          Conv2dOptions{.outChannels = 4, .kernel = 3, .stride = 1, .padding = 2}));
   const SampleShape afterConv2 = layers.back()->outputShape();
   layers.push_back(make<Flatten<float>>("flatten", afterConv2));
   layers.push_back(make<Linear<float>>("fc", afterConv2.size(), 6, Initialization::kXavier));
@@ -222,19 +229,21 @@ TEST_F(GpuTest, ConvolutionsInBothLayoutsWithStrideAndPaddingMatchTheCpu) {
 
 TEST_F(GpuTest, MaxPoolingWithAndWithoutOverlapMatchesTheCpu) {
   std::vector<std::unique_ptr<Layer<float>>> layers;
-  layers.push_back(make<Conv2d<float>>(
-      "conv1", SampleShape{2, 12, 12},
-      Conv2dOptions{.outChannels = 6, .kernel = 3, .stride = 1, .padding = 1,
-                    .inputLayout = ImageLayout::kChannelsFirst}));
+  layers.push_back(make<Conv2d<float>>("conv1", SampleShape{2, 12, 12},
+                                       Conv2dOptions{.outChannels = 6,
+                                                     .kernel = 3,
+                                                     .stride = 1,
+                                                     .padding = 1,
+                                                     .inputLayout = ImageLayout::kChannelsFirst}));
   layers.push_back(make<MaxPool2d<float>>("pool1", layers.back()->outputShape(), 2));
-  layers.push_back(make<Conv2d<float>>(
-      "conv2", layers.back()->outputShape(),
-      Conv2dOptions{.outChannels = 7, .kernel = 2, .stride = 1, .padding = 0}));
+  layers.push_back(
+      make<Conv2d<float>>("conv2", layers.back()->outputShape(),
+                          Conv2dOptions{.outChannels = 7, .kernel = 2, .stride = 1, .padding = 0}));
   // Overlapping windows (3 wide, stride 2) on a 5×5 map: one input can win two outputs.
   layers.push_back(make<MaxPool2d<float>>("pool2", layers.back()->outputShape(), 3, 2));
   layers.push_back(make<Flatten<float>>("flatten", layers.back()->outputShape()));
-  layers.push_back(make<Linear<float>>("fc", layers.back()->outputShape().size(), 5,
-                                       Initialization::kXavier));
+  layers.push_back(
+      make<Linear<float>>("fc", layers.back()->outputShape().size(), 5, Initialization::kXavier));
   expectSameSteps(modelOf({2, 12, 12}, std::move(layers), /*classification=*/true), 300);
 }
 
@@ -325,8 +334,8 @@ TEST_F(GpuTest, BatchesOfTheWrongSizeThrowAsOnTheCpu) {
   EXPECT_THROW(gpu.backward(), std::logic_error);
   {
     SCOPED_TRACE("inputs not a whole number of samples");
-    expectSameException(cpu, gpu, {std::span<const float>(data.inputs).first(784 * 3 + 5),
-                                   data.labels, {}});
+    expectSameException(cpu, gpu,
+                        {std::span<const float>(data.inputs).first(784 * 3 + 5), data.labels, {}});
   }
   {
     SCOPED_TRACE("no inputs");
@@ -334,7 +343,8 @@ TEST_F(GpuTest, BatchesOfTheWrongSizeThrowAsOnTheCpu) {
   }
   {
     SCOPED_TRACE("too few labels");
-    expectSameException(cpu, gpu, {data.inputs, std::span<const std::int32_t>(data.labels).first(3), {}});
+    expectSameException(cpu, gpu,
+                        {data.inputs, std::span<const std::int32_t>(data.labels).first(3), {}});
   }
   {
     SCOPED_TRACE("label out of range");
@@ -365,7 +375,8 @@ void expectCloseElementwise(const std::vector<float>& gpu, std::span<const float
 }
 
 void expectSameOptimizerSteps(const OptimizerOptions& options, float learningRate) {
-  SCOPED_TRACE(options.kind + (options.nesterov ? " nesterov" : "") + ", momentum " +
+  SCOPED_TRACE(std::string(nameIn(kOptimizerNames, options.kind)) +
+               (options.nesterov ? " nesterov" : "") + ", momentum " +
                std::to_string(options.momentum) + ", weight decay " +
                std::to_string(options.weightDecay));
   constexpr std::size_t kCount = 100003;
@@ -381,15 +392,15 @@ void expectSameOptimizerSteps(const OptimizerOptions& options, float learningRat
     for (std::size_t i = 0; i < kCount; ++i)
       scale[i] = std::abs(parameters[i]) + std::abs(gradients[i]);
     const DeviceBuffer deviceGradients(gradients);
-    if (options.kind == "sgd") {
+    if (options.kind == OptimizerKind::kSgd) {
       sgdUpdate(deviceParameters.data, deviceGradients.data,
                 options.momentum > 0 ? state0.data : nullptr, kCount, learningRate,
                 options.momentum, options.nesterov, options.weightDecay, nullptr);
     } else {
       adamUpdate(deviceParameters.data, deviceGradients.data, state0.data, state1.data, kCount,
-                 learningRate, options.beta1, options.beta2, options.epsilon,
-                 options.weightDecay, options.kind == "adamw",
-                 static_cast<std::int64_t>(step) + 1, nullptr);
+                 learningRate, options.beta1, options.beta2, options.epsilon, options.weightDecay,
+                 options.kind == OptimizerKind::kAdamW, static_cast<std::int64_t>(step) + 1,
+                 nullptr);
     }
     check(cudaDeviceSynchronize());
     cpu->step(parameters, gradients, learningRate);
@@ -402,18 +413,21 @@ void expectSameOptimizerSteps(const OptimizerOptions& options, float learningRat
 }
 
 TEST_F(GpuTest, SgdStepsMatchTheCpuOptimizer) {
-  expectSameOptimizerSteps({.kind = "sgd", .momentum = 0.0f}, 0.1f);
-  expectSameOptimizerSteps({.kind = "sgd", .momentum = 0.0f, .weightDecay = 0.01f}, 0.1f);
-  expectSameOptimizerSteps({.kind = "sgd", .momentum = 0.9f}, 0.1f);
-  expectSameOptimizerSteps({.kind = "sgd", .momentum = 0.9f, .weightDecay = 0.01f}, 0.1f);
-  expectSameOptimizerSteps({.kind = "sgd", .momentum = 0.9f, .nesterov = true, .weightDecay = 0.01f},
+  expectSameOptimizerSteps({.kind = OptimizerKind::kSgd, .momentum = 0.0f}, 0.1f);
+  expectSameOptimizerSteps({.kind = OptimizerKind::kSgd, .momentum = 0.0f, .weightDecay = 0.01f},
                            0.1f);
+  expectSameOptimizerSteps({.kind = OptimizerKind::kSgd, .momentum = 0.9f}, 0.1f);
+  expectSameOptimizerSteps({.kind = OptimizerKind::kSgd, .momentum = 0.9f, .weightDecay = 0.01f},
+                           0.1f);
+  expectSameOptimizerSteps(
+      {.kind = OptimizerKind::kSgd, .momentum = 0.9f, .nesterov = true, .weightDecay = 0.01f},
+      0.1f);
 }
 
 TEST_F(GpuTest, AdamAndAdamwStepsMatchTheCpuOptimizer) {
-  expectSameOptimizerSteps({.kind = "adam"}, 1e-3f);
-  expectSameOptimizerSteps({.kind = "adam", .weightDecay = 0.01f}, 1e-3f);
-  expectSameOptimizerSteps({.kind = "adamw", .weightDecay = 0.01f}, 1e-3f);
+  expectSameOptimizerSteps({.kind = OptimizerKind::kAdam}, 1e-3f);
+  expectSameOptimizerSteps({.kind = OptimizerKind::kAdam, .weightDecay = 0.01f}, 1e-3f);
+  expectSameOptimizerSteps({.kind = OptimizerKind::kAdamW, .weightDecay = 0.01f}, 1e-3f);
 }
 
 TEST_F(GpuTest, FirstNonFiniteFindsTheFirstNanOrInfinity) {
