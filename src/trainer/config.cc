@@ -162,7 +162,7 @@ po::options_description storageOptions(TrainConfig& c, RawOptions& raw) {
   // clang-format off
   po::options_description storage("Checkpoints, resume, logs, SIGTERM");
   storage.add_options()
-      ("checkpoint-dir", po::value(&c.checkpointDir), "rank 0 writes checkpoints (ckpt-<step>.h5, `latest`) to this folder")
+      ("checkpoint-dir", po::value(&c.checkpointDir), "rank 0 writes checkpoints (ckpt-<step>.h5, `latest`) to this folder, which it locks for the run and checks for writing at start")
       ("checkpoint-every", po::value(&c.checkpointEvery)->default_value(c.checkpointEvery), "steps between checkpoints (0: at each epoch's end); one more at the end and on SIGTERM")
       ("keep", po::value(&c.keep)->default_value(c.keep), "checkpoints kept, the newest (0: all)")
       ("resume", po::value(&c.resume)->default_value(c.resume), "none | auto (the newest good checkpoint of --checkpoint-dir; none there: start afresh) | a checkpoint file or folder")
