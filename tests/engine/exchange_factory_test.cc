@@ -56,8 +56,9 @@ TEST_P(ExchangeFactoryTest, AveragesThroughTheBuffersItHandsOut) {
   EXPECT_EQ(exchange->communicator() == nullptr, shm);
 
   exchange->beginStep(buffers);
+  const std::vector<GradientSegment> all = layers();
   for (int s = 3; s >= 0; --s) {
-    const GradientSegment& layer = layers()[static_cast<std::size_t>(s)];
+    const GradientSegment& layer = all[static_cast<std::size_t>(s)];
     for (std::size_t i = layer.offset; i < layer.offset + layer.count; ++i)
       buffers.gradients[i] = gradientValue(rank, i);
     exchange->segmentReady(s);
