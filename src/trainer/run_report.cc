@@ -65,6 +65,28 @@ void addOutcomeLines(const TrainingSummary& summary, const TrainConfig& config,
 
 }  // namespace
 
+std::string formatDuration(double seconds) {
+  const auto total = static_cast<std::int64_t>(std::max(0.0, seconds) + 0.5);
+  const std::int64_t hours = total / 3600;
+  const std::int64_t minutes = total / 60 % 60;
+  const std::int64_t rest = total % 60;
+  if (hours > 0) return fmt::format("{}:{:02}:{:02}", hours, minutes, rest);
+  return fmt::format("{}:{:02}", minutes, rest);
+}
+
+std::string progressLine(const Progress& p) {
+  const std::int64_t done = p.step - p.firstStep;
+  const double left = done > 0 ? p.elapsedSeconds / static_cast<double>(done) *
+                                     static_cast<double>(p.steps - p.step)
+                               : 0;
+  return fmt::format(
+      "step {}/{} (epoch {}/{})  loss {:.4f}  lr {:.5f}  {:.0f} samples/s ({:.0f}/rank), {} "
+      "elapsed, ~{} left",
+      p.step, p.steps, p.epoch, p.epochs, p.loss, p.learningRate, p.samplesPerSecond,
+      p.samplesPerSecond / std::max(1, p.ranks), formatDuration(p.elapsedSeconds),
+      formatDuration(left));
+}
+
 std::vector<std::string> runReport(const TrainingSummary& summary, const TrainConfig& config,
                                    const RunFacts& facts) {
   std::vector<std::string> lines;

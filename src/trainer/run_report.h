@@ -2,6 +2,7 @@
 // time went, the checkpoints, and how the run stopped.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -20,5 +21,25 @@ struct RunFacts {
 
 std::vector<std::string> runReport(const TrainingSummary& summary, const TrainConfig& config,
                                    const RunFacts& facts);
+
+// Where a run stands, for rank 0's progress line.
+struct Progress {
+  std::int64_t step = 0;       // steps done
+  std::int64_t steps = 0;      // steps planned
+  std::int64_t firstStep = 0;  // a resumed run's first step
+  std::int64_t epoch = 1;      // the epoch under way, from 1
+  std::int64_t epochs = 1;
+  double loss = 0;
+  double learningRate = 0;
+  double samplesPerSecond = 0;  // all ranks
+  int ranks = 1;
+  double elapsedSeconds = 0;  // since this run started
+};
+
+// "step 300/945 (epoch 4/15)  loss 0.1234  lr 0.05000  38000 samples/s (19000/rank), 1:12
+// elapsed, ~2:40 left": what is left is estimated from this run's pace so far.
+std::string progressLine(const Progress& progress);
+// "0:07", "2:40", "1:02:03".
+std::string formatDuration(double seconds);
 
 }  // namespace ringtrain

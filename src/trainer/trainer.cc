@@ -23,6 +23,7 @@
 #include "src/storage/checkpoint.h"
 #include "src/trainer/device_choice.h"
 #include "src/trainer/model_memory.h"
+#include "src/trainer/run_report.h"
 #include "src/trainer/stop_agreement.h"
 
 namespace ringtrain {
@@ -658,8 +659,19 @@ void Trainer::logTrainingWindow(std::int64_t done, std::int64_t epoch, TrainingS
   summary.lastTrainingLoss = window[1] > 0 ? window[0] / window[1] : 0;
   const double rate = window[1] / std::max(windowSeconds_, 1e-9);
   const double lr = learningRateAt(schedule_, done - 1);
-  log(fmt::format("step {} (epoch {})  loss {:.4f}  lr {:.5f}  {:.0f} samples/s ({:.0f}/rank)",
-                  done, epoch, summary.lastTrainingLoss, lr, rate, rate / control_->size()));
+  Progress progress;
+  progress.step = done;
+  progress.steps = plannedSteps_;
+  progress.firstStep = firstStep_;
+  progress.epoch = epoch + 1;
+  progress.epochs =
+      (plannedSteps_ + stepsPerEpoch_ - 1) / std::max<std::int64_t>(1, stepsPerEpoch_);
+  progress.loss = summary.lastTrainingLoss;
+  progress.learningRate = lr;
+  progress.samplesPerSecond = rate;
+  progress.ranks = control_->size();
+  progress.elapsedSeconds = secondsBetween(runStartNs_, collectives::steadyNowNs());
+  log(progressLine(progress));
   const double reduceMs = 1e3 * windowReduceSeconds_ / static_cast<double>(windowSteps_);
   if (isClassification()) {
     logScalars("train", done,
@@ -721,6 +733,7 @@ TrainingSummary Trainer::run() {
   TrainingSummary summary;
   summary.firstStep = firstStep_;
   const std::int64_t wallStart = collectives::steadyNowNs();
+  runStartNs_ = wallStart;
   logStart();
   std::int64_t samplesTrained = 0;
   if (environment_.stopRequested) stopAgreement_.emplace(environment_.comm);

@@ -211,7 +211,9 @@ class Trainer {
   std::int64_t windowSteps_ = 0;
   double windowSeconds_ = 0;
   double windowReduceSeconds_ = 0;
-  std::optional<StopAgreement> stopAgreement_;  // during run(), with environment.stopRequested
+  std::optional<StopAgreement> stopAgreement_;
+  std::int64_t runStartNs_ = 0;  // when run() started, for the progress line  // during run(), with
+                                 // environment.stopRequested
 };
 
 // The model spec of a configuration and the data it trains on.
