@@ -90,34 +90,35 @@ void StallWatchdog::answerQueries() {
 void StallWatchdog::run() {
   while (!stop_.load()) {
     answerQueries();
-    std::size_t stalledIndex = 0;
+    std::size_t index = 0;
     CollectiveProgress stalled;
     double waited = 0;
+    bool warnNow = false;
     {
       const std::lock_guard lock(mutex_);
       for (std::size_t i = 0; i < watched_.size(); ++i) {
         const CollectiveProgress p = watched_[i].comm->progress();
         const double seconds = static_cast<double>(steadyNowNs() - p.enteredNs) * 1e-9;
-        if (p.inside && seconds > timeoutSeconds_) {
-          stalledIndex = i;
-          stalled = p;
-          waited = seconds;
-          break;
-        }
+        if (!p.inside || seconds <= timeoutSeconds_ / 2) continue;
+        warnNow = seconds <= timeoutSeconds_;
+        if (warnNow && watched_[i].warnedSequence == p.sequence) continue;
+        if (warnNow) watched_[i].warnedSequence = p.sequence;
+        index = i;
+        stalled = p;
+        waited = seconds;
+        break;
       }
     }
-    if (waited > 0) reportAndAbort(stalledIndex, stalled, waited);
+    if (waited > 0 && warnNow) warn(index, stalled, waited);
+    if (waited > 0 && !warnNow) reportAndAbort(index, stalled, waited);
     std::this_thread::sleep_for(kPollInterval);
   }
 }
 
-void StallWatchdog::reportAndAbort(std::size_t index, const CollectiveProgress& stuck,
-                                   double waitedSeconds) {
-  std::string name;
+std::string StallWatchdog::whoIsBehind(std::size_t index, const CollectiveProgress& stuck) {
   std::size_t watchedCount = 0;
   {
     const std::lock_guard lock(mutex_);
-    name = watched_[index].name;
     watchedCount = watched_.size();
   }
   // Ask everybody at once; answer their questions while waiting for the replies.
@@ -151,12 +152,14 @@ void StallWatchdog::reportAndAbort(std::size_t index, const CollectiveProgress& 
     if (all) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-
   const auto k = static_cast<std::int64_t>(stuck.sequence);
   std::vector<std::string> behind, silent;
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     if (!answered[r]) {
+      // A reply that comes later must not land in a buffer that is gone.
+      MPI_Cancel(&receives[r]);
+      MPI_Wait(&receives[r], MPI_STATUS_IGNORE);
       silent.push_back("rank " + std::to_string(r));
       continue;
     }
@@ -166,20 +169,41 @@ void StallWatchdog::reportAndAbort(std::size_t index, const CollectiveProgress& 
                        std::to_string(e.sequence) + (e.inside ? ", still in it" : "") + ")");
     }
   }
+  std::string text;
+  if (!behind.empty()) text += "not reached by " + listRanks(behind);
+  if (!behind.empty() && !silent.empty()) text += "; ";
+  if (!silent.empty()) text += "no answer from " + listRanks(silent);
+  if (behind.empty() && silent.empty()) text += "every rank has reached it (a transport problem?)";
+  return text;
+}
+
+std::string StallWatchdog::describeWait(std::size_t index, const CollectiveProgress& stuck,
+                                        double waitedSeconds) const {
+  std::string name;
+  {
+    const std::lock_guard lock(mutex_);
+    name = watched_[index].name;
+  }
   CallSignature what;
-  what.sequence = k;
+  what.sequence = static_cast<std::int64_t>(stuck.sequence);
   what.kind = static_cast<std::int64_t>(stuck.kind);
   what.count = static_cast<std::int64_t>(stuck.count);
   what.dataType = static_cast<std::int64_t>(stuck.type);
-  std::string message = "stall: waited " + std::to_string(static_cast<int>(waitedSeconds)) +
-                        " s (--stall-timeout " + std::to_string(static_cast<int>(timeoutSeconds_)) +
-                        ") in " + describe(what) + " on the " + name + " communicator; ";
-  if (!behind.empty()) message += "not reached by " + listRanks(behind);
-  if (!behind.empty() && !silent.empty()) message += "; ";
-  if (!silent.empty()) message += "no answer from " + listRanks(silent);
-  if (behind.empty() && silent.empty())
-    message += "every rank has reached it (a transport problem?)";
-  abortJob(message + "; aborting the job");
+  return "waited " + std::to_string(static_cast<int>(waitedSeconds)) + " s (--stall-timeout " +
+         std::to_string(static_cast<int>(timeoutSeconds_)) + ") in " + describe(what) + " on the " +
+         name + " communicator; ";
+}
+
+void StallWatchdog::warn(std::size_t index, const CollectiveProgress& stuck, double waitedSeconds) {
+  const std::string wait = describeWait(index, stuck, waitedSeconds);
+  printLine("warning: slow: " + wait + whoIsBehind(index, stuck) +
+            "; the job is aborted if it still waits at the timeout");
+}
+
+void StallWatchdog::reportAndAbort(std::size_t index, const CollectiveProgress& stuck,
+                                   double waitedSeconds) {
+  const std::string wait = describeWait(index, stuck, waitedSeconds);
+  abortJob("stall: " + wait + whoIsBehind(index, stuck) + "; aborting the job");
 }
 
 }  // namespace ringtrain::collectives

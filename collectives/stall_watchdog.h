@@ -7,11 +7,14 @@
 // their positions identify them across ranks). When one of this rank's communicators has been
 // inside collective #k for longer than the timeout, it asks every rank, over a communicator of
 // its own, where it is; prints one line naming the ranks that have not reached #k (and those that
-// did not answer); and aborts the job, so that mpirun (and Kubernetes) see a failure. In the
-// meantime it answers the other ranks' questions. It needs MPI_THREAD_MULTIPLE.
+// did not answer); and aborts the job, so that mpirun (and Kubernetes) see a failure. At half the
+// timeout it asks the same and prints it as a warning, once per collective, so that a slow rank
+// is named before the job is ended. In the meantime it answers the other ranks' questions. It
+// needs MPI_THREAD_MULTIPLE.
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -41,9 +44,17 @@ class StallWatchdog {
   struct Watched {
     const Communicator* comm;
     std::string name;
+    std::uint64_t warnedSequence = 0;  // the collective already warned about
   };
   void run();
   void answerQueries();
+  // Asks every rank where it is and returns "not reached by rank 1 (last entered #9); no answer
+  // from rank 2" for collective `stuck` of watched communicator `index`.
+  std::string whoIsBehind(std::size_t index, const CollectiveProgress& stuck);
+  // "waited 3 s (--stall-timeout 3) in all-reduce #10 of ... on the gradient communicator; ".
+  std::string describeWait(std::size_t index, const CollectiveProgress& stuck,
+                           double waitedSeconds) const;
+  void warn(std::size_t index, const CollectiveProgress& stuck, double waitedSeconds);
   [[noreturn]] void reportAndAbort(std::size_t index, const CollectiveProgress& stuck,
                                    double waitedSeconds);
 
@@ -51,7 +62,7 @@ class StallWatchdog {
   int rank_ = 0;
   int size_ = 1;
   double timeoutSeconds_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::vector<Watched> watched_;
   std::atomic<bool> stop_{false};
   std::thread thread_;

@@ -225,18 +225,25 @@ void SharedGradientReducer::waitFor(Ready ready, Describe waitingFor) {
   if (ready()) return;
   const std::int64_t started = steadyNowNs();
   int spins = 0;
+  bool warned = false;  // at half the timeout, once: the slow rank is named before the abort
   while (!ready()) {
     collectives::pauseOrYield(spins, spinLimit_);
     if (options_.stallTimeoutSeconds <= 0 || spins % 256 != 0) continue;
     const double waited = static_cast<double>(steadyNowNs() - started) * 1e-9;
-    if (waited > options_.stallTimeoutSeconds) {
-      std::ostringstream message;
-      message << "stall: waited " << options_.stallTimeoutSeconds << " s (--stall-timeout "
-              << options_.stallTimeoutSeconds << ") in step " << step_
-              << " of the shared-memory gradient average for " << waitingFor()
-              << "; aborting the job";
-      collectives::abortJob(message.str());
+    if (waited <= options_.stallTimeoutSeconds / 2 ||
+        (warned && waited <= options_.stallTimeoutSeconds)) {
+      continue;
     }
+    const bool abort = waited > options_.stallTimeoutSeconds;
+    std::ostringstream message;
+    message << (abort ? "stall" : "warning: slow") << ": waited " << static_cast<int>(waited)
+            << " s (--stall-timeout " << options_.stallTimeoutSeconds << ") in step " << step_
+            << " of the shared-memory gradient average for " << waitingFor()
+            << (abort ? "; aborting the job"
+                      : "; the job is aborted if it still waits at the timeout");
+    if (abort) collectives::abortJob(message.str());
+    collectives::printLine(message.str());
+    warned = true;
   }
 }
 

@@ -79,7 +79,8 @@ idx_pair "$data/train" 512
 idx_pair "$data/t10k" 64
 train=("$ringtrain" train --data "$data" --log-every 0 --batch-size 16)
 
-# A rank that never enters gradient all-reduce #10: the others wait 3 s, name it, and abort.
+# A rank that never enters gradient all-reduce #10: the others warn at 1.5 s, naming it, then
+# wait 3 s, name it again, and abort.
 for backend in ring mpi; do
   expect "stall, $backend backend" nonzero 10 \
     "stall: waited 3 s .*all-reduce #10 .*not reached by rank 1" \
@@ -89,13 +90,21 @@ for backend in ring mpi; do
     if ! grep -E "not reached by rank 1|MPI_ABORT" <<<"$output" | head -1 | grep -q "not reached"; then
       fail "stall, $backend backend: the cause is not the first thing printed"
     fi
+  # At half the timeout the watchdog already names the rank, once, without ending the job.
+  warnings="$(grep -cE "warning: slow: waited 1 s \(--stall-timeout 3\) in all-reduce #10 .*not reached by rank 1" <<<"$output")"
+  if [ "$warnings" -ne 1 ]; then
+    fail "stall, $backend backend: $warnings early warnings naming rank 1 (want 1)"
+  fi
 done
 
 # With shared memory the fault stops rank 1 at step 10, before it announces any gradient.
 expect "stall, shm backend" nonzero 10 \
   "stall: waited 3 s .*in step 10 of the shared-memory gradient average for the gradients of .* from rank 1" \
   -np 2 "${train[@]}" --steps 40 --backend shm --stall-timeout 3 \
-  --test-stall-rank 1 --test-stall-collective 10
+  --test-stall-rank 1 --test-stall-collective 10 &&
+  if [ "$(grep -cE "warning: slow: waited 1 s .*in step 10 of the shared-memory gradient average for the gradients of .* from rank 1" <<<"$output")" -ne 1 ]; then
+    fail "stall, shm backend: no single early warning naming rank 1"
+  fi
 
 # MPMD: the ranks disagree on an option; nobody trains, nobody waits for ever.
 expect "hidden sizes differ" 2 30 "error: rank 1 has --hidden 512,256 but rank 0 has 512,512" \
