@@ -130,7 +130,7 @@ po::options_description engineOptions(TrainConfig& c, RawOptions& raw) {
       ("overlap", po::value(&raw.overlap)->default_value(raw.overlap), "on | off: average gradients while backward still runs")
       ("fusion-threshold", po::value(&raw.fusionThreshold)->default_value(raw.fusionThreshold), "largest gradient bucket (bytes; 64K, 8M, ...)")
       ("compression", po::value(&raw.compression)->default_value(raw.compression), choicesHelp(engine::kCompressionNames, "gradients cross the wire in 16 bits (ring, mpi, hierarchical)").c_str())
-      ("stall-timeout", po::value(&c.stallTimeoutSeconds)->default_value(c.stallTimeoutSeconds), "abort the job, naming the missing ranks, when a collective waits this many seconds (0: never)")
+      ("stall-timeout", po::value(&c.stallTimeoutSeconds)->default_value(c.stallTimeoutSeconds), "abort the job, naming the missing ranks, when a collective waits this many seconds (a warning at half of it; 0: never)")
       ("check-finite", po::value(&raw.checkFinite)->default_value(raw.checkFinite), choicesHelp(kCheckFiniteNames, "stop the job or skip the step on NaN/Inf averaged gradients").c_str())
       ("timeline", po::value(&c.timeline), "write a Chrome trace (Perfetto, chrome://tracing) of every rank to this file");
   // clang-format on
