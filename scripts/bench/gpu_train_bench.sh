@@ -78,7 +78,7 @@ for log in sorted(glob.glob(os.path.join(out, "ringtrain-*.log"))):
     m = re.match(r"ringtrain-(\w+)-b(\d+)-tf32-(\w+)\.log", os.path.basename(log))
     model, batch, tf32 = m.group(1), int(m.group(2)), m.group(3) == "true"
     text = open(log).read()
-    windows = [float(x) for x in re.findall(r"^.*step \d+ .*?([0-9]+) samples/s", text, re.M)]
+    windows = [float(x) for x in re.findall(r"^.*step \d+/\d+ .*?([0-9]+) samples/s", text, re.M)]
     gpu = re.search(r"device cuda.*rank 0 on (GPU \d+ \([^)]*\))", text)
     rate = statistics.median(windows[1:]) if len(windows) > 1 else None
     ref = reference.get((model, batch, tf32))

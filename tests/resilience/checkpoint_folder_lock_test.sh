@@ -47,7 +47,7 @@ if [ -n "$winner" ]; then
   check "... in one line, not once per rank" test "$(refusals_in "$work/$loser.log")" -eq 1
   holder_pid=$(sed -n 's/^pid = //p' "$shared/.ringtrain.lock")
   check "... naming the holder's pid ($holder_pid)" grep -q "pid $holder_pid, started" "$work/$loser.log"
-  check "the refused job trained nothing" bash -c "! grep -q 'step 100 \|checkpoint .* written' '$work/$loser.log'"
+  check "the refused job trained nothing" bash -c "! grep -q 'step 100/\|checkpoint .* written' '$work/$loser.log'"
   check "the other trained all 300 steps" grep -q "done: 300 steps" "$work/$winner.log"
   check "the folder holds its three checkpoints, and only those" \
     test "$(find "$shared" -maxdepth 1 -name 'ckpt-*.h5' | sort | xargs -n1 basename | tr '\n' ' ')" \

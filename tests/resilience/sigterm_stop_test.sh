@@ -38,7 +38,7 @@ stop_and_resume() {
   start_job "$log" "${wrapper[@]}" "${mpirun[@]}" "$@" -np 2 "$ringtrain" train "${options[@]}" \
     "${slow[@]}" --checkpoint-dir "$dir"
   local job=$job_pid
-  if ! wait_for_line "$log" "step 50 " 30; then
+  if ! wait_for_line "$log" "step 50/" 30; then
     echo "FAIL $name: step 50 never logged"
     failures=$((failures + 1))
     return
