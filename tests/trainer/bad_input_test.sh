@@ -45,9 +45,9 @@ expect_job() {
   output="$(timeout 60 "${mpirun[@]}" "$@" 2>&1)"
   status=$?
   local elapsed=$((SECONDS - start)) count
-  count="$(grep -c -E "error: .*$pattern" <<<"$output")"
+  count="$(grep -c -E "error: .*($pattern)" <<<"$output")"
   if [ "$status" -eq 2 ] && [ "$count" -eq 1 ] && [ "$elapsed" -lt 30 ]; then
-    echo "ok   $name: $(grep -m1 -E "error: .*$pattern" <<<"$output")"
+    echo "ok   $name: $(grep -m1 -E "error: .*($pattern)" <<<"$output")"
   else
     echo "FAIL $name: status $status (want 2), message seen $count times (want 1), ${elapsed} s"
     echo "$output" | sed 's/^/     | /'
