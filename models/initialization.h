@@ -1,6 +1,7 @@
 // Seeded weight initialisation: He for layers followed by a ReLU, Xavier (Glorot) otherwise.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -39,6 +40,12 @@ class SplitMix64 {
     const double unit = static_cast<double>(next() >> 11) * 0x1.0p-53;
     return (2 * unit - 1) * bound;
   }
+  // Standard normal, by the Box–Muller transform of two uniform draws.
+  double normal() {
+    const double u1 = (static_cast<double>(next() >> 11) + 1) * 0x1.0p-53;  // in (0, 1]
+    const double u2 = static_cast<double>(next() >> 11) * 0x1.0p-53;
+    return std::sqrt(-2 * std::log(u1)) * std::cos(2 * 3.141592653589793 * u2);
+  }
 
  private:
   std::uint64_t state_;
@@ -56,6 +63,12 @@ template <class Scalar>
 void fillUniform(std::span<Scalar> values, double bound, SplitMix64& generator) {
   for (Scalar& v : values)
     v = static_cast<Scalar>(generator.symmetric(bound));
+}
+
+template <class Scalar>
+void fillNormal(std::span<Scalar> values, double stddev, SplitMix64& generator) {
+  for (Scalar& v : values)
+    v = static_cast<Scalar>(stddev * generator.normal());
 }
 
 }  // namespace ringtrain::models

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -61,7 +62,13 @@ class Layer {
       total += p.count();
     return total;
   }
-  // Points the layer at its slices (parameterCount() elements each) of the model's buffers.
+  // A layer that reads a parameter tensor of an earlier layer instead of owning one (a GPT's
+  // output head reads the token embedding): that tensor's name ("wte.weight") and the shape the
+  // layer needs. Such a layer has no parameters of its own: the model binds it to the tensor and
+  // to a gradient of its own, which it adds to the owner's before announcing the owner's layer.
+  virtual std::optional<ParameterShape> tiedParameter() const { return std::nullopt; }
+  // Points the layer at its slices (parameterCount() elements each, or the tied tensor's) of the
+  // model's buffers.
   void bind(Scalar* parameters, Scalar* gradients) {
     parameters_ = parameters;
     gradients_ = gradients;

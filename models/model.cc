@@ -44,6 +44,35 @@ Model<Scalar>::Model(std::string name, SampleShape input,
     size = layer->outputShape().size();
   }
   buildParameterTable();
+  tieLayers();
+}
+
+template <class Scalar>
+void Model<Scalar>::tieLayers() {
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const std::optional<ParameterShape> tied = layers_[i]->tiedParameter();
+    if (!tied) continue;
+    const auto found = std::find_if(table_.begin(), table_.end(), [&](const ParameterEntry& e) {
+      return e.name == tied->name && e.layerIndex < static_cast<int>(i);
+    });
+    if (found == table_.end() || found->shape != tied->shape)
+      throw std::invalid_argument("model '" + name_ + "': layer '" + layers_[i]->name() +
+                                  "' reads " + tied->name + " " + shapeText(tied->shape) +
+                                  ", which no earlier layer has");
+    const auto entry = static_cast<std::size_t>(found - table_.begin());
+    ties_.push_back({i, entry, Vector<Scalar>::Zero(static_cast<Index>(found->count))});
+  }
+  bindLayers();
+}
+
+template <class Scalar>
+void Model<Scalar>::addTiedGradients(std::size_t owner) {
+  for (const Tie& tie : ties_) {
+    const ParameterEntry& entry = table_[tie.entry];
+    if (entry.layerIndex != static_cast<int>(owner)) continue;
+    VectorView<Scalar>(gradientData_ + entry.offset, static_cast<Index>(entry.count)) +=
+        tie.gradient;
+  }
 }
 
 template <class Scalar>
@@ -108,6 +137,8 @@ void Model<Scalar>::bindLayers() {
     layers_[static_cast<std::size_t>(slice.layerIndex)]->bind(parameterData_ + slice.offset,
                                                               gradientData_ + slice.offset);
   }
+  for (Tie& tie : ties_)
+    layers_[tie.layer]->bind(parameterData_ + table_[tie.entry].offset, tie.gradient.data());
 }
 
 template <class Scalar>
@@ -178,9 +209,11 @@ Index BatchRequirements::countSamples(std::size_t inputs, std::size_t labelCount
                                 toString(input) + " samples");
   const auto samples = inputs / sampleSize;
   // Checked here as well as in the loss: evaluate() cuts the targets into chunks first.
-  if (labels && labelCount != samples)
+  const auto expectedLabels = samples * static_cast<std::size_t>(labelsPerSample);
+  if (labels && labelCount != expectedLabels)
     throw std::invalid_argument("model '" + model + "': " + std::to_string(labelCount) +
-                                " labels for a batch of " + std::to_string(samples) + " samples");
+                                " labels for a batch of " + std::to_string(samples) +
+                                " samples of " + std::to_string(labelsPerSample) + " labels");
   const auto expectedValues = samples * static_cast<std::size_t>(outputs);
   if (!labels && values != expectedValues)
     throw std::invalid_argument("model '" + model + "': " + std::to_string(values) +
@@ -190,8 +223,7 @@ Index BatchRequirements::countSamples(std::size_t inputs, std::size_t labelCount
 }
 
 template <class Scalar>
-BatchResult Model<Scalar>::run(const Scalar* inputs, Index batch, const Targets<Scalar>& targets,
-                               bool training) {
+void Model<Scalar>::runLayers(const Scalar* inputs, Index batch, bool training) {
   reserve(batch);
   const Scalar* x = inputs;
   Index xSize = input_.size();
@@ -209,12 +241,39 @@ BatchResult Model<Scalar>::run(const Scalar* inputs, Index batch, const Targets<
     outputs_[i] = x;
     xSize = ySize;
   }
-  BatchView<Scalar> gradient = outputGradient(layers_.size() - 1, batch);
-  const LossTotals totals = loss_->compute(ConstBatchView<Scalar>(x, xSize, batch), targets,
-                                           training ? &gradient : nullptr);
   inputData_ = inputs;
   batch_ = batch;
-  return {totals.loss, totals.correct, batch};
+}
+
+template <class Scalar>
+BatchResult Model<Scalar>::run(const Scalar* inputs, Index batch, const Targets<Scalar>& targets,
+                               bool training) {
+  runLayers(inputs, batch, training);
+  // The loss sees one column per position: classes × (positions · B).
+  const Index positions = loss_->needsLabels() ? this->positions() : 1;
+  const Index rows = outputSize() / positions;
+  const Index columns = batch * positions;
+  BatchView<Scalar> gradient(outputGradient(layers_.size() - 1, batch).data(), rows, columns);
+  const LossTotals totals = loss_->compute(ConstBatchView<Scalar>(outputs_.back(), rows, columns),
+                                           targets, training ? &gradient : nullptr);
+  return {totals.loss / static_cast<double>(positions), totals.correct, batch, columns};
+}
+
+template <class Scalar>
+ConstBatchView<Scalar> Model<Scalar>::infer(std::span<const Scalar> inputs) {
+  backwardPending_ = false;
+  const auto sampleSize = static_cast<std::size_t>(input_.size());
+  if (inputs.empty() || inputs.size() % sampleSize != 0)
+    throw std::invalid_argument("model '" + name_ + "': infer needs whole samples of " +
+                                toString(input_));
+  const auto samples = static_cast<Index>(inputs.size() / sampleSize);
+  if (capacity_ == 0) reserve(std::min<Index>(samples, 256));
+  if (samples > capacity_)
+    throw std::invalid_argument("model '" + name_ + "': infer on " + std::to_string(samples) +
+                                " samples, more than the " + std::to_string(capacity_) +
+                                " reserved");
+  runLayers(inputs.data(), samples, /*training=*/false);
+  return outputs();
 }
 
 template <class Scalar>
@@ -245,8 +304,9 @@ void Model<Scalar>::backward(const GradientReadyCallback& onGradientsReady) {
     const int slice = parameterLayerOf_[i];
     const LayerParameters* parameters =
         slice >= 0 ? &parameterLayers_[static_cast<std::size_t>(slice)] : nullptr;
+    if (parameters || isTied(i)) layer.backwardParameters(in, dy);
     if (parameters) {
-      layer.backwardParameters(in, dy);
+      addTiedGradients(i);
       if (onGradientsReady) onGradientsReady(*parameters);
     }
     if (needsInputGradient_[i]) {
@@ -272,15 +332,14 @@ BatchResult Model<Scalar>::evaluate(const Batch<Scalar>& batch) {
     const auto count = static_cast<std::size_t>(n);
     Targets<Scalar> targets;
     if (loss_->needsLabels()) {
-      targets.labels = batch.labels.subspan(first, count);
+      const auto perSample = static_cast<std::size_t>(positions());
+      targets.labels = batch.labels.subspan(first * perSample, count * perSample);
     } else {
       targets.values = batch.values.subspan(first * outputs, count * outputs);
     }
     const BatchResult part =
         run(batch.inputs.data() + first * sampleSize, n, targets, /*training=*/false);
-    total.lossSum += part.lossSum;
-    total.correct += part.correct;
-    total.samples += part.samples;
+    total.add(part);
   }
   return total;
 }
@@ -296,7 +355,7 @@ double Model<Scalar>::trainingFlopsPerSample() const {
   double flops = 0;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     const double forward = layers_[i]->forwardFlopsPerSample();
-    const double weightGradient = parameterLayerOf_[i] >= 0 ? forward : 0;
+    const double weightGradient = parameterLayerOf_[i] >= 0 || isTied(i) ? forward : 0;
     const double inputGradient = needsInputGradient_[i] ? forward : 0;
     flops += forward + weightGradient + inputGradient;
   }

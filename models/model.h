@@ -18,6 +18,7 @@
 // time; the Eigen products run on that thread alone.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -60,7 +61,9 @@ enum class LayerPhase { kForward, kBackward };
 using LayerObserver = std::function<void(int layerIndex, LayerPhase phase, bool begins)>;
 
 // A batch as data/ delivers it: B samples of inputShape().size() values each, sample after
-// sample, and their targets (labels for classification models, values for regression).
+// sample, and their targets (labels for classification models, values for regression). A
+// classification model has labelsPerSample() labels per sample: one per output position (a
+// language model's T next tokens), one for an image classifier.
 template <class Scalar>
 struct Batch {
   std::span<const Scalar> inputs;
@@ -76,6 +79,7 @@ struct BatchRequirements {
   SampleShape input;
   Index outputs = 0;
   bool labels = true;  // class labels (else one target value per output)
+  Index labelsPerSample = 1;
 
   template <class Scalar>
   Index countSamples(const Batch<Scalar>& batch) const {
@@ -85,14 +89,22 @@ struct BatchRequirements {
 };
 
 // Sums over the samples of a batch (add them up across batches and ranks, then divide).
+// A sample's loss is the mean over its positions; correct counts positions.
 struct BatchResult {
   double lossSum = 0;
   std::int64_t correct = 0;
   Index samples = 0;
+  std::int64_t predictions = 0;  // samples × labels per sample
 
   double meanLoss() const { return samples > 0 ? lossSum / static_cast<double>(samples) : 0; }
   double accuracy() const {
-    return samples > 0 ? static_cast<double>(correct) / static_cast<double>(samples) : 0;
+    return predictions > 0 ? static_cast<double>(correct) / static_cast<double>(predictions) : 0;
+  }
+  void add(const BatchResult& other) {
+    lossSum += other.lossSum;
+    correct += other.correct;
+    samples += other.samples;
+    predictions += other.predictions;
   }
 };
 
@@ -126,8 +138,14 @@ class Model {
   // Throws std::invalid_argument when the size differs.
   void placeGradients(std::span<Scalar> storage);
   std::size_t parameterCount() const { return size(); }
+  // Output positions: the last layer's H×W, each with C classes (1 for a classifier's logits).
+  Index positions() const {
+    const SampleShape out = layers_.back()->outputShape();
+    return out.height * out.width;
+  }
   BatchRequirements batchRequirements() const {
-    return {name_, input_, outputSize(), loss_->needsLabels()};
+    return {name_, input_, outputSize(), loss_->needsLabels(),
+            loss_->needsLabels() ? positions() : 1};
   }
 
   // Every parameter tensor, in buffer order.
@@ -159,6 +177,9 @@ class Model {
   BatchResult evaluate(const Batch<Scalar>& batch);
   // The model's outputs (outputSize() × B) from the last forward, or the last chunk evaluated.
   ConstBatchView<Scalar> outputs() const;
+  // Forward without a loss (generation): the outputs for `inputs` (a whole number of samples, at
+  // most reservedBatch() of them, or 256 when nothing was reserved). Invalidates a pending backward.
+  ConstBatchView<Scalar> infer(std::span<const Scalar> inputs);
 
   // Floating-point operations of the matrix products in forward plus backward, per sample.
   double trainingFlopsPerSample() const;
@@ -169,6 +190,12 @@ class Model {
   std::size_t size() const { return count_; }
   void buildParameterTable();
   void bindLayers();  // every layer's views into parameterData_ and gradientData_
+  void tieLayers();   // the tied layers' entries and gradients
+  void addTiedGradients(std::size_t owner);
+  bool isTied(std::size_t layer) const {
+    return std::any_of(ties_.begin(), ties_.end(), [&](const Tie& t) { return t.layer == layer; });
+  }
+  void runLayers(const Scalar* inputs, Index batch, bool training);
   BatchResult run(const Scalar* inputs, Index batch, const Targets<Scalar>& targets, bool training);
   BatchView<Scalar> outputGradient(std::size_t layer, Index batch);
 
@@ -185,6 +212,13 @@ class Model {
   std::vector<ParameterEntry> table_;
   std::vector<LayerParameters> parameterLayers_;
   std::vector<int> parameterLayerOf_;  // per layer: index into parameterLayers_, or -1
+  // Layers that read another layer's tensor (Layer::tiedParameter): the tensor and a gradient.
+  struct Tie {
+    std::size_t layer = 0;
+    std::size_t entry = 0;  // into table_
+    Vector<Scalar> gradient;
+  };
+  std::vector<Tie> ties_;
   // Per layer: does backward need the gradient with respect to its input? Only when a layer
   // with parameters lies below it; the first matrix layer's input gradient is never computed.
   std::vector<bool> needsInputGradient_;

@@ -6,11 +6,13 @@
 
 #include "models/conv2d.h"
 #include "models/flatten.h"
+#include "models/gpt_layers.h"
 #include "models/linear.h"
 #include "models/max_pool2d.h"
 #include "models/mean_squared_error.h"
 #include "models/relu.h"
 #include "models/softmax_cross_entropy.h"
+#include "models/transformer_block.h"
 
 namespace ringtrain::models {
 namespace {
@@ -93,10 +95,45 @@ Model<Scalar> makeCnn(const ModelSpec& spec) {
                        std::make_unique<SoftmaxCrossEntropy<Scalar>>());
 }
 
+void checkGpt(const ModelSpec& spec) {
+  const GptShape& g = spec.gpt;
+  if (g.layers < 1 || g.heads < 1 || g.context < 1 || g.vocabulary < 2 || g.width < 1)
+    badSpec(spec, "layers, heads, width and context must be positive and the vocabulary at least 2");
+  if (g.width % g.heads != 0)
+    badSpec(spec, "width " + std::to_string(g.width) + " is not a multiple of the " +
+                      std::to_string(g.heads) + " heads");
+  if (g.vocabulary >= (Index{1} << 24))
+    badSpec(spec, "a vocabulary of " + std::to_string(g.vocabulary) +
+                      " ids is not exact in float32 (at most 2^24)");
+  if (spec.input != SampleShape{1, g.context, 1})
+    badSpec(spec, "takes sequences of " + std::to_string(g.context) + " token ids, not " +
+                      toString(spec.input));
+}
+
+template <class Scalar>
+Model<Scalar> makeGpt(const ModelSpec& spec) {
+  checkGpt(spec);
+  const GptShape& g = spec.gpt;
+  Layers<Scalar> layers;
+  layers.push_back(std::make_unique<TokenEmbedding<Scalar>>("wte", g.vocabulary, g.width, g.context));
+  layers.push_back(std::make_unique<PositionEmbedding<Scalar>>("wpe", g.width, g.context));
+  const auto scratch = std::make_shared<BlockScratch<Scalar>>();
+  const AttentionShape attention{g.width, g.heads, g.context};
+  for (Index i = 0; i < g.layers; ++i) {
+    layers.push_back(std::make_unique<TransformerBlock<Scalar>>("h." + std::to_string(i),
+                                                                attention, g.layers, scratch));
+  }
+  layers.push_back(std::make_unique<LayerNorm<Scalar>>("ln_f", g.width, g.context));
+  layers.push_back(std::make_unique<TiedOutputHead<Scalar>>("lm_head", "wte.weight", g.vocabulary,
+                                                            g.width, g.context));
+  return Model<Scalar>(spec.name, spec.input, std::move(layers),
+                       std::make_unique<SoftmaxCrossEntropy<Scalar>>());
+}
+
 }  // namespace
 
 std::vector<std::string_view> modelNames() {
-  return {"linreg", "mlp", "cnn"};
+  return {"linreg", "mlp", "cnn", "gpt"};
 }
 
 template <class Scalar>
@@ -106,13 +143,20 @@ Model<Scalar> makeModel(const ModelSpec& spec) {
   if (spec.name == "linreg") return makeLinearRegression<Scalar>(spec);
   if (spec.name == "mlp") return makeMlp<Scalar>(spec);
   if (spec.name == "cnn") return makeCnn<Scalar>(spec);
-  throw std::invalid_argument("unknown model '" + spec.name + "' (known: linreg, mlp, cnn)");
+  if (spec.name == "gpt") return makeGpt<Scalar>(spec);
+  throw std::invalid_argument("unknown model '" + spec.name + "' (known: linreg, mlp, cnn, gpt)");
 }
 
 double parameterCount(const ModelSpec& spec) {
   // A dense layer from `in` to `out` values: weights and biases.
   const auto dense = [](double in, double out) { return in * out + out; };
   if (spec.name == "linreg") return dense(static_cast<double>(spec.input.size()), 1);
+  if (spec.name == "gpt") {
+    const auto c = static_cast<double>(spec.gpt.width);
+    const double block = 12 * c * c + 13 * c;
+    return static_cast<double>(spec.gpt.vocabulary + spec.gpt.context) * c +
+           static_cast<double>(spec.gpt.layers) * block + 2 * c;
+  }
   if (spec.name == "cnn") {
     const double conv1 = dense(static_cast<double>(spec.input.channels) * 25, 16);
     const double conv2 = dense(16.0 * 25, 32);

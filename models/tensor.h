@@ -47,6 +47,11 @@ using BatchView = Eigen::Map<Matrix<Scalar>>;
 template <class Scalar>
 using ConstBatchView = Eigen::Map<const Matrix<Scalar>>;
 
+template <class Scalar>
+ConstBatchView<Scalar> asConst(const BatchView<Scalar>& view) {
+  return {view.data(), view.rows(), view.cols()};
+}
+
 // Weights are row-major, so that a parameter's shape in the parameter table ({out, in} for a
 // dense layer) reads in C order, last index fastest, like NumPy's and PyTorch's.
 template <class Scalar>

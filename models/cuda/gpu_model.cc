@@ -542,7 +542,7 @@ BatchResult GpuModel::lastResult() {
   const InputSlot* slot = impl_->current;
   if (slot == nullptr) return {};
   RINGTRAIN_MODELS_CUDA_CHECK(cudaEventSynchronize(slot->summed));
-  return {slot->hostSums->loss, slot->hostSums->correct, slot->samples};
+  return {slot->hostSums->loss, slot->hostSums->correct, slot->samples, slot->samples};
 }
 
 BatchResult GpuModel::evaluate(const Batch<float>& batch) {
@@ -556,10 +556,7 @@ BatchResult GpuModel::evaluate(const Batch<float>& batch) {
     const Index n = std::min(chunk, samples - start);
     impl_->stage(batch, start, n);
     impl_->forward(n, /*training=*/false);
-    const BatchResult part = lastResult();
-    total.lossSum += part.lossSum;
-    total.correct += part.correct;
-    total.samples += part.samples;
+    total.add(lastResult());
   }
   return total;
 }

@@ -395,19 +395,18 @@ models::BatchResult Trainer::evaluate() {
       indices.push_back(i);
     gatherBatch(test_, indices, gathered);
     const models::Batch<float> view = batchView(gathered);
-    const models::BatchResult part = gpu_ ? gpu_->evaluate(view) : model_.evaluate(view);
-    local.lossSum += part.lossSum;
-    local.correct += part.correct;
-    local.samples += part.samples;
+    local.add(gpu_ ? gpu_->evaluate(view) : model_.evaluate(view));
   }
   // Counts are exact in float64 far beyond any test set.
-  std::array<double, 3> totals = {local.lossSum, static_cast<double>(local.correct),
-                                  static_cast<double>(local.samples)};
+  std::array<double, 4> totals = {local.lossSum, static_cast<double>(local.correct),
+                                  static_cast<double>(local.samples),
+                                  static_cast<double>(local.predictions)};
   control_->allreduce(std::span<double>(totals), collectives::ReduceOp::kSum);
   models::BatchResult global;
   global.lossSum = totals[0];
   global.correct = static_cast<std::int64_t>(totals[1]);
   global.samples = static_cast<models::Index>(totals[2]);
+  global.predictions = static_cast<std::int64_t>(totals[3]);
   traceSpan("evaluation", "evaluation", start);
   return global;
 }

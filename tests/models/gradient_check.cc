@@ -64,7 +64,8 @@ std::vector<double> numericGradient(std::span<double> values, const std::functio
 
 LayerHarness::LayerHarness(Layer<double>& layer, Index batch, std::uint64_t seed)
     : layer_(layer), batch_(batch) {
-  const auto count = static_cast<std::size_t>(layer.parameterCount());
+  const auto tied = layer.tiedParameter();
+  const auto count = static_cast<std::size_t>(tied ? tied->count() : layer.parameterCount());
   parameters_ = uniformValues(count, -1, 1, seed);
   gradients_.assign(count, 0.0);
   input_ =
@@ -100,6 +101,15 @@ GradientError LayerHarness::check() {
       compareGradients(parameterGradient, numericGradient(parameters_, f));
   const GradientError inputError = compareGradients(inputGradient, numericGradient(input_, f));
   return parameterError.worst >= inputError.worst ? parameterError : inputError;
+}
+
+GradientError LayerHarness::checkParameters() {
+  projectedOutput();
+  layer_.backwardParameters(
+      ConstBatchView<double>(input_.data(), layer_.inputShape().size(), batch_),
+      ConstBatchView<double>(projection_.data(), layer_.outputShape().size(), batch_));
+  const std::vector<double> analytic = gradients_;
+  return compareGradients(analytic, numericGradient(parameters_, [this] { return projectedOutput(); }));
 }
 
 }  // namespace ringtrain::models::test_support

@@ -47,7 +47,8 @@ std::vector<double> numericGradient(std::span<double> values, const std::functio
 // checks is f = Σ r ⊙ forward(x) for a fixed random r, so that ∂f/∂y = r is what backward is fed.
 class LayerHarness {
  public:
-  // Parameters and inputs uniform in [-1, 1).
+  // Parameters and inputs uniform in [-1, 1). A tied layer (Layer::tiedParameter) gets a tensor
+  // of the tied shape as its parameters.
   LayerHarness(Layer<double>& layer, Index batch, std::uint64_t seed);
 
   std::vector<double>& input() { return input_; }
@@ -59,6 +60,8 @@ class LayerHarness {
   std::pair<std::vector<double>, std::vector<double>> analyticGradients();
   // The worst of the parameter and input gradient errors.
   GradientError check();
+  // The parameter gradients' error alone, for a layer whose input has no gradient (token ids).
+  GradientError checkParameters();
 
  private:
   Layer<double>& layer_;

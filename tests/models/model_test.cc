@@ -365,7 +365,7 @@ TEST(ModelFactoryTest, UnknownNamesAndBadSizesThrowWithTheReason) {
     }
     return std::string("no exception");
   };
-  EXPECT_EQ(message({.name = "resnet"}), "unknown model 'resnet' (known: linreg, mlp, cnn)");
+  EXPECT_EQ(message({.name = "resnet"}), "unknown model 'resnet' (known: linreg, mlp, cnn, gpt)");
   EXPECT_EQ(message({.name = "mlp", .classes = 1}), "model 'mlp': needs at least 2 classes, got 1");
   EXPECT_EQ(message({.name = "mlp", .hidden = {512, 0}}),
             "model 'mlp': hidden layer 2 has width 0; widths must be positive");
@@ -378,7 +378,9 @@ TEST(ModelFactoryTest, UnknownNamesAndBadSizesThrowWithTheReason) {
 
 TEST(ModelFactoryTest, EveryKnownNameBuildsAModel) {
   for (const std::string_view name : modelNames()) {
-    const auto model = makeModel<float>({.name = std::string(name), .input = {1, 28, 28}});
+    ModelSpec spec{.name = std::string(name), .input = {1, 28, 28}};
+    if (name == "gpt") spec.input = {1, spec.gpt.context, 1};  // a sequence of token ids
+    const auto model = makeModel<float>(spec);
     EXPECT_EQ(model.name(), name);
     EXPECT_GT(model.parameterCount(), 0u);
   }

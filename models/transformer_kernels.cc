@@ -1,0 +1,178 @@
+#include "models/transformer_kernels.h"
+
+#include <cmath>
+
+namespace ringtrain::models {
+namespace {
+
+template <class Scalar>
+using ColumnArray = Eigen::Map<const Eigen::Array<Scalar, Eigen::Dynamic, 1>>;
+
+template <class Scalar>
+Eigen::Array<Scalar, Eigen::Dynamic, 1> normalized(ConstBatchView<Scalar> x, Index n,
+                                                   const Scalar* mean, const Scalar* rstd) {
+  return (x.col(n).array() - mean[n]) * rstd[n];
+}
+
+}  // namespace
+
+template <class Scalar>
+void layerNormForward(ConstBatchView<Scalar> x, const Scalar* gamma, const Scalar* beta,
+                      BatchView<Scalar> y, Scalar* mean, Scalar* rstd) {
+  const Index width = x.rows();
+  const ColumnArray<Scalar> g(gamma, width);
+  const ColumnArray<Scalar> b(beta, width);
+  for (Index n = 0; n < x.cols(); ++n) {
+    const auto column = x.col(n).array();
+    const Scalar m = column.mean();
+    const Scalar variance = (column - m).square().mean();
+    const Scalar r = Scalar(1) / std::sqrt(variance + static_cast<Scalar>(kLayerNormEpsilon));
+    mean[n] = m;
+    rstd[n] = r;
+    y.col(n).array() = (column - m) * r * g + b;
+  }
+}
+
+template <class Scalar>
+void layerNormBackwardParameters(ConstBatchView<Scalar> x, ConstBatchView<Scalar> dy,
+                                 const Scalar* mean, const Scalar* rstd, Scalar* dgamma,
+                                 Scalar* dbeta) {
+  Eigen::Map<Eigen::Array<Scalar, Eigen::Dynamic, 1>> dg(dgamma, x.rows());
+  dg.setZero();
+  for (Index n = 0; n < x.cols(); ++n)
+    dg += dy.col(n).array() * normalized(x, n, mean, rstd);
+  VectorView<Scalar>(dbeta, x.rows()).noalias() = dy.rowwise().sum();
+}
+
+template <class Scalar>
+void layerNormBackwardInput(ConstBatchView<Scalar> x, ConstBatchView<Scalar> dy,
+                            const Scalar* gamma, const Scalar* mean, const Scalar* rstd,
+                            BatchView<Scalar> dx, bool accumulate) {
+  const ColumnArray<Scalar> gammas(gamma, x.rows());
+  for (Index n = 0; n < x.cols(); ++n) {
+    const auto xHat = normalized(x, n, mean, rstd);
+    const Eigen::Array<Scalar, Eigen::Dynamic, 1> g = dy.col(n).array() * gammas;
+    const Scalar meanG = g.mean();
+    const Scalar meanGx = (g * xHat).mean();
+    if (accumulate) {
+      dx.col(n).array() += rstd[n] * (g - meanG - xHat * meanGx);
+    } else {
+      dx.col(n).array() = rstd[n] * (g - meanG - xHat * meanGx);
+    }
+  }
+}
+
+namespace {
+constexpr double kGeluScale = 0.7978845608028654;  // sqrt(2/π)
+constexpr double kGeluCubic = 0.044715;
+}  // namespace
+
+template <class Scalar>
+void geluForward(const Scalar* h, Scalar* g, Index count) {
+  using Array = Eigen::Array<Scalar, Eigen::Dynamic, 1>;
+  const Eigen::Map<const Array> x(h, count);
+  const auto s = static_cast<Scalar>(kGeluScale);
+  const auto c = static_cast<Scalar>(kGeluCubic);
+  Eigen::Map<Array>(g, count) = Scalar(0.5) * x * (Scalar(1) + (s * (x + c * x.cube())).tanh());
+}
+
+template <class Scalar>
+void geluBackward(const Scalar* h, const Scalar* dg, Scalar* dh, Index count) {
+  using Array = Eigen::Array<Scalar, Eigen::Dynamic, 1>;
+  const Eigen::Map<const Array> x(h, count);
+  const auto s = static_cast<Scalar>(kGeluScale);
+  const auto c = static_cast<Scalar>(kGeluCubic);
+  const Array t = (s * (x + c * x.cube())).tanh();
+  const Array slope = Scalar(0.5) * (Scalar(1) + t) +
+                      Scalar(0.5) * x * (Scalar(1) - t.square()) * s *
+                          (Scalar(1) + Scalar(3) * c * x.square());
+  Eigen::Map<Array>(dh, count) = Eigen::Map<const Array>(dg, count) * slope;
+}
+
+namespace {
+
+// The per-sequence, per-head pieces of qkv: d×T blocks with the stride of qkv.
+template <class View>
+auto headBlock(View& m, Index part, const AttentionShape& shape, Index b, Index h) {
+  const Index d = shape.width / shape.heads;
+  return m.block(part * shape.width + h * d, b * shape.context, d, shape.context);
+}
+
+// Column i of `scores` (scaled by `scale` first) becomes softmax over rows j ≤ i, 0 below.
+template <class Scalar>
+void causalSoftmax(BatchView<Scalar> scores, Scalar scale) {
+  const Index t = scores.rows();
+  for (Index i = 0; i < t; ++i) {
+    auto visible = scores.col(i).head(i + 1).array();
+    visible *= scale;
+    visible = (visible - visible.maxCoeff()).exp();
+    visible /= visible.sum();
+    scores.col(i).tail(t - i - 1).setZero();
+  }
+}
+
+}  // namespace
+
+template <class Scalar>
+void attentionForward(const AttentionShape& shape, ConstBatchView<Scalar> qkv,
+                      Scalar* probabilities, BatchView<Scalar> out) {
+  const Index t = shape.context;
+  const Index sequences = qkv.cols() / t;
+  const Scalar scale = Scalar(1) / std::sqrt(static_cast<Scalar>(shape.width / shape.heads));
+  for (Index b = 0; b < sequences; ++b) {
+    for (Index h = 0; h < shape.heads; ++h) {
+      BatchView<Scalar> p(probabilities + (b * shape.heads + h) * t * t, t, t);
+      p.noalias() = headBlock(qkv, 1, shape, b, h).transpose() * headBlock(qkv, 0, shape, b, h);
+      causalSoftmax(p, scale);
+      headBlock(out, 0, shape, b, h).noalias() = headBlock(qkv, 2, shape, b, h) * p;
+    }
+  }
+}
+
+template <class Scalar>
+void attentionBackward(const AttentionShape& shape, ConstBatchView<Scalar> qkv,
+                       const Scalar* probabilities, ConstBatchView<Scalar> dOut,
+                       BatchView<Scalar> dqkv, Scalar* scratch) {
+  const Index t = shape.context;
+  const Index sequences = qkv.cols() / t;
+  const Scalar scale = Scalar(1) / std::sqrt(static_cast<Scalar>(shape.width / shape.heads));
+  BatchView<Scalar> dScores(scratch, t, t);
+  for (Index b = 0; b < sequences; ++b) {
+    for (Index h = 0; h < shape.heads; ++h) {
+      const ConstBatchView<Scalar> p(probabilities + (b * shape.heads + h) * t * t, t, t);
+      const auto dO = headBlock(dOut, 0, shape, b, h);
+      headBlock(dqkv, 2, shape, b, h).noalias() = dO * p.transpose();
+      dScores.noalias() = headBlock(qkv, 2, shape, b, h).transpose() * dO;
+      // Softmax backward per column, then the 1/sqrt(d) of the scores.
+      for (Index i = 0; i < t; ++i) {
+        auto ds = dScores.col(i).head(i + 1).array();
+        const auto pi = p.col(i).head(i + 1).array();
+        ds = pi * (ds - (pi * ds).sum()) * scale;
+        dScores.col(i).tail(t - i - 1).setZero();
+      }
+      headBlock(dqkv, 0, shape, b, h).noalias() = headBlock(qkv, 1, shape, b, h) * dScores;
+      headBlock(dqkv, 1, shape, b, h).noalias() =
+          headBlock(qkv, 0, shape, b, h) * dScores.transpose();
+    }
+  }
+}
+
+#define RINGTRAIN_INSTANTIATE(Scalar)                                                            \
+  template void layerNormForward(ConstBatchView<Scalar>, const Scalar*, const Scalar*,           \
+                                 BatchView<Scalar>, Scalar*, Scalar*);                           \
+  template void layerNormBackwardParameters(ConstBatchView<Scalar>, ConstBatchView<Scalar>,      \
+                                            const Scalar*, const Scalar*, Scalar*, Scalar*);     \
+  template void layerNormBackwardInput(ConstBatchView<Scalar>, ConstBatchView<Scalar>,           \
+                                       const Scalar*, const Scalar*, const Scalar*,              \
+                                       BatchView<Scalar>, bool);                                 \
+  template void geluForward(const Scalar*, Scalar*, Index);                                      \
+  template void geluBackward(const Scalar*, const Scalar*, Scalar*, Index);                      \
+  template void attentionForward(const AttentionShape&, ConstBatchView<Scalar>, Scalar*,         \
+                                 BatchView<Scalar>);                                             \
+  template void attentionBackward(const AttentionShape&, ConstBatchView<Scalar>, const Scalar*,  \
+                                  ConstBatchView<Scalar>, BatchView<Scalar>, Scalar*);
+RINGTRAIN_INSTANTIATE(float)
+RINGTRAIN_INSTANTIATE(double)
+#undef RINGTRAIN_INSTANTIATE
+
+}  // namespace ringtrain::models
