@@ -38,6 +38,9 @@ class Dataset {
   // several threads at once (a prefetching loader, say).
   virtual void gather(std::span<const std::int64_t> indices, float* images,
                       std::int32_t* labels) const = 0;
+  // Labels per sample: 1 for an image, `context` for a token window (the next token at every
+  // position); gather's `labels` then has room for indices.size() x labelsPerSample().
+  virtual std::int64_t labelsPerSample() const { return 1; }
 
   // One line for the log: where the samples come from, how many, their shape and classes.
   virtual std::string describe() const = 0;

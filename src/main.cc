@@ -22,6 +22,7 @@
 #include "data/hdf5_dataset.h"
 #include "data/separate_check.h"
 #include "data/synthetic_dataset.h"
+#include "data/synthetic_token_dataset.h"
 #include "models/flush_to_zero.h"
 #include "models/matrix_products.h"
 #include "src/common/log.h"
@@ -66,6 +67,16 @@ Sources loadData(const TrainConfig& config) {
     options.firstIndex = options.size;
     options.size = 2000;
     sources.test = regressionSource(options);
+  } else if (config.synthetic && config.model == ModelKind::kGpt) {
+    data::SyntheticTokenOptions options;
+    options.vocabulary = config.gpt.vocabulary;
+    options.context = config.gpt.context;
+    options.size = config.syntheticSize;
+    options.seed = config.seed;
+    data::DatasetPair pair = data::makeSyntheticTokenPair(
+        options, std::max<std::int64_t>(1, std::min<std::int64_t>(256, config.syntheticSize / 8)));
+    sources.train = classificationSource(std::move(pair.train));
+    sources.test = classificationSource(std::move(pair.test));
   } else if (config.synthetic) {
     data::SyntheticOptions options;
     options.shape = {config.syntheticShape[0], config.syntheticShape[1], config.syntheticShape[2]};
@@ -224,6 +235,7 @@ int trainAndReport(const TrainConfig& config, const Sources& sources, RunService
   if (env.worldRank() == 0) {
     RunFacts facts;
     facts.classification = sources.train->classes() > 0;
+    facts.tokensPerSample = config.model == ModelKind::kGpt ? config.gpt.context : 0;
     facts.parameters = trainer->model().parameters();
     for (const std::string& line : runReport(summary, config, facts))
       logLine(line);

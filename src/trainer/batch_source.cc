@@ -14,6 +14,7 @@ class ClassificationSource final : public BatchSource {
   std::int64_t size() const override { return dataset_->size(); }
   data::SampleShape sampleShape() const override { return dataset_->sampleShape(); }
   int classes() const override { return dataset_->numClasses(); }
+  std::int64_t labelsPerSample() const override { return dataset_->labelsPerSample(); }
   void gather(std::span<const std::int64_t> indices, float* inputs, std::int32_t* labels,
               float*) const override {
     dataset_->gather(indices, inputs, labels);
@@ -47,7 +48,7 @@ void gatherBatch(const BatchSource& source, std::span<const std::int64_t> indice
                  HostBatch& into) {
   const auto sampleSize = static_cast<std::size_t>(source.sampleShape().elements());
   into.inputs.resize(indices.size() * sampleSize);
-  into.labels.resize(indices.size());
+  into.labels.resize(indices.size() * static_cast<std::size_t>(source.labelsPerSample()));
   into.values.resize(indices.size());
   into.samples = 0;
   source.gather(indices, into.inputs.data(), into.labels.data(), into.values.data());

@@ -20,6 +20,8 @@ class BatchSource {
   virtual data::SampleShape sampleShape() const = 0;
   // Number of classes; 0 for regression (targets are values, one per sample).
   virtual int classes() const = 0;
+  // Labels per sample (data::Dataset::labelsPerSample): a language model's context, else 1.
+  virtual std::int64_t labelsPerSample() const { return 1; }
   // Writes samples indices[0], indices[1], ... sample after sample into `inputs`, and their
   // targets into `labels` (classification) or `values` (regression).
   virtual void gather(std::span<const std::int64_t> indices, float* inputs, std::int32_t* labels,
@@ -29,8 +31,8 @@ class BatchSource {
   virtual bool readsStorage() const { return false; }
 };
 
-// A batch gathered on the host: samples × the source's sample size inputs, and one label
-// (classification) or one target value (regression) per sample.
+// A batch gathered on the host: samples × the source's sample size inputs, and labelsPerSample()
+// labels (classification) or one target value (regression) per sample.
 struct HostBatch {
   std::vector<float> inputs;
   std::vector<std::int32_t> labels;

@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 namespace ringtrain {
 namespace po = boost::program_options;
@@ -72,6 +73,8 @@ std::optional<std::string> parseChoice(std::string_view option, const std::strin
 struct RawOptions {
   std::string model = "mlp";
   std::string hidden = "512,512";
+  // --layers --heads --width --context --vocab: each changes the preset's size when given.
+  std::optional<int> layers, heads, width, context, vocab;
   std::string syntheticShape = "1,28,28";
   std::string prefetch = "auto";
   std::string device = "auto";
@@ -92,8 +95,13 @@ po::options_description modelAndDataOptions(TrainConfig& c, RawOptions& raw) {
   // clang-format off
   po::options_description model("Model and data");
   model.add_options()
-      ("model", po::value(&raw.model)->default_value(raw.model), joinNames(kModelNames, " | ", " | ").c_str())
+      ("model", po::value(&raw.model)->default_value(raw.model), (joinNames(kModelNames, " | ", " | ") + " | " + joinNames(kGptPresetNames, " | ", " | ") + " (gpt-mini: 4 layers, 4 heads, width 256, context 128; gpt2-124m: 12, 12, 768, 1024; both with GPT-2's vocabulary of 50257; gpt is gpt-mini)").c_str())
       ("hidden", po::value(&raw.hidden)->default_value(raw.hidden), "mlp hidden layer sizes, comma-separated")
+      ("layers", po::value<int>()->notifier([&raw](int v) { raw.layers = v; }), "gpt: transformer blocks")
+      ("heads", po::value<int>()->notifier([&raw](int v) { raw.heads = v; }), "gpt: attention heads (divide --width)")
+      ("width", po::value<int>()->notifier([&raw](int v) { raw.width = v; }), "gpt: embedding width C")
+      ("context", po::value<int>()->notifier([&raw](int v) { raw.context = v; }), "gpt: tokens per sequence T")
+      ("vocab", po::value<int>()->notifier([&raw](int v) { raw.vocab = v; }), "gpt: vocabulary size (the token files' ids must lie below it)")
       ("data", po::value(&c.dataDir)->default_value(c.dataDir), "folder with train.h5 and test.h5 (ringtrain's HDF5 layout; idx_to_hdf5 writes it), or else the MNIST IDX files (plain or .gz; data/fetch_mnist.sh)")
       ("synthetic", po::value(&c.synthetic)->implicit_value(true)->default_value(false), "train on synthetic data (a throughput benchmark)")
       ("synthetic-shape", po::value(&raw.syntheticShape)->default_value(raw.syntheticShape), "synthetic image shape C,H,W")
@@ -153,6 +161,7 @@ po::options_description optimiserOptions(TrainConfig& c, RawOptions& raw) {
       ("warmup-steps", po::value(&c.warmupSteps)->default_value(c.warmupSteps), "linear warm-up steps")
       ("lr-step-size", po::value(&c.lrStepSize)->default_value(c.lrStepSize), "step schedule: steps between decays")
       ("lr-gamma", po::value(&c.lrGamma)->default_value(c.lrGamma, shortest(c.lrGamma)), "step schedule: decay factor")
+      ("clip-grad-norm", po::value(&c.clipGradNorm)->default_value(c.clipGradNorm, shortest(c.clipGradNorm)), "scale the averaged gradients down to this global L2 norm when above it, the same on every rank (0: off)")
       ("scale-lr", po::value(&c.scaleLr)->implicit_value(true)->default_value(false), "multiply the learning rate by the number of ranks");
   // clang-format on
   return optimiser;
@@ -287,7 +296,17 @@ std::optional<std::string> convertModes(const RawOptions& raw, TrainConfig& c) {
                          auto& value) {
     if (!error) error = parseChoice(option, text, table, value);
   };
-  parse("model", raw.model, kModelNames, c.model);
+  if (const auto preset = valueIn(kGptPresetNames, raw.model)) {
+    c.model = ModelKind::kGpt;
+    c.gpt = presetShape(*preset);
+  } else if (const auto kind = valueIn(kModelNames, raw.model)) {
+    c.model = *kind;
+    if (c.model == ModelKind::kGpt) c.gpt = presetShape(GptPreset::kMini);
+  } else {
+    error = fmt::format("--model '{}': expected {}, {}", raw.model,
+                        joinNames(kModelNames, ", ", ", "),
+                        joinNames(kGptPresetNames, ", ", " or "));
+  }
   parse("prefetch", raw.prefetch, kPrefetchNames, c.prefetch);
   parse("device", raw.device, kDeviceNames, c.device);
   parse("backend", raw.backend, backendChoices(), c.backend);
@@ -306,6 +325,16 @@ std::optional<std::string> convertModes(const RawOptions& raw, TrainConfig& c) {
 
 // The texts that are lists and sizes into their values; the first bad one's error.
 std::optional<std::string> convertSizes(const RawOptions& raw, TrainConfig& c) {
+  for (const auto& [option, given, value] :
+       {std::tuple{"layers", raw.layers, &c.gpt.layers}, {"heads", raw.heads, &c.gpt.heads},
+        {"width", raw.width, &c.gpt.width}, {"context", raw.context, &c.gpt.context},
+        {"vocab", raw.vocab, &c.gpt.vocabulary}}) {
+    if (!given) continue;
+    if (c.model != ModelKind::kGpt)
+      return fmt::format("--{} is a gpt option: use it with --model gpt", option);
+    if (*given < 1) return fmt::format("--{} must be at least 1 (got {})", option, *given);
+    *value = *given;
+  }
   const auto hidden = parseIntList(raw.hidden);
   if (!hidden) return "--hidden '" + raw.hidden + "': expected positive sizes like 512,512";
   c.hidden = *hidden;
@@ -325,6 +354,12 @@ std::optional<std::string> convertSizes(const RawOptions& raw, TrainConfig& c) {
 }
 
 }  // namespace
+
+models::GptShape presetShape(GptPreset preset) {
+  if (preset == GptPreset::kGpt2Small)
+    return {.layers = 12, .heads = 12, .width = 768, .context = 1024, .vocabulary = 50257};
+  return {.layers = 4, .heads = 4, .width = 256, .context = 128, .vocabulary = 50257};
+}
 
 std::string_view name(const std::optional<engine::ExchangeBackend>& backend) {
   return backend ? engine::name(*backend) : "auto";
@@ -388,6 +423,11 @@ std::optional<std::string> deviceAndBackendProblem(const TrainConfig& c) {
     return "--backend " + backend +
            " averages host buffers: with --device cuda use --backend nccl (or auto)";
   }
+  if (c.device == Device::kCuda && c.model == ModelKind::kGpt)
+    return "--model gpt trains on the CPU only (the GPU path has no transformer layers yet): use "
+           "--device cpu or auto";
+  if (c.device == Device::kCuda && c.clipGradNorm > 0)
+    return "--clip-grad-norm runs on the host only: use --device cpu or auto with it";
   if (c.compression == engine::Compression::kNone) return std::nullopt;
   const std::string compression(engine::name(c.compression));
   if (c.backend == ExchangeBackend::kShm) {
@@ -418,6 +458,7 @@ std::optional<std::string> nonFiniteProblem(const TrainConfig& c) {
       {"beta2", c.beta2, ""},
       {"epsilon", c.epsilon, ""},
       {"lr-gamma", c.lrGamma, ""},
+      {"clip-grad-norm", c.clipGradNorm, ""},
       {"stall-timeout", c.stallTimeoutSeconds, " (0 means never)"},
       {"sigterm-grace", c.sigtermGraceSeconds, " (a number of seconds; 0: SIGTERM kills at once)"},
   };
@@ -448,6 +489,7 @@ std::optional<std::string> rangeProblem(const TrainConfig& c) {
   if (c.warmupSteps < 0) return "--warmup-steps must not be negative";
   if (c.lrStepSize < 1) return "--lr-step-size must be at least 1";
   if (!(c.lrGamma > 0) || c.lrGamma > 1) return "--lr-gamma must be in (0, 1]";
+  if (c.clipGradNorm < 0) return "--clip-grad-norm must not be negative (0: off)";
   if (c.evalEvery < 0 || c.logEvery < 0) return "--eval-every and --log-every must not be negative";
   if (c.checkpointEvery < 0) return "--checkpoint-every must not be negative";
   if (c.keep < 0) return "--keep must not be negative (0 keeps every checkpoint)";
@@ -509,6 +551,11 @@ std::vector<std::pair<std::string, std::string>> comparableOptions(const TrainCo
   return {
       {"--model", std::string(nameIn(kModelNames, c.model))},
       {"--hidden", list(c.hidden)},
+      {"--layers", std::to_string(c.gpt.layers)},
+      {"--heads", std::to_string(c.gpt.heads)},
+      {"--width", std::to_string(c.gpt.width)},
+      {"--context", std::to_string(c.gpt.context)},
+      {"--vocab", std::to_string(c.gpt.vocabulary)},
       {"--synthetic", c.synthetic ? "true" : "false"},
       {"--synthetic-shape", list(c.syntheticShape)},
       {"--synthetic-classes", std::to_string(c.syntheticClasses)},
@@ -532,6 +579,7 @@ std::vector<std::pair<std::string, std::string>> comparableOptions(const TrainCo
       {"--warmup-steps", std::to_string(c.warmupSteps)},
       {"--lr-step-size", std::to_string(c.lrStepSize)},
       {"--lr-gamma", number(c.lrGamma)},
+      {"--clip-grad-norm", number(c.clipGradNorm)},
       {"--scale-lr", c.scaleLr ? "true" : "false"},
       {"--device", std::string(nameIn(kDeviceNames, c.device))},
       {"--tf32", c.tf32 ? "true" : "false"},
@@ -572,13 +620,20 @@ std::string describe(const TrainConfig& c) {
   };
   out << "model " << nameIn(kModelNames, c.model);
   if (c.model == ModelKind::kMlp) out << " hidden " << list(c.hidden);
-  out << ", data " << (c.synthetic ? "synthetic " + list(c.syntheticShape) : c.dataDir);
+  if (c.model == ModelKind::kGpt) {
+    out << " (" << c.gpt.layers << " layers, " << c.gpt.heads << " heads, width " << c.gpt.width
+        << ", context " << c.gpt.context << ", vocabulary " << c.gpt.vocabulary << ")";
+  }
+  const std::string synthetic =
+      c.model == ModelKind::kGpt ? "synthetic tokens" : "synthetic " + list(c.syntheticShape);
+  out << ", data " << (c.synthetic ? synthetic : c.dataDir);
   out << ", batch " << c.batchSize << "/rank, epochs " << c.epochs;
   if (c.steps > 0) out << ", steps " << c.steps;
   out << ", " << nameIn(kOptimizerNames, c.optimizer) << " lr " << c.learningRate;
   if (c.optimizer == OptimizerKind::kSgd)
     out << " momentum " << c.momentum << (c.nesterov ? " nesterov" : "");
   if (c.weightDecay > 0) out << " weight-decay " << c.weightDecay;
+  if (c.clipGradNorm > 0) out << " clip-grad-norm " << c.clipGradNorm;
   out << ", schedule " << nameIn(kLrScheduleNames, c.lrSchedule);
   if (c.warmupSteps > 0) out << " warm-up " << c.warmupSteps;
   if (c.scaleLr) out << " (scaled by ranks)";

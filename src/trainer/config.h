@@ -15,6 +15,7 @@
 #include "engine/exchange_factory.h"
 #include "engine/gradient_reducer.h"
 #include "collectives/named_values.h"
+#include "models/model_factory.h"
 #include "src/trainer/lr_schedule.h"
 #include "src/trainer/optimizer.h"
 
@@ -22,9 +23,18 @@ namespace ringtrain {
 
 // The modes of the options, each with its one table of names (src/common/choices.h); the
 // engine's (--backend, --compression) live in engine/.
-enum class ModelKind { kLinreg, kMlp, kCnn };
-inline constexpr NamedValue<ModelKind> kModelNames[] = {
-    {ModelKind::kLinreg, "linreg"}, {ModelKind::kMlp, "mlp"}, {ModelKind::kCnn, "cnn"}};
+enum class ModelKind { kLinreg, kMlp, kCnn, kGpt };
+inline constexpr NamedValue<ModelKind> kModelNames[] = {{ModelKind::kLinreg, "linreg"},
+                                                        {ModelKind::kMlp, "mlp"},
+                                                        {ModelKind::kCnn, "cnn"},
+                                                        {ModelKind::kGpt, "gpt"}};
+
+// Named GPT sizes, also accepted as --model names: --model gpt-mini is --model gpt with these
+// sizes, each of which --layers, --heads, --width, --context and --vocab may still change.
+enum class GptPreset { kMini, kGpt2Small };
+inline constexpr NamedValue<GptPreset> kGptPresetNames[] = {{GptPreset::kMini, "gpt-mini"},
+                                                            {GptPreset::kGpt2Small, "gpt2-124m"}};
+models::GptShape presetShape(GptPreset preset);
 
 enum class Device { kAuto, kCpu, kCuda };  // kCuda: one GPU per rank
 inline constexpr NamedValue<Device> kDeviceNames[] = {
@@ -75,6 +85,7 @@ struct TrainConfig {
   // Model
   ModelKind model = ModelKind::kMlp;
   std::vector<int> hidden = {512, 512};  // mlp hidden sizes
+  models::GptShape gpt;                  // gpt sizes (gpt-mini's unless told otherwise)
 
   // Data
   std::string dataDir = "data/mnist";             // MNIST IDX files (plain or .gz)
@@ -106,6 +117,7 @@ struct TrainConfig {
   std::int64_t warmupSteps = 0;
   std::int64_t lrStepSize = 1000;  // step schedule: multiply by lrGamma every lrStepSize steps
   double lrGamma = 0.1;
+  double clipGradNorm = 0;  // > 0: scale the averaged gradients to at most this global L2 norm
   bool scaleLr = false;  // linear scaling rule: learning rate x number of ranks
 
   // Device (src/trainer/device_choice.h settles auto before training)

@@ -72,6 +72,12 @@ std::variant<DeviceChoice, std::string> chooseDevice(const TrainConfig& config,
     return DeviceChoice{Device::kCuda, kNccl, ""};
   }
   // auto: the options that only the host path has keep it on the host.
+  if (config.model == ModelKind::kGpt)
+    return DeviceChoice{Device::kCpu, hostBackend(config, facts),
+                        "the GPU path has no transformer layers yet"};
+  if (config.clipGradNorm > 0)
+    return DeviceChoice{Device::kCpu, hostBackend(config, facts),
+                        "--clip-grad-norm runs on the host only"};
   if (config.backend) {
     return DeviceChoice{
         Device::kCpu, *config.backend,

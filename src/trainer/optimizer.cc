@@ -11,15 +11,25 @@ namespace {
 class Sgd final : public Optimizer {
  public:
   Sgd(const OptimizerOptions& o, std::size_t n)
-      : momentum_(o.momentum), nesterov_(o.nesterov), weightDecay_(o.weightDecay) {
+      : momentum_(o.momentum),
+        nesterov_(o.nesterov),
+        weightDecay_(o.weightDecay),
+        undecayed_(o.undecayed) {
     allocateState(1, o.momentum > 0 ? n : 0);  // no momentum: one empty array
   }
 
   void update(std::span<float> p, std::span<const float> g, std::size_t begin, std::size_t end,
               float lr) override {
+    forEachDecayPart(undecayed_, begin, end, [&](std::size_t b, std::size_t e, bool decays) {
+      updatePart(p, g, b, e, lr, decays ? weightDecay_ : 0.0f);
+    });
+  }
+
+ private:
+  void updatePart(std::span<float> p, std::span<const float> g, std::size_t begin,
+                  std::size_t end, float lr, float wd) {
     float* __restrict param = p.data();
     const float* __restrict grad = g.data();
-    const float wd = weightDecay_;
     if (momentum_ == 0.0f) {
 #pragma omp simd
       for (std::size_t i = begin; i < end; ++i)
@@ -50,6 +60,7 @@ class Sgd final : public Optimizer {
   float momentum_;
   bool nesterov_;
   float weightDecay_;
+  std::vector<std::pair<std::size_t, std::size_t>> undecayed_;
 };
 
 class Adam final : public Optimizer {
@@ -59,12 +70,21 @@ class Adam final : public Optimizer {
         beta2_(o.beta2),
         epsilon_(o.epsilon),
         weightDecay_(o.weightDecay),
-        decoupled_(decoupled) {
+        decoupled_(decoupled),
+        undecayed_(o.undecayed) {
     allocateState(2, n);
   }
 
   void update(std::span<float> p, std::span<const float> g, std::size_t begin, std::size_t end,
               float lr) override {
+    forEachDecayPart(undecayed_, begin, end, [&](std::size_t b, std::size_t e, bool decays) {
+      updatePart(p, g, b, e, lr, decays ? weightDecay_ : 0.0f);
+    });
+  }
+
+ private:
+  void updatePart(std::span<float> p, std::span<const float> g, std::size_t begin,
+                  std::size_t end, float lr, float wd) {
     const double t = static_cast<double>(steps_ + 1);
     const float correction1 = static_cast<float>(1.0 - std::pow(beta1_, t));
     const float correction2 = static_cast<float>(1.0 - std::pow(beta2_, t));
@@ -75,7 +95,7 @@ class Adam final : public Optimizer {
     const float* __restrict grad = g.data();
     float* __restrict m = stateArray(0);
     float* __restrict v = stateArray(1);
-    const float b1 = beta1_, b2 = beta2_, eps = epsilon_, wd = weightDecay_;
+    const float b1 = beta1_, b2 = beta2_, eps = epsilon_;
     const float l2 = decoupled_ ? 0.0f : wd;
     const float decay = decoupled_ ? 1.0f - lr * wd : 1.0f;
 #pragma omp simd
@@ -91,9 +111,26 @@ class Adam final : public Optimizer {
  private:
   float beta1_, beta2_, epsilon_, weightDecay_;
   bool decoupled_;
+  std::vector<std::pair<std::size_t, std::size_t>> undecayed_;
 };
 
 }  // namespace
+
+void Optimizer::forEachDecayPart(
+    const std::vector<std::pair<std::size_t, std::size_t>>& undecayed, std::size_t begin,
+    std::size_t end, const std::function<void(std::size_t, std::size_t, bool)>& part) {
+  std::size_t at = begin;
+  for (const auto& [first, last] : undecayed) {
+    if (last <= at) continue;
+    if (first >= end) break;
+    if (first > at) part(at, first, true);
+    at = std::max(at, first);
+    const std::size_t stop = std::min(last, end);
+    part(at, stop, false);
+    at = stop;
+  }
+  if (at < end) part(at, end, true);
+}
 
 void Optimizer::allocateState(std::size_t arrays, std::size_t parameters) {
   owned_.assign(arrays * parameters, 0.0f);

@@ -7,9 +7,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collectives/named_values.h"
@@ -28,6 +30,9 @@ struct OptimizerOptions {
   float beta1 = 0.9f;
   float beta2 = 0.999f;
   float epsilon = 1e-8f;
+  // [begin, end) element ranges that weight decay leaves alone (a GPT's biases and LayerNorm
+  // gains, as GPT-2 recipes decay matrices and embeddings only); sorted, not overlapping.
+  std::vector<std::pair<std::size_t, std::size_t>> undecayed;
 };
 
 class Optimizer {
@@ -54,6 +59,11 @@ class Optimizer {
   // `arrays` state arrays of `parameters` zeros each.
   void allocateState(std::size_t arrays, std::size_t parameters);
   float* stateArray(std::size_t array) const { return state_[array].data(); }
+  // Calls part(b, e, decays) for consecutive pieces of [begin, end), decays false inside
+  // `undecayed` ranges.
+  static void forEachDecayPart(const std::vector<std::pair<std::size_t, std::size_t>>& undecayed,
+                               std::size_t begin, std::size_t end,
+                               const std::function<void(std::size_t, std::size_t, bool)>& part);
 
   std::int64_t steps_ = 0;
 

@@ -9,6 +9,10 @@ namespace {
 
 std::string resultLine(const TrainingSummary& summary, const RunFacts& facts) {
   if (summary.lastEvaluation.samples == 0) return "not evaluated yet";
+  if (facts.tokensPerSample > 0) {
+    return fmt::format("final validation loss {:.4f} (token accuracy {:.4f})",
+                       summary.lastEvaluation.meanLoss(), summary.lastEvaluation.accuracy());
+  }
   if (facts.classification) {
     return fmt::format("final accuracy {:.4f}", summary.lastEvaluation.accuracy());
   }
@@ -79,12 +83,14 @@ std::string progressLine(const Progress& p) {
   const double left = done > 0 ? p.elapsedSeconds / static_cast<double>(done) *
                                      static_cast<double>(p.steps - p.step)
                                : 0;
+  const bool tokens = p.tokensPerSample > 0;
+  const double rate = p.samplesPerSecond * static_cast<double>(tokens ? p.tokensPerSample : 1);
   return fmt::format(
-      "step {}/{} (epoch {}/{})  loss {:.4f}  lr {:.5f}  {:.0f} samples/s ({:.0f}/rank), {} "
+      "step {}/{} (epoch {}/{})  loss {:.4f}  lr {:.5f}  {:.0f} {}/s ({:.0f}/rank), {} "
       "elapsed, ~{} left",
-      p.step, p.steps, p.epoch, p.epochs, p.loss, p.learningRate, p.samplesPerSecond,
-      p.samplesPerSecond / std::max(1, p.ranks), formatDuration(p.elapsedSeconds),
-      formatDuration(left));
+      p.step, p.steps, p.epoch, p.epochs, p.loss, p.learningRate, rate,
+      tokens ? "tokens" : "samples", rate / std::max(1, p.ranks),
+      formatDuration(p.elapsedSeconds), formatDuration(left));
 }
 
 std::vector<std::string> runReport(const TrainingSummary& summary, const TrainConfig& config,
@@ -96,13 +102,18 @@ std::vector<std::string> runReport(const TrainingSummary& summary, const TrainCo
   }
   lines.push_back(fmt::format(
       "done: {} steps{} in {:.2f} s of training ({:.2f} s wall), {:.0f} samples/s "
-      "({:.0f} per rank), {}; replicas {}",
+      "({:.0f} per rank{}), {}; replicas {}",
       summary.steps,
       summary.firstStep > 0
           ? fmt::format(" (steps {} to {}, resumed)", summary.firstStep + 1, summary.lastStep)
           : "",
       summary.trainingSeconds, summary.wallSeconds, summary.samplesPerSecond,
-      summary.samplesPerSecondPerRank, resultLine(summary, facts),
+      summary.samplesPerSecondPerRank,
+      facts.tokensPerSample > 0
+          ? fmt::format("; {:.0f} tokens/s",
+                        summary.samplesPerSecond * static_cast<double>(facts.tokensPerSample))
+          : "",
+      resultLine(summary, facts),
       summary.replicasIdentical ? "identical" : "DIFFER"));
   // Two runs that end with the same fingerprint hold the same parameters, bit for bit.
   lines.push_back(fmt::format("parameters after step {}: fingerprint {:016x}", summary.lastStep,

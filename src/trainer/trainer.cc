@@ -45,6 +45,32 @@ data::SamplerOptions samplerOptions(const TrainConfig& config, std::int64_t data
   return o;
 }
 
+// The GPT's tensors of fewer than two dimensions (biases, LayerNorm gains): GPT-2 recipes
+// (nanoGPT, llm.c) decay matrices and embeddings only.
+std::vector<std::pair<std::size_t, std::size_t>> undecayedRanges(const TrainConfig& c,
+                                                                 const models::Model<float>& m) {
+  std::vector<std::pair<std::size_t, std::size_t>> ranges;
+  if (c.model != ModelKind::kGpt) return ranges;
+  for (const models::ParameterEntry& entry : m.parameterTable()) {
+    if (entry.shape.size() >= 2) continue;
+    if (!ranges.empty() && ranges.back().second == entry.offset) {
+      ranges.back().second += entry.count;
+    } else {
+      ranges.emplace_back(entry.offset, entry.offset + entry.count);
+    }
+  }
+  return ranges;
+}
+
+// The global L2 norm of the averaged gradients (the same on every rank, which holds the same
+// average), in float64.
+double globalNorm(std::span<const float> gradients) {
+  double sum = 0;
+  for (const float g : gradients)
+    sum += static_cast<double>(g) * g;
+  return std::sqrt(sum);
+}
+
 OptimizerOptions optimizerOptions(const TrainConfig& c) {
   OptimizerOptions o;
   o.kind = c.optimizer;
@@ -82,6 +108,7 @@ models::ModelSpec modelSpecFor(const TrainConfig& config, const BatchSource& tra
   spec.input = {shape.channels, shape.height, shape.width};
   spec.classes = std::max(1, train.classes());
   spec.hidden.assign(config.hidden.begin(), config.hidden.end());
+  spec.gpt = config.gpt;
   return spec;
 }
 
@@ -98,7 +125,9 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
       sampler_(samplerOptions(config, train.size(), *control_)) {
   stepsPerEpoch_ = sampler_.stepsPerEpoch();
   plannedSteps_ = config.steps > 0 ? config.steps : config.epochs * stepsPerEpoch_;
-  optimizer_ = makeOptimizer(optimizerOptions(config), model_.parameterCount());
+  OptimizerOptions optimizerChoice = optimizerOptions(config);
+  optimizerChoice.undecayed = undecayedRanges(config, model_);
+  optimizer_ = makeOptimizer(optimizerChoice, model_.parameterCount());
   buildExchange();
   if (environment_.watchdog) watchWith(*environment_.watchdog);
 
@@ -221,7 +250,8 @@ models::Batch<float> Trainer::batchView(const HostBatch& gathered) const {
   models::Batch<float> batch;
   batch.inputs = gathered.inputs;
   if (isClassification()) {
-    batch.labels = {gathered.labels.data(), gathered.samples};
+    batch.labels = {gathered.labels.data(),
+                    gathered.samples * static_cast<std::size_t>(train_.labelsPerSample())};
   } else {
     batch.values = {gathered.values.data(), gathered.samples};
   }
@@ -283,7 +313,7 @@ void Trainer::updateBucket(const engine::GradientBucket& b, float learningRate,
   if (gpu_) {
     gpu_->update(b.offset, b.offset + b.count, learningRate);
   } else {
-    optimizer_->update(model_.parameters(), buffers_.averaged, b.offset, b.offset + b.count,
+    optimizer_->update(model_.parameters(), updateFrom_, b.offset, b.offset + b.count,
                        learningRate);
   }
   optimizerSeconds += secondsBetween(t0, collectives::steadyNowNs());
@@ -311,8 +341,11 @@ std::string Trainer::averageAndUpdate(std::int64_t step, double& optimizerSecond
   // Each bucket's parameters are updated as soon as its average is complete, unless a
   // non-finite gradient may still cancel the whole step (--check-finite skip).
   const float lr = static_cast<float>(learningRateAt(schedule_, step));
+  updateFrom_ = buffers_.averaged;
   const bool check = config_.checkFinite != CheckFinite::kOff;
-  const bool deferUpdates = config_.checkFinite == CheckFinite::kSkip;
+  // Clipping needs the norm of every bucket's average before the first update.
+  const bool clip = config_.clipGradNorm > 0;
+  const bool deferUpdates = config_.checkFinite == CheckFinite::kSkip || clip;
   // The value reported is the first non-finite one of the first bucket that holds one, whatever
   // parts the bucket arrived in (the shm exchange hands buckets over in parts that depend on
   // timing): every rank names the same element.
@@ -334,6 +367,7 @@ std::string Trainer::averageAndUpdate(std::int64_t step, double& optimizerSecond
     failIfAsked(FailurePoint::kOptimizer, step);
   });
   if (!problem.empty()) return fmt::format("step {}: {}", step + 1, problem);
+  if (clip) clipAveragedGradients();
   if (deferUpdates) {
     for (const engine::GradientBucket& b : exchange_->buckets())
       updateBucket(b, lr, optimizerSeconds);
@@ -344,6 +378,19 @@ std::string Trainer::averageAndUpdate(std::int64_t step, double& optimizerSecond
     optimizer_->finishStep();
   }
   return "";
+}
+
+void Trainer::clipAveragedGradients() {
+  // The averaged buffer may be shared by the ranks of a node (shm): scaled into a copy of this
+  // rank's own, never in place.
+  const std::span<const float> averaged = buffers_.averaged;
+  const double norm = globalNorm(averaged);
+  if (!(norm > config_.clipGradNorm)) return;
+  const auto scale = static_cast<float>(config_.clipGradNorm / (norm + 1e-6));
+  clipped_.resize(averaged.size());
+  for (std::size_t i = 0; i < averaged.size(); ++i)
+    clipped_[i] = averaged[i] * scale;
+  updateFrom_ = clipped_;
 }
 
 void Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
@@ -376,6 +423,7 @@ void Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
   windowLoss_ += result.lossSum;
   windowSamples_ += result.samples;
   windowCorrect_ += result.correct;
+  windowPredictions_ += result.predictions;
 }
 
 models::BatchResult Trainer::evaluate() {
@@ -638,7 +686,13 @@ void Trainer::evaluateAndLog(std::int64_t step, TrainingSummary& summary) {
   summary.lastEvaluation = evaluate();
   const std::int64_t epoch = sampler_.position().epoch;  // epochs completed
   const models::BatchResult& result = summary.lastEvaluation;
-  if (isClassification()) {
+  if (tokensPerSample() > 0) {
+    log(fmt::format("Validation loss at step {}: {:.4f}  (perplexity {:.1f}, token accuracy {:.4f}, "
+                    "epoch {}, {} sequences)",
+                    step, result.meanLoss(), std::exp(result.meanLoss()), result.accuracy(), epoch,
+                    result.samples));
+    logScalars("test", step, {{"loss", result.meanLoss()}, {"accuracy", result.accuracy()}});
+  } else if (isClassification()) {
     log(fmt::format("Accuracy at step {}: {:.4f}  (test loss {:.4f}, epoch {}, {} test samples)",
                     step, result.accuracy(), result.meanLoss(), epoch, result.samples));
     logScalars("test", step, {{"loss", result.meanLoss()}, {"accuracy", result.accuracy()}});
@@ -652,8 +706,9 @@ void Trainer::evaluateAndLog(std::int64_t step, TrainingSummary& summary) {
 void Trainer::logTrainingWindow(std::int64_t done, std::int64_t epoch, TrainingSummary& summary) {
   failIfAsked(FailurePoint::kLogging, done - 1);
   // The loss over the window, all ranks: one small all-reduce every logEvery steps.
-  std::array<double, 3> window = {windowLoss_, static_cast<double>(windowSamples_),
-                                  static_cast<double>(windowCorrect_)};
+  std::array<double, 4> window = {windowLoss_, static_cast<double>(windowSamples_),
+                                  static_cast<double>(windowCorrect_),
+                                  static_cast<double>(windowPredictions_)};
   control_->allreduce(std::span<double>(window), collectives::ReduceOp::kSum);
   summary.lastTrainingLoss = window[1] > 0 ? window[0] / window[1] : 0;
   const double rate = window[1] / std::max(windowSeconds_, 1e-9);
@@ -668,6 +723,7 @@ void Trainer::logTrainingWindow(std::int64_t done, std::int64_t epoch, TrainingS
   progress.loss = summary.lastTrainingLoss;
   progress.learningRate = lr;
   progress.samplesPerSecond = rate;
+  progress.tokensPerSample = tokensPerSample();
   progress.ranks = control_->size();
   progress.elapsedSeconds = secondsBetween(runStartNs_, collectives::steadyNowNs());
   log(progressLine(progress));
@@ -675,7 +731,7 @@ void Trainer::logTrainingWindow(std::int64_t done, std::int64_t epoch, TrainingS
   if (isClassification()) {
     logScalars("train", done,
                {{"loss", summary.lastTrainingLoss},
-                {"accuracy", window[1] > 0 ? window[2] / window[1] : 0},
+                {"accuracy", window[3] > 0 ? window[2] / window[3] : 0},
                 {"learning_rate", lr},
                 {"samples_per_second", rate},
                 {"allreduce_ms", reduceMs}});
@@ -689,6 +745,7 @@ void Trainer::logTrainingWindow(std::int64_t done, std::int64_t epoch, TrainingS
   windowLoss_ = 0;
   windowSamples_ = 0;
   windowCorrect_ = 0;
+  windowPredictions_ = 0;
   windowSeconds_ = 0;
   windowReduceSeconds_ = 0;
   windowSteps_ = 0;

@@ -149,6 +149,8 @@ class Trainer {
   // Hands every averaged bucket to the optimiser, unless --check-finite finds a NaN or infinity
   // (then "" is not returned but what was found, and --check-finite skip updates nothing).
   std::string averageAndUpdate(std::int64_t step, double& optimizerSeconds);
+  // --clip-grad-norm: scales the averaged gradients down to that global norm when above it.
+  void clipAveragedGradients();
   void updateBucket(const engine::GradientBucket& bucket, float learningRate,
                     double& optimizerSeconds);
   // The first non-finite averaged value in `bucket`, as "the averaged gradient of fc1.weight
@@ -166,6 +168,10 @@ class Trainer {
 
   void log(const std::string& line) const;
   bool isClassification() const { return train_.classes() > 0; }
+  // A language model's tokens per sample (its context); 0 for other models.
+  std::int64_t tokensPerSample() const {
+    return config_.model == ModelKind::kGpt ? config_.gpt.context : 0;
+  }
   // A gathered batch as the model takes it: labels or regression targets by the data.
   models::Batch<float> batchView(const HostBatch& gathered) const;
   void traceSpan(std::string_view name, std::string_view category, std::int64_t start) const;
@@ -208,6 +214,10 @@ class Trainer {
   double windowLoss_ = 0;
   std::int64_t windowSamples_ = 0;
   std::int64_t windowCorrect_ = 0;
+  std::int64_t windowPredictions_ = 0;
+  // What the optimiser reads: the averaged gradients, or their clipped copy.
+  std::span<const float> updateFrom_;
+  std::vector<float> clipped_;
   std::int64_t windowSteps_ = 0;
   double windowSeconds_ = 0;
   double windowReduceSeconds_ = 0;

@@ -71,7 +71,7 @@ printf 'epochs = 1\nbatch-size = many\n' >"$work/run.cfg"
 expect "bad value in the config file" "--config $work/run.cfg line 2: batch-size = many: .*'many'" --data "$good" --config "$work/run.cfg"
 RINGTRAIN_BATCH_SIZE=many expect "bad value in the environment" "RINGTRAIN_BATCH_SIZE=many: .*'many'" --data "$good"
 expect "model larger than memory" "--model mlp --hidden 100000,100000: .* parameters need .* GiB per rank.* but the machine has .* GiB of memory" --synthetic --hidden 100000,100000
-expect "unknown model" "--model 'resnet': expected linreg, mlp or cnn" --data "$good" --model resnet
+expect "unknown model" "--model 'resnet': expected linreg, mlp, cnn, gpt, gpt-mini or gpt2-124m" --data "$good" --model resnet
 expect "unparseable hidden sizes" "--hidden '512,abc': expected positive sizes" --data "$good" --hidden 512,abc
 expect "unknown option" "unrecognised option '--no-such-option'|unrecognized option '--no-such-option'" --data "$good" --no-such-option 1
 expect "missing data folder" "--data $work/nowhere: no such folder" --data "$work/nowhere"

@@ -14,6 +14,32 @@
 namespace ringtrain {
 namespace {
 
+// With zero gradients only decay moves a parameter: the undecayed ranges (a GPT's biases and
+// LayerNorm gains) must stay where they are, in every optimiser, also for a bucket that starts
+// or ends inside a range.
+TEST(OptimizerTest, WeightDecaySkipsTheUndecayedRanges) {
+  for (const OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdamW}) {
+    OptimizerOptions options;
+    options.kind = kind;
+    options.weightDecay = 0.5f;
+    options.undecayed = {{2, 4}, {6, 7}};
+    auto optimizer = makeOptimizer(options, 8);
+    std::vector<float> p(8, 1.0f);
+    const std::vector<float> g(8, 0.0f);
+    optimizer->update(p, g, 0, 3, 0.1f);
+    optimizer->update(p, g, 3, 8, 0.1f);
+    optimizer->finishStep();
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      const bool undecayed = (i >= 2 && i < 4) || i == 6;
+      if (undecayed) {
+        EXPECT_EQ(p[i], 1.0f) << nameIn(kOptimizerNames, kind) << " element " << i;
+      } else {
+        EXPECT_LT(p[i], 1.0f) << nameIn(kOptimizerNames, kind) << " element " << i;
+      }
+    }
+  }
+}
+
 TEST(OptimizerTest, PlainSgdStepsAgainstTheGradientPlusWeightDecay) {
   OptimizerOptions o;
   o.momentum = 0;

@@ -34,6 +34,17 @@ TEST(RunReport, ProgressSaysWhereTheRunIsAndHowLongIsLeft) {
   EXPECT_NE(progressLine(p).find("1:00 elapsed, ~6:27 left"), std::string::npos) << progressLine(p);
 }
 
+TEST(RunReport, ALanguageModelsLineCountsTokens) {
+  Progress p;
+  p.step = 10;
+  p.steps = 20;
+  p.samplesPerSecond = 100;
+  p.tokensPerSample = 128;
+  p.ranks = 2;
+  const std::string line = progressLine(p);
+  EXPECT_NE(line.find("12800 tokens/s (6400/rank)"), std::string::npos) << line;
+}
+
 TEST(RunReport, TheReportNamesResultThroughputAndReplicas) {
   TrainingSummary summary;
   summary.steps = 10;
@@ -43,6 +54,7 @@ TEST(RunReport, TheReportNamesResultThroughputAndReplicas) {
   summary.samplesPerSecondPerRank = 320;
   summary.lastEvaluation.samples = 100;
   summary.lastEvaluation.correct = 95;
+  summary.lastEvaluation.predictions = 100;
   const std::vector<std::string> lines = runReport(summary, TrainConfig{}, RunFacts{});
   ASSERT_FALSE(lines.empty());
   EXPECT_NE(lines[0].find("done: 10 steps"), std::string::npos) << lines[0];

@@ -13,6 +13,7 @@
 #include "collectives/fingerprint.h"
 #include "data/idx_dataset.h"
 #include "data/synthetic_dataset.h"
+#include "data/synthetic_token_dataset.h"
 #include "models/flush_to_zero.h"
 #include "src/trainer/batch_source.h"
 #include "src/trainer/trainer.h"
@@ -90,13 +91,38 @@ std::size_t differingBits(std::span<const float> a, std::span<const float> b) {
 
 class ExactDataParallelism : public ::testing::TestWithParam<std::string> {};
 
+// Trains `config` with batch B per rank on every rank, and alone on each rank with batch N·B
+// (the reference), and expects the same parameters to floating-point reassociation, the same
+// bits on every rank, and weights that moved.
+void expectOneRankWithTheWholeBatch(TrainConfig config, const Sources& sources, int batch) {
+  const int ranks = testing::mpiEnvironment().worldSize();
+  TrainConfig single = config;
+  single.batchSize = batch * ranks;
+  Trainer reference(single, *sources.train, *sources.test, quiet(MPI_COMM_SELF));
+  const std::vector<float> initial = copyOf(reference.model().parameters());
+  reference.run();
+
+  config.batchSize = batch;
+  Trainer parallel(config, *sources.train, *sources.test, quiet());
+  const TrainingSummary summary = parallel.run();
+
+  const auto expected = reference.model().parameters();
+  const auto got = parallel.model().parameters();
+  ASSERT_EQ(got.size(), expected.size());
+  EXPECT_GT(relativeDifference(initial, expected), 1e-2) << "training did not move the weights";
+  EXPECT_LE(relativeDifference(got, expected), 1e-5)
+      << ranks << " ranks x batch " << batch << " differ from 1 rank x batch " << batch * ranks;
+  EXPECT_TRUE(summary.replicasIdentical);
+  const std::vector<int> differing = ranksWithOtherParameters(got);
+  EXPECT_TRUE(differing.empty()) << "rank " << differing.front() << " holds other parameters";
+}
+
 // N ranks with batch B must train exactly as one rank with batch N*B: after 24 steps of SGD with
 // momentum the parameters agree to floating-point reassociation, and every rank holds the same
 // bits.
 TEST_P(ExactDataParallelism, NRanksWithBatchBEqualOneRankWithBatchNB) {
   models::enableFlushToZero();
   const Sources sources = syntheticMnistLike();
-  const int ranks = testing::mpiEnvironment().worldSize();
   TrainConfig config;
   config.model = ModelKind::kMlp;
   config.hidden = {512, 512};
@@ -109,30 +135,46 @@ TEST_P(ExactDataParallelism, NRanksWithBatchBEqualOneRankWithBatchNB) {
   useBackend(config, GetParam());
   config.fusionThresholdBytes = 256 << 10;  // several buckets, reduced while backward runs
 
-  // The reference, computed on every rank alone.
-  TrainConfig single = config;
-  single.batchSize = 8 * ranks;
-  Trainer reference(single, *sources.train, *sources.test, quiet(MPI_COMM_SELF));
-  const std::vector<float> initial = copyOf(reference.model().parameters());
-  reference.run();
-
-  config.batchSize = 8;
-  Trainer parallel(config, *sources.train, *sources.test, quiet());
-  const TrainingSummary summary = parallel.run();
-
-  const auto expected = reference.model().parameters();
-  const auto got = parallel.model().parameters();
-  ASSERT_EQ(got.size(), expected.size());
-  EXPECT_GT(relativeDifference(initial, expected), 1e-2) << "training did not move the weights";
-  EXPECT_LE(relativeDifference(got, expected), 1e-5)
-      << ranks << " ranks x batch 8 differ from 1 rank x batch " << 8 * ranks;
-  EXPECT_TRUE(summary.replicasIdentical);
-  const std::vector<int> differing = ranksWithOtherParameters(got);
-  EXPECT_TRUE(differing.empty()) << "rank " << differing.front() << " holds other parameters";
+  expectOneRankWithTheWholeBatch(config, sources, 8);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ExactDataParallelism,
                          ::testing::Values("ring", "mpi", "hierarchical", "shm"),
+                         [](const auto& param) { return param.param; });
+
+class GptDataParallelism : public ::testing::TestWithParam<std::string> {};
+
+// The same equivalence for the GPT: token windows (96, divisible by 1 to 4 ranks), one label per
+// position, the output head tied to the token embedding, weight decay on matrices only and the
+// gradient clipped to a global norm it exceeds (so the norm of the average must be the same
+// on every rank).
+TEST_P(GptDataParallelism, NRanksWithBatchBEqualOneRankWithBatchNB) {
+  models::enableFlushToZero();
+  data::SyntheticTokenOptions tokens;
+  tokens.vocabulary = 97;
+  tokens.context = 16;
+  tokens.size = 96;
+  tokens.seed = 5;
+  data::DatasetPair pair = data::makeSyntheticTokenPair(tokens, 8);
+  const Sources sources{classificationSource(std::move(pair.train)),
+                        classificationSource(std::move(pair.test))};
+  TrainConfig config;
+  config.model = ModelKind::kGpt;
+  config.gpt = {.layers = 2, .heads = 2, .width = 32, .context = 16, .vocabulary = 97};
+  config.optimizer = OptimizerKind::kSgd;
+  config.learningRate = 0.1;
+  config.weightDecay = 0.01;
+  config.clipGradNorm = 0.5;
+  config.steps = 12;
+  config.logEvery = 0;
+  config.seed = 13;
+  useBackend(config, GetParam());
+  config.fusionThresholdBytes = 32 << 10;
+
+  expectOneRankWithTheWholeBatch(config, sources, 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, GptDataParallelism, ::testing::Values("ring", "shm"),
                          [](const auto& param) { return param.param; });
 
 // With overlap each bucket is averaged on the communication thread while backward runs, and its
