@@ -16,7 +16,8 @@ seed before the timing. --warmup steps run first, untimed.
 Prints one table line and one JSON line (also written to --json FILE): tokens/s over the timed
 steps and the model FLOP/s, counted as ringtrain's Model::trainingFlopsPerSample does: the
 matrix products only, forward plus the two backward products (3x forward), per sample
-L·(24·T·C² + 4·T²·C) for the blocks (attention over the full T×T) plus 2·V·C·T for the head.
+L·(24·T·C² + 4·T²·C) for the blocks (attention over the full T×T) plus 2·V·C·T for the
+head.
 Needs Debian's python3-torch (PyTorch 1.13), hence /usr/bin/python3 above.
 """
 import argparse
