@@ -14,10 +14,10 @@ seed before the timing. --warmup steps run first, untimed.
   /usr/bin/python3 scripts/bench/gpt_pytorch_reference.py --steps 20 --warmup 3
 
 Prints one table line and one JSON line (also written to --json FILE): tokens/s over the timed
-steps and the model FLOP/s, counted as ringtrain's Model::trainingFlopsPerSample does: the
-matrix products only, forward plus the two backward products (3x forward), per sample
-L·(24·T·C² + 4·T²·C) for the blocks (attention over the full T×T) plus 2·V·C·T for the
-head.
+steps (wall time; the process's CPU time beside it shows whether the core was shared) and the
+model FLOP/s, counted as ringtrain's Model::trainingFlopsPerSample does: the matrix products
+only, forward plus the two backward products (3x forward), per sample
+L·(24·T·C² + 4·T²·C) for the blocks (attention over the full T×T) plus 2·V·C·T for the head.
 Needs Debian's python3-torch (PyTorch 1.13), hence /usr/bin/python3 above.
 """
 import argparse
@@ -148,13 +148,15 @@ def main():
         optimizer.step()
         return float(loss)
 
-    losses, times = [], []
+    losses, times, cpu_times = [], [], []
     for i in range(total):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         losses.append(step(i))
         times.append(time.perf_counter() - start)
+        cpu_times.append(time.process_time() - cpu_start)
     timed = times[args.warmup:]
     seconds = sum(timed)
+    cpu_seconds = sum(cpu_times[args.warmup:])
     tokens = args.batch * args.context
     tokens_per_second = tokens * args.steps / seconds
     flops_per_step = model_flops_per_sample(args.layers, args.width, args.context,
@@ -165,7 +167,7 @@ def main():
         "layers": args.layers, "heads": args.heads, "width": args.width,
         "context": args.context, "vocab": args.vocab, "batch": args.batch,
         "parameters": parameters, "warmup": args.warmup, "steps": args.steps,
-        "seconds": seconds, "step_seconds_mean": seconds / args.steps,
+        "seconds": seconds, "cpu_seconds": cpu_seconds, "step_seconds_mean": seconds / args.steps,
         "step_seconds_median": statistics.median(timed),
         "tokens_per_second": tokens_per_second,
         "model_flops_per_step": flops_per_step,
@@ -177,7 +179,8 @@ def main():
           f"({parameters / 1e6:.2f}M parameters), batch {args.batch}: {args.steps} steps in "
           f"{seconds:.2f} s ({1e3 * seconds / args.steps:.0f} ms/step, median "
           f"{1e3 * statistics.median(timed):.0f}), {tokens_per_second:.0f} tokens/s, "
-          f"{result['model_flops_per_second'] / 1e9:.1f} GFLOP/s; loss {losses[0]:.4f} -> "
+          f"{result['model_flops_per_second'] / 1e9:.1f} GFLOP/s; process CPU time "
+          f"{100 * cpu_seconds / seconds:.0f}% of the wall time; loss {losses[0]:.4f} -> "
           f"{losses[-1]:.4f}", flush=True)
     print(json.dumps(result), flush=True)
     if args.json:
