@@ -412,7 +412,7 @@ std::optional<std::string> sizeProblem(const Options& o, int ranksOnNode) {
     return fmt::format(
         "--minbytes {}: smaller than one {} element ({} bytes); sizes are whole "
         "elements of --datatype",
-        o.minBytes, collectives::name(type), e);
+        o.minBytes, choiceName(kTypeChoices, type), e);
   }
   if (sweepSizes(o).size() > kMaxSizes) {
     return fmt::format("--stepbytes {}: more than {} sizes from --minbytes {} to --maxbytes {}",
