@@ -167,12 +167,12 @@ std::string joinNames(const std::vector<std::string>& names, const std::string& 
 
 // The names of `table` and "all", for --help and messages.
 template <typename T, std::size_t N>
-std::string choiceList(const std::pair<T, const char*> (&table)[N], const std::string& separator) {
+std::string choiceList(const std::pair<T, const char*> (&table)[N]) {
   std::vector<std::string> names;
   for (const auto& [value, name] : table)
     names.emplace_back(name);
   names.emplace_back("all");
-  return joinNames(names, separator);
+  return joinNames(names, ", ");
 }
 
 // nccl-tests' options, with its letters and meanings (its README's "Arguments").
@@ -199,10 +199,9 @@ po::options_description ncclTestsOptions(Options& o, OptionText& text) {
       "untimed calls per size, backend and placement");
   add("check,c", po::value(&o.checkIters)->default_value(o.checkIters),
       "checked calls per measurement (0: no check, #wrong -1)");
-  const std::string types =
-      "type: " + choiceList(kTypeChoices, "|") + " (or float32, float16, ...)";
+  const std::string types = "type: " + choiceList(kTypeChoices) + " (or float32, float16, ...)";
   add("datatype,d", po::value(&text.type)->default_value(text.type), types.c_str());
-  const std::string ops = "reduction: " + choiceList(kOpChoices, "|");
+  const std::string ops = "reduction: " + choiceList(kOpChoices);
   add("op,o", po::value(&text.op)->default_value(text.op), ops.c_str());
   add("average,a", po::value(&o.average)->default_value(o.average),
       "time reported: 0 rank 0, 1 average, 2 min, 3 max over ranks");
@@ -345,8 +344,7 @@ std::optional<std::string> readChoice(const char* option, const std::string& tex
     return std::nullopt;
   }
   const std::optional<T> parsed = parse(text);
-  if (!parsed)
-    return fmt::format("--{}: '{}' is not one of {}", option, text, choiceList(table, ", "));
+  if (!parsed) return fmt::format("--{}: '{}' is not one of {}", option, text, choiceList(table));
   out.push_back(*parsed);
   return std::nullopt;
 }
@@ -445,9 +443,10 @@ std::optional<std::string> parseOptions(int argc, char** argv, int ranksOnNode, 
     text.stepFactorGiven = !vm["stepfactor"].defaulted();
     if (vm.count("help")) {
       help = true;
-      std::cout << "allreduce_perf: all-reduce bus bandwidth, nccl-tests' all_reduce_perf table "
-                   "per backend\n\n"
-                << shown << "\n";
+      std::cout
+          << "allreduce_perf: all-reduce bus bandwidth, nccl-tests' all_reduce_perf table "
+             "per backend\n(defaults -b 8 -e 256M -f 2; nccl-tests' are -b 32M -e 32M -i 1M)\n"
+          << shown << "\n";
       return std::nullopt;
     }
   } catch (const po::error& e) {
