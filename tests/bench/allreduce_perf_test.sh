@@ -44,6 +44,14 @@ parsed() {
   fi
 }
 
+# --help lists every nccl-tests option this program takes, under its letter.
+help="$("$perf" --help 2>&1)"
+missing=""
+for letter in b e f i n w c g t d o a z m G; do
+  grep -q -E "^  -$letter \[ --[a-z_]+ \]" <<<"$help" || missing+=" -$letter"
+done
+if [ -z "$missing" ]; then ok "--help lists nccl-tests' options"; else fail "--help lacks$missing"; fi
+
 quick=(-n 2 -w 1)
 if run sweep 0 -b 8 -e 32K -f 4 -c 1 "${quick[@]}" --backends mpi,ring --json "$work/sweep.json"; then
   parsed sweep --tables 2 --sizes 8,32,128,512,2048,8192,32768
