@@ -798,7 +798,7 @@ Gpu chooseGpu(const collectives::MpiEnvironment& env, const Options& o) {
   return gpu;
 }
 
-// One communicator per column; a ring-net<size> column is the ring with those network chunks.
+// One communicator per table; a ring-net<size> table is the ring with those network chunks.
 std::vector<std::unique_ptr<Communicator>> makeCommunicators(const Options& o) {
   std::vector<std::unique_ptr<Communicator>> comms;
   for (const auto& label : o.backends) {
