@@ -1,27 +1,33 @@
-// allreduce_perf: all-reduce bus bandwidth of every backend, side by side, in the manner of
-// nccl-tests' all_reduce_perf (same flags, columns and formulas):
+// allreduce_perf: all-reduce bus bandwidth of every backend, in the manner of nccl-tests'
+// all_reduce_perf (its options, its table, its formulas):
 //   algbw = bytes / time,   busbw = algbw * 2(n-1)/n
 // busbw is what each rank's link must carry, so it can be compared with the hardware's bandwidth
 // whatever the number of ranks. For every size each backend runs out of place and in place; the
-// result of a separate, checked run is compared with the exact expected values on every rank
+// result of separate, checked runs (-c) is compared with the exact expected values on every rank
 // (#wrong, summed over ranks, which also counts ranks whose bytes differ from rank 0's).
+// stdout is nccl-tests' output, one table per backend (each with its own "# Out of bounds values"
+// and "# Avg bus bandwidth" lines), so that scripts written for nccl-tests read it unchanged;
+// everything else is on lines starting with '#'. Progress (k of n) goes to rank 0's stderr.
 // As in nccl-tests, one harness times, checks and prints whatever collective a small struct
 // describes (Collective; all-reduce is kAllReduce).
 //
 //   mpirun -np 2 build/bin/allreduce_perf -b 8 -e 256M -f 2 --json out.json
+//   mpirun -np 2 build/bin/allreduce_perf -b 1M -e 4M -i 1M -d all -o sum --backends ring
 //   mpirun -np 4 build/bin/allreduce_perf --backends mpi,ring,hierarchical --ranks-per-node 2
 // (--ranks-per-node lets one machine stand in for several nodes: 4 ranks as 2 nodes x 2.)
 //   mpirun -np 2 build/bin/allreduce_perf --also-ring-network-chunk-bytes 512K
-// (a column "ring-net512K": the ring with 512 KiB messages to neighbours on other nodes, next to
+// (a table "ring-net512K": the ring with 512 KiB messages to neighbours on other nodes, after
 // the ring with its default network chunks, to compare chunkings in one run.)
 //   mpirun -np 2 build/bin/allreduce_perf --device cuda --backends nccl,hierarchical-nccl
 // (--device cuda: buffers from cudaMalloc on GPU local_rank % devices, for the device backends;
-// each row then also shows the GPU's device-to-device copy bandwidth at that size, the figure to
-// hold the bus bandwidth against. The results are copied back to the host to be checked.)
+// the GPU's device-to-device copy bandwidth at each size, the figure to hold the bus bandwidth
+// against, is printed before the tables. The results are copied back to the host to be checked.)
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <boost/program_options.hpp>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -32,6 +38,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <mpi.h>
@@ -56,44 +63,80 @@ using collectives::Communicator;
 using collectives::DataType;
 using collectives::ReduceOp;
 
+// The choices of -d and -o: the types and reductions ringtrain's collectives have, under the names
+// nccl-tests prints, in nccl-tests' order (which "all" follows). -d also takes ringtrain's names
+// (float32, ...); nccl-tests' int8, uint8, uint32, uint64, prod and mulsum have no counterpart.
+constexpr std::pair<DataType, const char*> kTypeChoices[] = {
+    {DataType::kInt32, "int32"},    {DataType::kInt64, "int64"},
+    {DataType::kFloat16, "half"},   {DataType::kFloat32, "float"},
+    {DataType::kFloat64, "double"}, {DataType::kBFloat16, "bfloat16"}};
+constexpr std::pair<ReduceOp, const char*> kOpChoices[] = {{ReduceOp::kSum, "sum"},
+                                                           {ReduceOp::kMax, "max"},
+                                                           {ReduceOp::kMin, "min"},
+                                                           {ReduceOp::kAverage, "avg"}};
+
+// `value`'s name in `table` (the type and redop columns).
+template <typename T, std::size_t N>
+const char* choiceName(const std::pair<T, const char*> (&table)[N], T value) {
+  for (const auto& [v, name] : table)
+    if (v == value) return name;
+  return "?";
+}
+
+// More sizes than this in one sweep are refused: an -i far below -e would run for days.
+constexpr std::size_t kMaxSizes = 10000;
+
 struct Options {
   std::size_t minBytes = 8;
   std::size_t maxBytes = std::size_t{256} << 20;
-  std::size_t stepFactor = 2;
+  std::size_t stepFactor = 2;  // each size is the last times this ...
+  std::size_t stepBytes = 0;   // ... or, when not 0 (-i), the last plus this
   int warmupIters = 5;
   int iters = 20;
-  DataType type = DataType::kFloat32;
-  ReduceOp op = ReduceOp::kSum;
-  bool check = true;
+  int aggIters = 1;       // calls per timed iteration (-m)
+  int checkIters = 1;     // checked calls per measurement, stopping at the first wrong one; 0: none
+  bool blocking = false;  // -z 1: a barrier after every call
+  // nccl-tests' -g, -t, -G: one buffer per rank and no CUDA graphs, so only 1, 1 and 0 are taken.
+  int gpus = 1;
+  int threads = 1;
+  int cudaGraphLaunches = 0;
+  std::vector<DataType> types = {DataType::kFloat32};
+  std::vector<ReduceOp> ops = {ReduceOp::kSum};
   int average = 1;  // 0: rank 0's time, 1: average over ranks, 2: minimum, 3: maximum
   // The hierarchical backend only when asked for: on one node it is the ring in two passes.
   std::vector<std::string> backends = {"mpi", "ring"};
-  // Extra columns by label ("ring-net512K"): the ring backend with another ringNetworkChunkBytes.
+  // Extra tables by label ("ring-net512K"): the ring backend with another ringNetworkChunkBytes.
   std::map<std::string, std::size_t> ringNetworkVariants;
   collectives::CommunicatorOptions communicator;
   std::string jsonPath;
   bool memoryBandwidth = false;
   // "cpu": host buffers and the host backends; "cuda": device buffers and the device backends.
   std::string device = "cpu";
+  double progressSeconds = 10;  // rank 0's stderr says k of n at most this often; 0: every size
+  int testWrongRank = -1;       // test hook: this rank spoils one element of every checked result
 };
 
-// "8", "64K", "256M", "1G" (binary multiples, as nccl-tests reads them).
+// "8", "64K", "1.5M", "1G", "256MB": nccl-tests' sizes (K, M, G are binary multiples, either
+// case; a fraction is rounded down to whole bytes).
 std::optional<std::size_t> parseBytes(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  std::size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits])))
-    ++digits;
-  if (digits == 0) return std::nullopt;
-  std::size_t value = std::stoull(text.substr(0, digits));
-  const std::string suffix = text.substr(digits);
-  if (suffix.empty() || suffix == "B") return value;
-  const char unit = static_cast<char>(std::toupper(static_cast<unsigned char>(suffix[0])));
-  if (suffix.size() > 2 || (suffix.size() == 2 && std::toupper(suffix[1]) != 'B'))
-    return std::nullopt;
-  if (unit == 'K') return value << 10;
-  if (unit == 'M') return value << 20;
-  if (unit == 'G') return value << 30;
-  return std::nullopt;
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return std::nullopt;
+  double value = 0;
+  const char* end = text.data() + text.size();
+  const auto [rest, status] = std::from_chars(text.data(), end, value, std::chars_format::fixed);
+  if (status != std::errc()) return std::nullopt;
+  std::string suffix(rest, end);
+  if (!suffix.empty() && std::toupper(static_cast<unsigned char>(suffix.back())) == 'B')
+    suffix.pop_back();
+  const std::string units = "KMG";
+  if (suffix.size() > 1) return std::nullopt;
+  if (suffix.size() == 1) {
+    const auto unit =
+        units.find(static_cast<char>(std::toupper(static_cast<unsigned char>(suffix[0]))));
+    if (unit == std::string::npos) return std::nullopt;
+    value *= std::pow(1024.0, static_cast<double>(unit + 1));
+  }
+  if (value >= 0x1p63) return std::nullopt;
+  return static_cast<std::size_t>(value);
 }
 
 std::vector<std::string> splitList(const std::string& text) {
@@ -109,9 +152,10 @@ std::vector<std::string> splitList(const std::string& text) {
 
 // The command line as typed, before it is checked and converted into Options.
 struct OptionText {
-  std::string minBytes = "8", maxBytes = "256M", type = "float", op = "sum", backends;
+  std::string minBytes = "8", maxBytes = "256M", stepBytes, type = "float", op = "sum", backends;
   std::string smallBytes, chunkBytes, networkChunkBytes, networkVariants;
   bool backendsGiven = false;
+  bool stepFactorGiven = false;
 };
 
 std::string joinNames(const std::vector<std::string>& names, const std::string& separator) {
@@ -121,35 +165,66 @@ std::string joinNames(const std::vector<std::string>& names, const std::string& 
   return joined;
 }
 
-// The options, bound to `o` and `text`, which must outlive the parse.
-po::options_description describeOptions(Options& o, OptionText& text) {
-  po::options_description description("allreduce_perf options");
+// The names of `table` and "all", for --help and messages.
+template <typename T, std::size_t N>
+std::string choiceList(const std::pair<T, const char*> (&table)[N]) {
+  std::vector<std::string> names;
+  for (const auto& [value, name] : table)
+    names.emplace_back(name);
+  names.emplace_back("all");
+  return joinNames(names, ", ");
+}
+
+// nccl-tests' options, with its letters and meanings (its README's "Arguments").
+po::options_description ncclTestsOptions(Options& o, OptionText& text) {
+  po::options_description description("nccl-tests options (as all_reduce_perf's)");
   auto add = description.add_options();
   add("help,h", "print this help");
+  add("nthreads,t", po::value(&o.threads)->default_value(o.threads),
+      "threads per process: 1 only (one rank per process; more ranks: mpirun -np)");
+  add("ngpus,g", po::value(&o.gpus)->default_value(o.gpus),
+      "GPUs per thread: 1 only (one buffer per rank; more ranks: mpirun -np)");
   add("minbytes,b", po::value(&text.minBytes)->default_value(text.minBytes),
-      "smallest size (8, 64K, 1M, 1G); sizes are whole elements of --datatype: at least one, "
+      "smallest size (8, 64K, 1.5M, 1G); sizes are whole elements of --datatype: at least one, "
       "others rounded down");
   add("maxbytes,e", po::value(&text.maxBytes)->default_value(text.maxBytes), "largest size");
+  add("stepbytes,i", po::value(&text.stepBytes),
+      "fixed increment between sizes (instead of --stepfactor)");
   add("stepfactor,f", po::value(&o.stepFactor)->default_value(o.stepFactor),
-      "size multiplier between rows");
-  add("warmup_iters,w", po::value(&o.warmupIters)->default_value(o.warmupIters),
-      "untimed iterations per size");
+      "multiplication factor between sizes, at least 2");
   add("iters,n", po::value(&o.iters)->default_value(o.iters), "timed iterations per size");
-  add("datatype,d", po::value(&text.type)->default_value(text.type),
-      "float32|float64|float16|bfloat16|int32|int64 (nccl-tests names work too)");
-  add("op,o", po::value(&text.op)->default_value(text.op), "sum|avg|min|max");
-  add("check,c", po::value(&o.check)->default_value(o.check), "check every result (1) or not (0)");
+  add("agg_iters,m", po::value(&o.aggIters)->default_value(o.aggIters),
+      "calls per timed iteration (nccl-tests groups them; here they run one after another)");
+  add("warmup_iters,w", po::value(&o.warmupIters)->default_value(o.warmupIters),
+      "untimed calls per size, backend and placement");
+  add("check,c", po::value(&o.checkIters)->default_value(o.checkIters),
+      "checked calls per measurement (0: no check, #wrong -1)");
+  const std::string types = "type: " + choiceList(kTypeChoices) + " (or float32, float16, ...)";
+  add("datatype,d", po::value(&text.type)->default_value(text.type), types.c_str());
+  const std::string ops = "reduction: " + choiceList(kOpChoices);
+  add("op,o", po::value(&text.op)->default_value(text.op), ops.c_str());
   add("average,a", po::value(&o.average)->default_value(o.average),
       "time reported: 0 rank 0, 1 average, 2 min, 3 max over ranks");
+  add("blocking,z", po::value(&o.blocking)->default_value(o.blocking),
+      "1: a barrier after every call (the calls themselves always complete before returning)");
+  add("cudagraph,G", po::value(&o.cudaGraphLaunches)->default_value(o.cudaGraphLaunches),
+      "CUDA graph launches: 0 only (refused otherwise: no backend here captures graphs)");
+  return description;
+}
+
+// ringtrain's own options: which backends, their tuning, and what else to report.
+po::options_description ringtrainOptions(Options& o, OptionText& text) {
+  po::options_description description("ringtrain options");
+  auto add = description.add_options();
   add("backends", po::value(&text.backends)->default_value(text.backends),
-      "comma-separated backends to compare");
+      "comma-separated backends, one table each");
   add("ring-small-bytes", po::value(&text.smallBytes),
       "ring: largest all-reduce done by recursive doubling (bytes)");
   add("ring-chunk-bytes", po::value(&text.chunkBytes), "ring: bytes per pipelined message");
   add("ring-network-chunk-bytes", po::value(&text.networkChunkBytes),
       "ring: bytes per message to a neighbour on another node (0: as --ring-chunk-bytes)");
   add("also-ring-network-chunk-bytes", po::value(&text.networkVariants),
-      "comma-separated sizes: one more ring column per size (ring-net<size>), the ring with "
+      "comma-separated sizes: one more ring table per size (ring-net<size>), the ring with "
       "that --ring-network-chunk-bytes");
   add("ring-depth",
       po::value(&o.communicator.ringPipelineDepth)->default_value(o.communicator.ringPipelineDepth),
@@ -160,12 +235,21 @@ po::options_description describeOptions(Options& o, OptionText& text) {
   add("json", po::value(&o.jsonPath), "also write the results to this JSON file");
   add("membw", po::bool_switch(&o.memoryBandwidth),
       "measure memory bandwidth first and report the ring's memory-traffic floor");
+  add("progress-seconds", po::value(&o.progressSeconds)->default_value(o.progressSeconds),
+      "rank 0 says on stderr how many measurements are done, at most this often (0: after each)");
   const std::string device =
       "cpu: host buffers (backends " + collectives::joinNames(collectives::hostBackends()) +
       "); cuda: cudaMalloc'd buffers on GPU local_rank % devices (backends " +
       collectives::joinNames(collectives::deviceBackends()) + "; default nccl)";
   add("device", po::value(&o.device)->default_value(o.device), device.c_str());
   return description;
+}
+
+// Parsed, never shown in --help: the test hook.
+po::options_description hiddenOptions(Options& o) {
+  po::options_description hidden;
+  hidden.add_options()("test-wrong-rank", po::value(&o.testWrongRank));
+  return hidden;
 }
 
 // Reads size option `name` into `out`; an error message when `value` is no size.
@@ -184,11 +268,15 @@ std::optional<std::string> readSizeIfGiven(const std::string& value, const char*
   return readSize(value, name, out);
 }
 
-// The sizes: the sweep's range, the ring's messages and the extra ring columns.
+// The sizes: the sweep's range and step, the ring's messages and the extra ring tables.
 std::optional<std::string> readSizes(const OptionText& text, Options& o) {
   collectives::CommunicatorOptions& ring = o.communicator;
   if (auto e = readSize(text.minBytes, "minbytes", o.minBytes)) return e;
   if (auto e = readSize(text.maxBytes, "maxbytes", o.maxBytes)) return e;
+  if (auto e = readSizeIfGiven(text.stepBytes, "stepbytes", o.stepBytes)) return e;
+  if (!text.stepBytes.empty() && text.stepFactorGiven)
+    return "--stepbytes and --stepfactor: give one of them (a fixed increment or a factor)";
+  if (!text.stepBytes.empty() && o.stepBytes == 0) return "--stepbytes 0: must be at least 1";
   if (auto e = readSizeIfGiven(text.smallBytes, "ring-small-bytes", ring.ringSmallMessageBytes))
     return e;
   if (auto e = readSizeIfGiven(text.chunkBytes, "ring-chunk-bytes", ring.ringChunkBytes)) return e;
@@ -203,29 +291,72 @@ std::optional<std::string> readSizes(const OptionText& text, Options& o) {
   return std::nullopt;
 }
 
+// nccl-tests' options that ask for what a rank here does not have: several GPUs or threads per
+// process, CUDA graphs.
+std::optional<std::string> unsupportedRequest(const Options& o) {
+  if (o.threads != 1) {
+    return fmt::format(
+        "--nthreads {}: only 1; ringtrain runs one rank per process (start {} times the ranks "
+        "with mpirun -np instead)",
+        o.threads, o.threads);
+  }
+  if (o.gpus != 1) {
+    return fmt::format(
+        "--ngpus {}: only 1; every rank drives one buffer ({}; start more ranks with mpirun -np "
+        "instead)",
+        o.gpus, o.device == "cuda" ? "one GPU per rank" : "--device cpu has no GPUs");
+  }
+  if (o.cudaGraphLaunches != 0) {
+    return fmt::format("--cudagraph {}: refused; no backend here captures CUDA graphs{}",
+                       o.cudaGraphLaunches,
+                       o.device == "cuda" ? "" : " (and --device cpu runs no GPU work)");
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> checkRanges(const Options& o) {
-  if (o.minBytes > o.maxBytes) return "--minbytes is larger than --maxbytes";
-  if (o.stepFactor < 2) return "--stepfactor must be at least 2";
-  if (o.iters < 1 || o.warmupIters < 0)
-    return "--iters must be at least 1 and --warmup_iters at least 0";
+  if (o.minBytes > o.maxBytes)
+    return fmt::format("--minbytes {} is larger than --maxbytes {}", o.minBytes, o.maxBytes);
+  if (o.stepBytes == 0 && o.stepFactor < 2)
+    return fmt::format("--stepfactor {}: must be at least 2 (--stepbytes gives fixed steps)",
+                       o.stepFactor);
+  if (o.iters < 1 || o.warmupIters < 0 || o.aggIters < 1)
+    return "--iters and --agg_iters must be at least 1 and --warmup_iters at least 0";
+  if (o.checkIters < 0) return "--check must be 0 (no check) or a number of checked calls";
   if (o.average < 0 || o.average > 3) return "--average must be 0, 1, 2 or 3";
+  if (o.progressSeconds < 0) return "--progress-seconds must be 0 or more";
   if (o.communicator.ringPipelineDepth < 1) return "--ring-depth must be at least 1";
   if (o.communicator.test.ranksPerNode < 0) return "--ranks-per-node must be 0 or more";
+  return unsupportedRequest(o);
+}
+
+// -d and -o: one of `table`'s names, "all" (every entry) or what `parse` reads (ringtrain's
+// names), into `out`.
+template <typename T, std::size_t N>
+std::optional<std::string> readChoice(const char* option, const std::string& text,
+                                      const std::pair<T, const char*> (&table)[N],
+                                      std::optional<T> (*parse)(std::string_view),
+                                      std::vector<T>& out) {
+  out.clear();
+  if (text == "all") {
+    for (const auto& [value, name] : table)
+      out.push_back(value);
+    return std::nullopt;
+  }
+  const std::optional<T> parsed = parse(text);
+  if (!parsed) return fmt::format("--{}: '{}' is not one of {}", option, text, choiceList(table));
+  out.push_back(*parsed);
   return std::nullopt;
 }
 
 std::optional<std::string> readTypeAndOp(const OptionText& text, Options& o) {
-  const auto parsedType = collectives::parseDataType(text.type);
-  if (!parsedType) return "--datatype: unknown type '" + text.type + "'";
-  o.type = *parsedType;
-  const auto parsedOp = collectives::parseReduceOp(text.op);
-  if (!parsedOp) return "--op: unknown reduction '" + text.op + "' (sum, avg, min, max)";
-  o.op = *parsedOp;
-  return std::nullopt;
+  if (auto e = readChoice("datatype", text.type, kTypeChoices, collectives::parseDataType, o.types))
+    return e;
+  return readChoice("op", text.op, kOpChoices, collectives::parseReduceOp, o.ops);
 }
 
 // --device and --backends: the backends that the device's buffers take (collectives'
-// hostBackends or deviceBackends), then the extra ring columns right after the ring they vary.
+// hostBackends or deviceBackends), then the extra ring tables right after the ring they vary.
 std::optional<std::string> readBackends(const OptionText& text, Options& o) {
   if (o.device != "cpu" && o.device != "cuda") return "--device: '" + o.device + "' (cpu, cuda)";
   const bool onDevice = o.device == "cuda";
@@ -256,16 +387,34 @@ std::optional<std::string> readBackends(const OptionText& text, Options& o) {
   return std::nullopt;
 }
 
-// The sweep's sizes against the data type and the machine. Sizes are whole elements of
+// The sweep's sizes in bytes, before rounding to whole elements: from --minbytes to --maxbytes,
+// each the last times --stepfactor or plus --stepbytes (as nccl-tests steps).
+std::vector<std::size_t> sweepSizes(const Options& o) {
+  std::vector<std::size_t> sizes;
+  for (std::size_t bytes = o.minBytes; bytes <= o.maxBytes && sizes.size() <= kMaxSizes;) {
+    sizes.push_back(bytes);
+    const std::size_t room = o.maxBytes - bytes;
+    if (o.stepBytes > 0 ? o.stepBytes > room : bytes > o.maxBytes / o.stepFactor) break;
+    bytes = o.stepBytes > 0 ? bytes + o.stepBytes : bytes * o.stepFactor;
+  }
+  return sizes;
+}
+
+// The sweep's sizes against the data types and the machine. Sizes are whole elements of
 // --datatype: a size below one element is refused, any other is rounded down to whole elements
 // (as nccl-tests does). Every rank holds a send and a receive buffer of --maxbytes in host memory.
 std::optional<std::string> sizeProblem(const Options& o, int ranksOnNode) {
-  const std::size_t e = sizeOf(o.type);
-  if (o.minBytes < e) {
+  for (const DataType type : o.types) {
+    const std::size_t e = sizeOf(type);
+    if (o.minBytes >= e) continue;
     return fmt::format(
         "--minbytes {}: smaller than one {} element ({} bytes); sizes are whole "
         "elements of --datatype",
-        o.minBytes, collectives::name(o.type), e);
+        o.minBytes, choiceName(kTypeChoices, type), e);
+  }
+  if (sweepSizes(o).size() > kMaxSizes) {
+    return fmt::format("--stepbytes {}: more than {} sizes from --minbytes {} to --maxbytes {}",
+                       o.stepBytes, kMaxSizes, o.minBytes, o.maxBytes);
   }
   const double needed = 2.0 * static_cast<double>(o.maxBytes) * ranksOnNode;
   const std::uint64_t memory = physicalMemoryBytes();
@@ -282,25 +431,32 @@ std::optional<std::string> parseOptions(int argc, char** argv, int ranksOnNode, 
                                         bool& help) {
   OptionText text;
   text.backends = joinNames(o.backends, ",");
-  const po::options_description description = describeOptions(o, text);
+  po::options_description shown;
+  shown.add(ncclTestsOptions(o, text)).add(ringtrainOptions(o, text));
+  po::options_description all;
+  all.add(shown).add(hiddenOptions(o));
   try {
     po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(description).run(), vm);
+    po::store(po::command_line_parser(argc, argv).options(all).run(), vm);
     po::notify(vm);
     text.backendsGiven = !vm["backends"].defaulted();
+    text.stepFactorGiven = !vm["stepfactor"].defaulted();
     if (vm.count("help")) {
       help = true;
-      std::cout << description << "\n";
+      std::cout
+          << "allreduce_perf: all-reduce bus bandwidth, nccl-tests' all_reduce_perf table "
+             "per backend\n(defaults -b 8 -e 256M -f 2; nccl-tests' are -b 32M -e 32M -i 1M)\n"
+          << shown << "\n";
       return std::nullopt;
     }
   } catch (const po::error& e) {
     return std::string(e.what());
   }
   if (auto e = readSizes(text, o)) return e;
+  if (auto e = readBackends(text, o)) return e;
   if (auto e = checkRanges(o)) return e;
   if (auto e = readTypeAndOp(text, o)) return e;
-  if (auto e = sizeProblem(o, ranksOnNode)) return e;
-  return readBackends(text, o);
+  return sizeProblem(o, ranksOnNode);
 }
 
 // ---- Inputs and their exact results ----------------------------------------------------------
@@ -452,9 +608,9 @@ constexpr Collective kAllReduce{
 // ---- The harness: timing and checking, for any collective ------------------------------------
 struct Measurement {
   double timeUs = 0;
-  double algbw = 0;  // GB/s
-  double busbw = 0;  // GB/s
-  std::uint64_t wrong = 0;
+  double algbw = 0;         // GB/s
+  double busbw = 0;         // GB/s
+  std::int64_t wrong = -1;  // summed over the ranks; -1: not checked (-c 0), as nccl-tests prints
 };
 
 double combineTime(double seconds, int mode) {
@@ -494,8 +650,8 @@ class Buffers {
     fillPeriodic(host_[0].data(), count, pattern, e);
     if (device_[0]) bench::copyToDevice(device_[0]->data(), host_[0].data(), count * e);
   }
-  // Buffer `which`'s first `bytes` bytes in host memory.
-  const std::byte* onHost(int which, std::size_t bytes) {
+  // Buffer `which`'s first `bytes` bytes in host memory (the buffer itself on the host).
+  std::byte* onHost(int which, std::size_t bytes) {
     if (device_[which]) bench::copyToHost(host_[which].data(), device_[which]->data(), bytes);
     return host_[which].data();
   }
@@ -510,53 +666,69 @@ struct Bench {
   const Collective& collective;
   const Options& options;
   Buffers& buffers;
-  const Patterns& patterns;
+  int rank;
 };
 
-// Seconds per call on `count` elements into buffer `result`, after the untimed warm-up calls,
-// combined over the ranks as --average says.
-double timeCalls(const Bench& bench, Communicator& comm, int result, std::size_t count) {
+// One data type and reduction of the sweep (several with -d all or -o all), with its data.
+struct Case {
+  DataType type;
+  ReduceOp op;
+  Patterns patterns;
+};
+
+// One call into buffer `result`; under --blocking every rank then waits for all others.
+void call(const Bench& bench, Communicator& comm, const Case& c, int result, std::size_t count) {
+  bench.collective.run(comm, bench.buffers.data(0), bench.buffers.data(result), count, c.type,
+                       c.op);
+  if (bench.options.blocking) comm.barrier();
+}
+
+// Seconds per call on `count` elements into buffer `result`, after the untimed warm-up calls:
+// --iters iterations of --agg_iters calls, combined over the ranks as --average says.
+double timeCalls(const Bench& bench, Communicator& comm, const Case& c, int result,
+                 std::size_t count) {
   const Options& o = bench.options;
-  std::byte* send = bench.buffers.data(0);
-  std::byte* recv = bench.buffers.data(result);
   for (int i = 0; i < o.warmupIters; ++i)
-    bench.collective.run(comm, send, recv, count, o.type, o.op);
+    call(bench, comm, c, result, count);
   comm.barrier();
   const double start = MPI_Wtime();
-  for (int i = 0; i < o.iters; ++i)
-    bench.collective.run(comm, send, recv, count, o.type, o.op);
-  return combineTime((MPI_Wtime() - start) / o.iters, o.average);
+  const long calls = static_cast<long>(o.iters) * o.aggIters;
+  for (long i = 0; i < calls; ++i)
+    call(bench, comm, c, result, count);
+  return combineTime((MPI_Wtime() - start) / static_cast<double>(calls), o.average);
 }
 
-// One more call on fresh inputs, checked: its wrong values summed over the ranks.
-std::uint64_t checkCall(const Bench& bench, Communicator& comm, int result, std::size_t count) {
-  const Options& o = bench.options;
-  const std::size_t e = sizeOf(o.type);
-  bench.buffers.fillSend(count, bench.patterns.input, e);
-  bench.collective.run(comm, bench.buffers.data(0), bench.buffers.data(result), count, o.type,
-                       o.op);
-  std::uint64_t wrong =
-      bench.collective.check(bench.buffers.onHost(result, count * e), count, bench.patterns, e);
+// Up to --check calls on fresh inputs, each checked, stopping at the first with wrong values:
+// those wrong values, summed over the ranks (0 when every call was right).
+std::int64_t checkCalls(const Bench& bench, Communicator& comm, const Case& c, int result,
+                        std::size_t count) {
+  const std::size_t e = sizeOf(c.type);
   std::uint64_t total = 0;
-  RINGTRAIN_MPI_CHECK(MPI_Allreduce(&wrong, &total, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD));
-  return total;
+  for (int i = 0; i < bench.options.checkIters && total == 0; ++i) {
+    bench.buffers.fillSend(count, c.patterns.input, e);
+    call(bench, comm, c, result, count);
+    std::byte* values = bench.buffers.onHost(result, count * e);
+    if (bench.rank == bench.options.testWrongRank) values[0] ^= std::byte{0xff};
+    std::uint64_t wrong = bench.collective.check(values, count, c.patterns, e);
+    RINGTRAIN_MPI_CHECK(MPI_Allreduce(&wrong, &total, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD));
+  }
+  return static_cast<std::int64_t>(total);
 }
 
-Measurement measure(const Bench& bench, Communicator& comm, std::size_t count, bool inPlace) {
-  const std::size_t e = sizeOf(bench.options.type);
+Measurement measure(const Bench& bench, Communicator& comm, const Case& c, std::size_t count,
+                    bool inPlace) {
+  const std::size_t e = sizeOf(c.type);
   const int result = inPlace ? 0 : 1;
-  bench.buffers.fillSend(count, bench.patterns.input, e);
-  const double perIteration = timeCalls(bench, comm, result, count);
+  bench.buffers.fillSend(count, c.patterns.input, e);
+  const double perCall = timeCalls(bench, comm, c, result, count);
   Measurement m;
-  m.timeUs = perIteration * 1e6;
-  m.algbw = static_cast<double>(count * e) / perIteration / 1e9;
+  m.timeUs = perCall * 1e6;
+  m.algbw = static_cast<double>(count * e) / perCall / 1e9;
   m.busbw = bench.collective.busBandwidth(m.algbw, comm.size());
-  if (bench.options.check) m.wrong = checkCall(bench, comm, result, count);
+  if (bench.options.checkIters > 0) m.wrong = checkCalls(bench, comm, c, result, count);
   return m;
 }
 
-// Streams c = a + b over arrays far larger than the caches on every rank at once (the ranks
-// share the memory bus) and returns the best bytes-per-second of one rank, counting 3 streams.
 double measureMemoryBandwidth() {
   constexpr std::size_t kCount = std::size_t{16} << 20;  // 64 MiB per array
   AlignedBuffer a(kCount * 4), b(kCount * 4), c(kCount * 4);
@@ -626,7 +798,7 @@ Gpu chooseGpu(const collectives::MpiEnvironment& env, const Options& o) {
   return gpu;
 }
 
-// One communicator per column; a ring-net<size> column is the ring with those network chunks.
+// One communicator per table; a ring-net<size> table is the ring with those network chunks.
 std::vector<std::unique_ptr<Communicator>> makeCommunicators(const Options& o) {
   std::vector<std::unique_ptr<Communicator>> comms;
   for (const auto& label : o.backends) {
@@ -642,16 +814,24 @@ std::vector<std::unique_ptr<Communicator>> makeCommunicators(const Options& o) {
 // The JSON document's description of the run; the results join it at the end.
 nlohmann::json describeRun(const collectives::MpiEnvironment& env, const Options& o,
                            const Collective& collective, const Gpu& gpu) {
+  std::vector<std::string> types, ops;
+  for (const DataType type : o.types)
+    types.emplace_back(name(type));
+  for (const ReduceOp op : o.ops)
+    ops.emplace_back(name(op));
   nlohmann::json json;
   json["program"] = std::string(collective.name) + "_perf";
   json["ranks"] = env.worldSize();
   json["nodes"] = env.nodeCount();
   json["host"] = env.hostName();
   json["mpi"] = mpiLibrary();
-  json["datatype"] = std::string(name(o.type));
-  json["op"] = std::string(name(o.op));
+  json["datatype"] = joinNames(types, ",");
+  json["op"] = joinNames(ops, ",");
   json["warmup_iters"] = o.warmupIters;
   json["iters"] = o.iters;
+  json["agg_iters"] = o.aggIters;
+  json["check_iters"] = o.checkIters;
+  json["blocking"] = o.blocking;
   json["time"] = std::vector<std::string>{"rank0", "average", "min", "max"}[o.average];
   json["device"] = o.device;
   if (o.device == "cuda") json["gpu"] = {{"name", gpu.name}, {"rank0_device", gpu.index}};
@@ -662,24 +842,52 @@ nlohmann::json describeRun(const collectives::MpiEnvironment& env, const Options
   return json;
 }
 
-void printRunHeader(const Options& o, const nlohmann::json& json, const Gpu& gpu) {
-  std::cout << fmt::format("# ringtrain {}: {} ranks on {} node(s), {}\n",
+// nccl-tests' first lines: the run's parameters, then one line per rank (gathered on rank 0) with
+// its process, host and device.
+void printNcclTestsHeader(const collectives::MpiEnvironment& env, const Options& o,
+                          const Gpu& gpu) {
+  const bool root = env.worldRank() == 0;
+  if (root) {
+    std::cout << fmt::format(
+        "# nThread {} nGpus {} minBytes {} maxBytes {} step: {}({}) warmup iters: {} iters: {} "
+        "agg iters: {} validation: {} graph: {}\n",
+        o.threads, o.gpus, o.minBytes, o.maxBytes, o.stepBytes > 0 ? o.stepBytes : o.stepFactor,
+        o.stepBytes > 0 ? "bytes" : "factor", o.warmupIters, o.iters, o.aggIters, o.checkIters,
+        o.cudaGraphLaunches);
+    if (o.blocking)
+      std::cout << "# Blocking Enabled: wait for completion and barrier after each collective\n";
+    std::cout << "#\n# Using devices\n";
+  }
+  constexpr int kLine = 256;
+  const std::string device = gpu.index < 0 ? std::string("cpu (host memory)")
+                                           : fmt::format("{:>2} {}", gpu.index, gpu.name);
+  std::string mine = fmt::format("#  Rank {:>2} Group  0 Pid {:>6} on {:>10} device {}",
+                                 env.worldRank(), getpid(), env.hostName(), device);
+  mine.resize(kLine - 1);
+  std::vector<char> lines(root ? static_cast<std::size_t>(kLine) * env.worldSize() : 0);
+  RINGTRAIN_MPI_CHECK(
+      MPI_Gather(mine.c_str(), kLine, MPI_CHAR, lines.data(), kLine, MPI_CHAR, 0, MPI_COMM_WORLD));
+  for (int r = 0; root && r < env.worldSize(); ++r)
+    std::cout << std::string(lines.data() + static_cast<std::size_t>(r) * kLine) << "\n";
+}
+
+// ringtrain's own description of the run, after nccl-tests' lines.
+void printRunHeader(const Options& o, const nlohmann::json& json) {
+  std::cout << fmt::format("#\n# ringtrain {}: {} ranks on {} node(s), {}\n",
                            json["program"].get<std::string>(), json["ranks"].get<int>(),
                            json["nodes"].get<int>(), json["mpi"].get<std::string>());
   std::cout << fmt::format(
-      "#  datatype {}, op {}, warm-up {}, iterations {}, time: {} over ranks\n", name(o.type),
-      name(o.op), o.warmupIters, o.iters, json["time"].get<std::string>());
+      "#  datatype {}, op {}, warm-up {} per size, iterations {} x {}, time: {} over ranks, "
+      "checks {}{}\n",
+      json["datatype"].get<std::string>(), json["op"].get<std::string>(), o.warmupIters, o.iters,
+      o.aggIters, json["time"].get<std::string>(), o.checkIters,
+      o.blocking ? ", a barrier after every call" : "");
   std::cout << fmt::format(
       "#  ring: recursive doubling up to {} B, chunks of {} B ({} B to and from other nodes), "
       "{} in flight\n",
       o.communicator.ringSmallMessageBytes, o.communicator.ringChunkBytes,
       o.communicator.ringNetworkChunkBytes, o.communicator.ringPipelineDepth);
-  if (o.device == "cuda") {
-    std::cout << fmt::format(
-        "#  device buffers: cudaMalloc on GPU local_rank % devices (rank 0: GPU {}, {}); "
-        "d2d copy = cudaMemcpy device to device on rank 0, bytes read + written\n",
-        gpu.index, gpu.name);
-  }
+  std::cout << "#  backends (one table each): " << joinNames(o.backends, ", ") << "\n";
 }
 
 // The nodes the hierarchical backend found (or was told to simulate): into the JSON, and rank 0
@@ -726,24 +934,6 @@ double reportMemoryBandwidth(nlohmann::json& json, bool root) {
   return perRank;
 }
 
-void printColumnHeaders(bool onDevice) {
-  // On device buffers one more column: the GPU's copy bandwidth at the row's size.
-  const auto line = [onDevice](const char* copyColumn, const auto&... columns) {
-    return fmt::format(
-               "# {:>12} {:>12} {:>9} {:>6} {:>12}  {:>9} {:>7} {:>7} {:>6}  {:>9} {:>7} {:>7} "
-               "{:>6}",
-               columns...) +
-           (onDevice ? fmt::format(" {:>9}", copyColumn) : std::string()) + "\n";
-  };
-  std::cout << "#\n"
-            << line("d2d copy", "", "", "", "", "", "out-of-place", "", "", "", "in-place", "", "",
-                    "")
-            << line("bw", "size", "count", "type", "redop", "backend", "time", "algbw", "busbw",
-                    "#wrong", "time", "algbw", "busbw", "#wrong")
-            << line("(GB/s)", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "",
-                    "(us)", "(GB/s)", "(GB/s)", "");
-}
-
 // The GPU's device-to-device copy bandwidth at `bytes` (GB/s), the reference on device buffers,
 // taken on rank 0 alone so that no other rank's copy shares its GPU meanwhile.
 double deviceCopyGbps(Buffers& buffers, std::size_t bytes, const Options& o, bool root) {
@@ -757,9 +947,49 @@ double deviceCopyGbps(Buffers& buffers, std::size_t bytes, const Options& o, boo
   return gbps;
 }
 
-// One size on one backend, out of place and in place.
+// On device buffers, the GPU's copy bandwidth at every size of the sweep (by bytes), printed by
+// rank 0 as comment lines before the tables.
+std::map<std::size_t, double> measureDeviceCopies(Buffers& buffers, const Options& o, bool root) {
+  std::map<std::size_t, double> gbps;
+  if (root)
+    std::cout << "#\n# d2d copy: cudaMemcpy device to device on rank 0, bytes read + written\n"
+              << fmt::format("# {:>10}  {:>9}\n", "size (B)", "GB/s");
+  for (const std::size_t bytes : sweepSizes(o)) {
+    gbps[bytes] = deviceCopyGbps(buffers, bytes, o, root);
+    if (root) std::cout << fmt::format("# {:>10}  {:>9.2f}\n", bytes, gbps[bytes]);
+  }
+  return gbps;
+}
+
+// nccl-tests' column headers; `backend` is named on the comment line above them.
+void printTableHeader(const std::string& backend) {
+  const char* const time = "time";
+  std::cout << "#\n# backend: " << backend << "\n"
+            << fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}{:>23}{:>31}{:>10}\n", "", "", "",
+                           "", "", "out-of-place", "in-place", "")
+            << fmt::format(
+                   "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6} {:>6}  {:>7}  "
+                   "{:>6}  {:>6} {:>6}\n",
+                   "size", "count", "type", "redop", "root", time, "algbw", "busbw", "#wrong", time,
+                   "algbw", "busbw", "#wrong")
+            << fmt::format(
+                   "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>5}  {:>7}  "
+                   "{:>6}  {:>6}  {:>5}\n",
+                   "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
+                   "(GB/s)", "(GB/s)", "");
+}
+
+// A time as nccl-tests prints it: 7 wide, fewer decimals as it grows.
+std::string formatTimeUs(double us) {
+  if (us >= 10000.0) return fmt::format("{:>7.0f}", us);
+  if (us >= 100.0) return fmt::format("{:>7.1f}", us);
+  return fmt::format("{:>7.2f}", us);
+}
+
+// One size of one case on one backend, out of place and in place.
 struct Row {
   std::string backend;
+  const Case* c = nullptr;
   std::size_t bytes = 0;
   std::size_t count = 0;
   Measurement outOfPlace;
@@ -767,16 +997,15 @@ struct Row {
   std::optional<double> copyGbps;  // on device buffers
 };
 
-void printRow(const Row& row, const Options& o) {
-  const Measurement& out = row.outOfPlace;
-  const Measurement& in = row.inPlace;
-  std::cout << fmt::format(
-                   "  {:>12} {:>12} {:>9} {:>6} {:>12}  {:>9.2f} {:>7.2f} {:>7.2f} {:>6}  "
-                   "{:>9.2f} {:>7.2f} {:>7.2f} {:>6}",
-                   row.bytes, row.count, name(o.type), name(o.op), row.backend, out.timeUs,
-                   out.algbw, out.busbw, out.wrong, in.timeUs, in.algbw, in.busbw, in.wrong)
-            << (row.copyGbps ? fmt::format(" {:>9.2f}", *row.copyGbps) : std::string()) << "\n"
-            << std::flush;
+// A row as nccl-tests prints it; root is -1, as for every collective without one.
+void printRow(const Row& row) {
+  std::cout << fmt::format("{:>12}  {:>12}  {:>8}  {:>6}  {:>6}", row.bytes, row.count,
+                           choiceName(kTypeChoices, row.c->type), choiceName(kOpChoices, row.c->op),
+                           -1);
+  for (const Measurement* m : {&row.outOfPlace, &row.inPlace})
+    std::cout << fmt::format("  {}  {:>6.2f}  {:>6.2f}  {:>5}", formatTimeUs(m->timeUs), m->algbw,
+                             m->busbw, m->wrong);
+  std::cout << "\n" << std::flush;
 }
 
 nlohmann::json toJson(const Measurement& m) {
@@ -786,6 +1015,8 @@ nlohmann::json toJson(const Measurement& m) {
 
 nlohmann::json toJson(const Row& row) {
   nlohmann::json json{{"backend", row.backend},
+                      {"type", std::string(name(row.c->type))},
+                      {"op", std::string(name(row.c->op))},
                       {"bytes", row.bytes},
                       {"count", row.count},
                       {"out_of_place", toJson(row.outOfPlace)},
@@ -794,86 +1025,123 @@ nlohmann::json toJson(const Row& row) {
   return json;
 }
 
-// What the sweep over the sizes gathers for the summary.
-struct Sweep {
-  nlohmann::json rows = nlohmann::json::array();
-  std::map<std::string, std::pair<double, int>> busbwSums;  // by backend: sum, measurements
-  // Per size: the bytes and each backend's out-of-place busbw, in --backends order.
-  std::vector<std::pair<std::size_t, std::vector<double>>> outOfPlaceBusbw;
-  std::uint64_t totalWrong = 0;
+// Rank 0's "k of n" on stderr, at most every --progress-seconds, so that stdout stays the table.
+class Progress {
+ public:
+  Progress(std::size_t total, double everySeconds, bool root)
+      : total_(total), every_(everySeconds), root_(root), start_(MPI_Wtime()), last_(start_) {}
+
+  // One more measurement (a row) done: `what` names it.
+  void done(const std::string& what) {
+    ++done_;
+    const double now = MPI_Wtime();
+    if (!root_ || now - last_ < every_) return;
+    last_ = now;
+    const double elapsed = now - start_;
+    const double left = elapsed / static_cast<double>(done_) * static_cast<double>(total_ - done_);
+    std::cerr << fmt::format("allreduce_perf: {}/{} rows done ({}), {} elapsed, ~{} left\n", done_,
+                             total_, what, minutes(elapsed), minutes(left))
+              << std::flush;
+  }
+
+ private:
+  static std::string minutes(double seconds) {
+    const auto s = static_cast<long>(seconds);
+    return fmt::format("{}:{:02}", s / 60, s % 60);
+  }
+  std::size_t total_, done_ = 0;
+  double every_;
+  bool root_;
+  double start_, last_;
+};
+
+// What one backend's table gathers: nccl-tests' summary lines, and the rows for the JSON.
+struct Table {
+  double busbwSum = 0;
+  int measurements = 0;
+  int failedMeasurements = 0;  // with any wrong value
+  std::uint64_t wrongValues = 0;
 
   void add(const Row& row) {
-    totalWrong += row.outOfPlace.wrong + row.inPlace.wrong;
-    auto& sum = busbwSums[row.backend];
-    sum.first += row.outOfPlace.busbw + row.inPlace.busbw;
-    sum.second += 2;
-    rows.push_back(toJson(row));
+    for (const Measurement* m : {&row.outOfPlace, &row.inPlace}) {
+      busbwSum += m->busbw;
+      ++measurements;
+      failedMeasurements += m->wrong > 0;
+      wrongValues += static_cast<std::uint64_t>(std::max<std::int64_t>(m->wrong, 0));
+    }
   }
 };
 
-// Every size from --minbytes to --maxbytes, every backend at each; rank 0 prints the rows.
-Sweep sweepSizes(const Bench& bench, const std::vector<std::unique_ptr<Communicator>>& comms,
-                 bool root) {
-  const Options& o = bench.options;
-  const std::size_t e = sizeOf(o.type);
-  Sweep sweep;
-  for (std::size_t bytes = std::max(o.minBytes, e); bytes <= o.maxBytes; bytes *= o.stepFactor) {
-    Row row;
-    row.count = bytes / e;
-    row.bytes = row.count * e;
-    if (o.device == "cuda") row.copyGbps = deviceCopyGbps(bench.buffers, row.bytes, o, root);
-    std::vector<double> outOfPlaceBusbw;
-    for (std::size_t b = 0; b < comms.size(); ++b) {
-      row.backend = o.backends[b];
-      row.outOfPlace = measure(bench, *comms[b], row.count, false);
-      row.inPlace = measure(bench, *comms[b], row.count, true);
-      outOfPlaceBusbw.push_back(row.outOfPlace.busbw);
-      if (root) printRow(row, o);
-      sweep.add(row);
+// What the run needs to fill one table.
+struct SweepContext {
+  const Bench& bench;
+  const std::vector<Case>& cases;
+  const std::map<std::size_t, double>& copyGbps;  // on device buffers
+  Progress& progress;
+  nlohmann::json& rows;
+};
+
+// One backend's table: every case, every size; rank 0 prints the rows as they come.
+Table runTable(const SweepContext& s, Communicator& comm, const std::string& backend, bool root) {
+  const std::vector<std::size_t> sizes = sweepSizes(s.bench.options);
+  Table table;
+  for (const Case& c : s.cases) {
+    for (const std::size_t size : sizes) {
+      Row row;
+      row.backend = backend;
+      row.c = &c;
+      row.count = size / sizeOf(c.type);
+      row.bytes = row.count * sizeOf(c.type);
+      if (const auto copy = s.copyGbps.find(size); copy != s.copyGbps.end())
+        row.copyGbps = copy->second;
+      row.outOfPlace = measure(s.bench, comm, c, row.count, false);
+      row.inPlace = measure(s.bench, comm, c, row.count, true);
+      if (root) printRow(row);
+      table.add(row);
+      s.rows.push_back(toJson(row));
+      s.progress.done(fmt::format("{} {} {} {} B", backend, name(c.type), name(c.op), row.bytes));
     }
-    sweep.outOfPlaceBusbw.emplace_back(row.bytes, outOfPlaceBusbw);
   }
-  return sweep;
+  return table;
 }
 
-void printSummary(const Sweep& sweep, const Options& o, nlohmann::json& json) {
-  std::cout << fmt::format("# Out of bounds values : {} {}\n", sweep.totalWrong,
-                           sweep.totalWrong ? "FAILED" : "OK");
-  std::cout << "# Avg bus bandwidth    :";
-  for (const auto& b : o.backends) {
-    const auto found = sweep.busbwSums.find(b);
-    const auto [sum, measurements] =
-        found == sweep.busbwSums.end() ? std::pair{0.0, 0} : found->second;
-    const double average = sum / std::max(1, measurements);
-    std::cout << fmt::format(" {} {:.3f} GB/s ", b, average);
-    json["avg_busbw_gbps"][b] = average;
-  }
-  std::cout << "\n";
+// nccl-tests' closing lines of a table. "Out of bounds values" is its count: the measurements
+// with wrong values, counted once by every rank.
+void printTableSummary(const Table& table, int ranks) {
+  const int errors = table.failedMeasurements * ranks;
+  std::cout << fmt::format("# Out of bounds values : {} {}\n", errors, errors ? "FAILED" : "OK")
+            << fmt::format("# Avg bus bandwidth    : {:g} \n",
+                           table.busbwSum / std::max(1, table.measurements))
+            << "#\n";
 }
 
-// Each backend's out-of-place busbw divided by the first backend's, size by size.
-void printRelativeBusbw(const Sweep& sweep, const Options& o) {
+// Each backend's out-of-place busbw divided by the first backend's, size by size (one case).
+void printRelativeBusbw(const nlohmann::json& rows, const Options& o) {
+  std::map<std::size_t, std::map<std::string, double>> busbw;  // bytes -> backend -> GB/s
+  for (const auto& row : rows)
+    busbw[row["bytes"]][row["backend"]] = row["out_of_place"]["busbw_gbps"];
   std::cout << "#\n# out-of-place busbw relative to " << o.backends[0] << ":\n"
             << fmt::format("# {:>12}", "size");
   for (std::size_t b = 1; b < o.backends.size(); ++b)
     std::cout << fmt::format(" {:>12}", o.backends[b] + "/" + o.backends[0]);
   std::cout << "\n";
-  for (const auto& [bytes, busbw] : sweep.outOfPlaceBusbw) {
-    std::cout << fmt::format("  {:>12}", bytes);
-    for (std::size_t b = 1; b < busbw.size(); ++b)
-      std::cout << fmt::format(" {:>12.2f}", busbw[0] > 0 ? busbw[b] / busbw[0] : 0.0);
+  for (auto& [bytes, byBackend] : busbw) {
+    std::cout << fmt::format("# {:>12}", bytes);
+    const double first = byBackend[o.backends[0]];
+    for (std::size_t b = 1; b < o.backends.size(); ++b)
+      std::cout << fmt::format(" {:>12.2f}", first > 0 ? byBackend[o.backends[b]] / first : 0.0);
     std::cout << "\n";
   }
 }
 
 // The ring's out-of-place busbw at 16 MiB and more as a share of its memory-traffic floor.
-void printRingFloorShares(const Sweep& sweep, double memoryBytesPerSecond) {
+void printRingFloorShares(const nlohmann::json& rows, double memoryBytesPerSecond) {
   const double floorGbps = ringFloorGbps(memoryBytesPerSecond);
   std::cout << "#\n# ring busbw as a share of the memory-traffic floor ("
             << fmt::format("{:.2f}", floorGbps) << " GB/s), sizes >= 16 MiB:\n";
-  for (const auto& row : sweep.rows) {
+  for (const auto& row : rows) {
     if (row["backend"] == "ring" && row["bytes"].get<std::size_t>() >= (std::size_t{16} << 20)) {
-      std::cout << fmt::format("  {:>12} {:>6.0f}%\n", row["bytes"].get<std::size_t>(),
+      std::cout << fmt::format("# {:>12} {:>6.0f}%\n", row["bytes"].get<std::size_t>(),
                                100.0 * row["out_of_place"]["busbw_gbps"].get<double>() / floorGbps);
     }
   }
@@ -887,6 +1155,15 @@ bool writeJson(const std::string& path, const nlohmann::json& json) {
   return false;
 }
 
+// Every (type, op) of -d and -o, with this rank's input and the expected result.
+std::vector<Case> makeCases(const Options& o, const Collective& collective, int rank, int ranks) {
+  std::vector<Case> cases;
+  for (const DataType type : o.types)
+    for (const ReduceOp op : o.ops)
+      cases.push_back({type, op, collective.patterns(type, op, rank, ranks)});
+  return cases;
+}
+
 int run(int argc, char** argv) {
   collectives::MpiEnvironment env(&argc, &argv);
   Options o;
@@ -898,26 +1175,38 @@ int run(int argc, char** argv) {
   const auto comms = makeCommunicators(o);
 
   nlohmann::json json = describeRun(env, o, collective, gpu);
-  if (root) printRunHeader(o, json, gpu);
+  printNcclTestsHeader(env, o, gpu);
+  if (root) printRunHeader(o, json);
   describeHierarchical(comms, o, json, root);
   const double memoryBytesPerSecond = o.memoryBandwidth ? reportMemoryBandwidth(json, root) : 0;
-  if (root) printColumnHeaders(onDevice);
 
-  // One allocation of the largest size, written once, for every size and backend.
-  const std::size_t e = sizeOf(o.type);
-  Buffers buffers(std::max<std::size_t>(o.maxBytes / e * e, 64), onDevice);
-  const Patterns patterns = collective.patterns(o.type, o.op, env.worldRank(), env.worldSize());
-  const Sweep sweep = sweepSizes({collective, o, buffers, patterns}, comms, root);
-  json["results"] = sweep.rows;
+  // One allocation of the largest size, for every size, case and backend.
+  Buffers buffers(std::max<std::size_t>(o.maxBytes, 64), onDevice);
+  const Bench bench{collective, o, buffers, env.worldRank()};
+  const std::vector<Case> cases = makeCases(o, collective, env.worldRank(), env.worldSize());
+  const auto copyGbps =
+      onDevice ? measureDeviceCopies(buffers, o, root) : std::map<std::size_t, double>{};
+  Progress progress(comms.size() * cases.size() * sweepSizes(o).size(), o.progressSeconds, root);
+  json["results"] = nlohmann::json::array();
+  const SweepContext sweep{bench, cases, copyGbps, progress, json["results"]};
+  std::uint64_t wrongValues = 0;
+  for (std::size_t b = 0; b < comms.size(); ++b) {
+    if (root) printTableHeader(o.backends[b]);
+    const Table table = runTable(sweep, *comms[b], o.backends[b], root);
+    if (root) printTableSummary(table, env.worldSize());
+    json["avg_busbw_gbps"][o.backends[b]] = table.busbwSum / std::max(1, table.measurements);
+    wrongValues += table.wrongValues;
+  }
 
   if (root) {
-    printSummary(sweep, o, json);
-    if (comms.size() > 1 && env.worldSize() > 1) printRelativeBusbw(sweep, o);
-    if (o.memoryBandwidth && env.worldSize() > 1) printRingFloorShares(sweep, memoryBytesPerSecond);
-    json["wrong"] = sweep.totalWrong;
+    if (comms.size() > 1 && env.worldSize() > 1 && cases.size() == 1)
+      printRelativeBusbw(json["results"], o);
+    if (o.memoryBandwidth && env.worldSize() > 1)
+      printRingFloorShares(json["results"], memoryBytesPerSecond);
+    json["wrong"] = wrongValues;
     if (!o.jsonPath.empty() && !writeJson(o.jsonPath, json)) return 1;
   }
-  return sweep.totalWrong == 0 ? 0 : 1;
+  return wrongValues == 0 ? 0 : 1;
 }
 
 }  // namespace
