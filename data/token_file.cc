@@ -1,0 +1,131 @@
+#include "data/token_file.h"
+
+#include <unistd.h>
+
+#include <climits>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+#include "data/data_error.h"
+#include "data/durable_io.h"
+#include "data/file_bytes.h"
+
+namespace ringtrain::data {
+namespace {
+
+[[noreturn]] void fail(const std::filesystem::path& path, const std::string& what) {
+  throw DataError(path.string() + ": " + what);
+}
+
+std::int32_t int32At(std::span<const std::uint8_t> bytes, std::size_t index) {
+  const std::size_t at = index * 4;
+  const std::uint32_t value = std::uint32_t{bytes[at]} | std::uint32_t{bytes[at + 1]} << 8 |
+                              std::uint32_t{bytes[at + 2]} << 16 |
+                              std::uint32_t{bytes[at + 3]} << 24;
+  return static_cast<std::int32_t>(value);
+}
+
+void appendLittleEndian(std::vector<std::uint8_t>& out, std::uint32_t value, int bytes) {
+  for (int k = 0; k < bytes; ++k)
+    out.push_back(static_cast<std::uint8_t>(value >> (8 * k)));
+}
+
+// The header's token count, once magic and version are right.
+std::int64_t checkHeader(const std::filesystem::path& path, std::span<const std::uint8_t> header) {
+  if (header.size() >= 4 && int32At(header, 0) != kTokenFileMagic) {
+    fail(path, "wrong magic " + std::to_string(int32At(header, 0)) + ", expected " +
+                   std::to_string(kTokenFileMagic) + " (not a token file in llm.c's format)");
+  }
+  if (header.size() < kTokenFileHeaderBytes) {
+    fail(path, "truncated: " + std::to_string(header.size()) + " bytes, shorter than the " +
+                   std::to_string(kTokenFileHeaderBytes) + "-byte header");
+  }
+  const std::int32_t version = int32At(header, 1);
+  if (version != kTokenFileVersion) {
+    fail(path, "unsupported version " + std::to_string(version) + " (only version " +
+                   std::to_string(kTokenFileVersion) + ", uint16 GPT-2 token ids, is read)");
+  }
+  const std::int32_t count = int32At(header, 2);
+  if (count < 0) fail(path, "negative token count " + std::to_string(count) + " in the header");
+  return count;
+}
+
+void checkLength(const std::filesystem::path& path, std::int64_t count, std::size_t got) {
+  const std::size_t expected = kTokenFileHeaderBytes + 2 * static_cast<std::size_t>(count);
+  if (got < expected) {
+    fail(path, "truncated: the header counts " + std::to_string(count) + " tokens (" +
+                   std::to_string(expected) + " bytes with the header) but the file has " +
+                   std::to_string(got) + " bytes");
+  }
+  if (got > expected) {
+    fail(path, "trailing bytes after the " + std::to_string(count) +
+                   " tokens the header counts (expected " + std::to_string(expected) +
+                   " bytes in all)");
+  }
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> encodeTokenFile(std::span<const std::uint16_t> tokens) {
+  if (tokens.size() > static_cast<std::size_t>(INT32_MAX)) {
+    throw std::invalid_argument("encodeTokenFile: " + std::to_string(tokens.size()) +
+                                " tokens do not fit the header's int32 count");
+  }
+  std::vector<std::uint8_t> out;
+  out.reserve(kTokenFileHeaderBytes + 2 * tokens.size());
+  appendLittleEndian(out, static_cast<std::uint32_t>(kTokenFileMagic), 4);
+  appendLittleEndian(out, static_cast<std::uint32_t>(kTokenFileVersion), 4);
+  appendLittleEndian(out, static_cast<std::uint32_t>(tokens.size()), 4);
+  out.resize(kTokenFileHeaderBytes, 0);
+  for (const std::uint16_t token : tokens)
+    appendLittleEndian(out, token, 2);
+  return out;
+}
+
+void writeTokenFile(const std::filesystem::path& path, std::span<const std::uint16_t> tokens) {
+  const std::vector<std::uint8_t> bytes = encodeTokenFile(tokens);
+  // The process id keeps two writers of the same file from sharing a temporary name.
+  const std::filesystem::path temporary =
+      path.string() + ".partial-" + std::to_string(static_cast<long>(getpid()));
+  try {
+    writeNewFileDurably(temporary, bytes);
+    renameDurably(temporary, path);
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove(temporary, ignored);
+    throw;
+  }
+}
+
+std::vector<std::uint16_t> readTokenFile(const std::filesystem::path& path, int vocabulary) {
+  if (vocabulary < 1 || vocabulary > kMaxTokenVocabulary) {
+    throw std::invalid_argument("readTokenFile: vocabulary " + std::to_string(vocabulary) +
+                                " outside [1, " + std::to_string(kMaxTokenVocabulary) + "]");
+  }
+  FileContent content(path);
+  const std::int64_t count = checkHeader(path, content.readUpTo(kTokenFileHeaderBytes));
+  const std::size_t expected = kTokenFileHeaderBytes + 2 * static_cast<std::size_t>(count);
+  const std::span<const std::uint8_t> bytes = content.readUpTo(expected + 1);
+  checkLength(path, count, bytes.size());
+  std::vector<std::uint16_t> tokens(static_cast<std::size_t>(count));
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const std::size_t at = kTokenFileHeaderBytes + 2 * i;
+    tokens[i] = static_cast<std::uint16_t>(bytes[at] | bytes[at + 1] << 8);
+  }
+  checkTokenIds(tokens, vocabulary, path.string());
+  return tokens;
+}
+
+void checkTokenIds(std::span<const std::uint16_t> tokens, int vocabulary,
+                   const std::string& source) {
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] >= vocabulary) {
+      throw DataError(source + ": token " + std::to_string(tokens[i]) + " at position " +
+                      std::to_string(i) + " is outside the vocabulary of " +
+                      std::to_string(vocabulary));
+    }
+  }
+}
+
+}  // namespace ringtrain::data
