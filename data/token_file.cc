@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -115,6 +116,21 @@ std::vector<std::uint16_t> readTokenFile(const std::filesystem::path& path, int 
   }
   checkTokenIds(tokens, vocabulary, path.string());
   return tokens;
+}
+
+TokenStatistics tokenStatistics(std::span<const std::uint16_t> tokens) {
+  std::vector<std::int64_t> counts(std::size_t{1} << 16, 0);
+  for (const std::uint16_t token : tokens)
+    ++counts[token];
+  TokenStatistics statistics;
+  statistics.count = static_cast<std::int64_t>(tokens.size());
+  for (const std::int64_t n : counts) {
+    if (n == 0) continue;
+    ++statistics.distinct;
+    const double p = static_cast<double>(n) / static_cast<double>(statistics.count);
+    statistics.unigramEntropyNats -= p * std::log(p);
+  }
+  return statistics;
 }
 
 void checkTokenIds(std::span<const std::uint16_t> tokens, int vocabulary,

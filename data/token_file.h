@@ -34,6 +34,15 @@ void writeTokenFile(const std::filesystem::path& path, std::span<const std::uint
 // "trailing bytes", "token 70000 at position 12 is outside the vocabulary of 50257".
 std::vector<std::uint16_t> readTokenFile(const std::filesystem::path& path, int vocabulary);
 
+// What a model that learned only the tokens' frequencies would score: the entropy of the
+// empirical unigram distribution, -sum p(t) ln p(t) over the distinct ids t (0 for no tokens).
+struct TokenStatistics {
+  std::int64_t count = 0;
+  std::int64_t distinct = 0;
+  double unigramEntropyNats = 0.0;
+};
+TokenStatistics tokenStatistics(std::span<const std::uint16_t> tokens);
+
 // Throws DataError ("<source>: token <id> at position <i> is outside the vocabulary of <n>") at
 // the first id >= vocabulary.
 void checkTokenIds(std::span<const std::uint16_t> tokens, int vocabulary,

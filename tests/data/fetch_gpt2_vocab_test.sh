@@ -8,8 +8,8 @@ fetch_script="$1"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 unset RINGTRAIN_GPT2_TARBALL
-# shellcheck source=tests/data/fetch_test_support.sh
-source "$(dirname "${BASH_SOURCE[0]}")/fetch_test_support.sh"
+# shellcheck source=tests/data/script_test_support.sh
+source "$(dirname "${BASH_SOURCE[0]}")/script_test_support.sh"
 
 one_line() { test "$(lines_of_output)" = 1; }
 no_leftovers() { ! compgen -G "$1/.fetch_gpt2_vocab.*" >/dev/null; }
@@ -65,4 +65,4 @@ check "wrong hash: nothing published" test ! -e "$work/f"
 fetch 2
 fetch 2 "$work/g" extra
 
-finish
+finish fetch_gpt2_vocab.sh

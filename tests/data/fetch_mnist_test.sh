@@ -11,8 +11,8 @@ export RINGTRAIN_MNIST_URLS=""  # never the network (one case below uses a file:
 export RINGTRAIN_BUILD_DIR="$build"
 unset RINGTRAIN_MNIST_TARBALL
 names=(train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte)
-# shellcheck source=tests/data/fetch_test_support.sh
-source "$(dirname "${BASH_SOURCE[0]}")/fetch_test_support.sh"
+# shellcheck source=tests/data/script_test_support.sh
+source "$(dirname "${BASH_SOURCE[0]}")/script_test_support.sh"
 
 no_leftovers() { ! compgen -G "$1/.fetch_mnist.*" >/dev/null; }
 
@@ -80,4 +80,4 @@ check "converter missing: named" output_has "$work/no-build/bin/mnist_json_to_id
 fetch 2
 fetch 2 "$work/h" extra
 
-finish
+finish fetch_mnist.sh

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -130,6 +131,19 @@ TEST(TokenFileTest, VocabularyBeyondUint16IsCallerError) {
   writeTokenFile(folder / "t.bin", std::vector<std::uint16_t>{1});
   EXPECT_THROW(readTokenFile(folder / "t.bin", 65537), std::invalid_argument);
   EXPECT_THROW(readTokenFile(folder / "t.bin", 0), std::invalid_argument);
+}
+
+TEST(TokenFileTest, StatisticsGiveUnigramEntropyInNats) {
+  // Four distinct ids, equally often: ln 4. One id always: 0.
+  const auto uniform = tokenStatistics(std::vector<std::uint16_t>{1, 2, 3, 50256, 2, 1, 50256, 3});
+  EXPECT_EQ(uniform.count, 8);
+  EXPECT_EQ(uniform.distinct, 4);
+  EXPECT_NEAR(uniform.unigramEntropyNats, std::log(4.0), 1e-12);
+  EXPECT_EQ(tokenStatistics(std::vector<std::uint16_t>{7, 7, 7}).unigramEntropyNats, 0.0);
+  // p = (1/2, 1/4, 1/4): 1.5 ln 2.
+  EXPECT_NEAR(tokenStatistics(std::vector<std::uint16_t>{0, 0, 65535, 9}).unigramEntropyNats,
+              1.5 * std::log(2.0), 1e-12);
+  EXPECT_EQ(tokenStatistics({}).distinct, 0);
 }
 
 }  // namespace

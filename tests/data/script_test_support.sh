@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # shellcheck disable=SC2154  # $fetch_script and $work are the caller's
-# Shared by the fetch scripts' tests (fetch_mnist_test.sh, fetch_gpt2_vocab_test.sh): checks that
-# count failures, a runner of the script under test, and the verdict. The caller sets
-# $fetch_script and $work (a temporary folder) before calling fetch.
+# Shared by the tests of data/'s scripts and programs (fetch_mnist_test.sh,
+# fetch_gpt2_vocab_test.sh, gpt2_tokenize_test.sh, ...): checks that count failures, a runner that
+# keeps the output and checks the exit status, and the verdict. The caller sets $work (a temporary
+# folder), and $fetch_script before calling fetch.
 failures=0
 
 # check WHAT COMMAND...: counts a failure, naming WHAT, when COMMAND fails.
@@ -15,19 +16,23 @@ check() {
   fi
 }
 
-# fetch EXPECTED_STATUS ARGS...: runs the script, its output in $work/out.
-fetch() {
+# expect_status EXPECTED_STATUS COMMAND...: runs COMMAND, its output in $work/out.
+expect_status() {
   local expected="$1" status=0
   shift
-  bash "$fetch_script" "$@" >"$work/out" 2>&1 || status=$?
+  "$@" >"$work/out" 2>&1 || status=$?
   if [ "$status" -ne "$expected" ]; then
-    echo "FAIL: $(basename "$fetch_script") $* exited with $status, expected $expected; output:" >&2
+    echo "FAIL: $* exited with $status, expected $expected; output:" >&2
     cat "$work/out" >&2
     failures=$((failures + 1))
   fi
 }
 
+# fetch EXPECTED_STATUS ARGS...: runs the fetch script with ARGS.
+fetch() { expect_status "$1" bash "$fetch_script" "${@:2}"; }
+
 output_has() { grep -qF -- "$1" "$work/out"; }
+output_is() { test "$(cat "$work/out")" = "$1"; }
 lines_of_output() { wc -l <"$work/out" | tr -d ' '; }
 checksums() { (cd "$1" && md5sum -- * 2>/dev/null); }
 
@@ -40,11 +45,11 @@ check_rerun_does_nothing() {
   check "second run changes nothing" test "$before" = "$(checksums "$1")"
 }
 
-# The verdict: exit status 1 when a check failed.
+# finish NAME: the verdict, exit status 1 when a check failed.
 finish() {
   if [ "$failures" -ne 0 ]; then
-    echo "$failures check(s) failed" >&2
+    echo "$1: $failures check(s) failed" >&2
     exit 1
   fi
-  echo "$(basename "$fetch_script"): all checks passed"
+  echo "$1: all checks passed"
 }
