@@ -248,6 +248,10 @@ void BpeTokenizer::readVocabulary(std::string_view json, const std::string& name
     bytes = spellingToBytes(spelling, id, name);
     ids_.emplace(spelling, static_cast<std::int32_t>(id));
   }
+  findByteTokens(name);
+}
+
+void BpeTokenizer::findByteTokens(const std::string& name) {
   for (std::size_t b = 0; b < 256; ++b) {
     const std::string spelling = utf8(byteToCodePoint()[b]);
     const auto found = ids_.find(spelling);
@@ -265,32 +269,33 @@ void BpeTokenizer::readMerges(std::string_view text, const std::string& name) {
     fail(name, "the first line is not \"#version ...\" (not a BPE merges file like GPT-2's "
                "vocab.bpe)");
   }
-  for (std::size_t k = 1; k < lines.size(); ++k) {
-    const std::string where = "line " + std::to_string(k + 1);
-    const std::string_view line = lines[k];
-    const std::size_t space = line.find(' ');
-    if (space == 0 || space == std::string_view::npos || space + 1 == line.size() ||
-        line.find(' ', space + 1) != std::string_view::npos) {
-      fail(name, where + " is not two tokens separated by one space: " + shown(line));
-    }
-    std::int32_t parts[2];
-    const std::string_view halves[2] = {line.substr(0, space), line.substr(space + 1)};
-    for (int h = 0; h < 2; ++h) {
-      const auto found = ids_.find(std::string(halves[h]));
-      if (found == ids_.end()) fail(name, where + ": " + shown(halves[h]) + " is not a token");
-      parts[h] = found->second;
-    }
-    const auto result = ids_.find(std::string(halves[0]) + std::string(halves[1]));
-    if (result == ids_.end()) {
-      fail(name, where + ": the merge result " + shown(std::string(halves[0]) +
-                                                        std::string(halves[1])) +
-                     " is not in the vocabulary");
-    }
-    const Merge merge{static_cast<std::int32_t>(k - 1), result->second};
-    const auto [existing, added] = merges_.emplace(pairKey(parts[0], parts[1]), merge);
-    if (!added) {
-      fail(name, where + " repeats the merge of line " + std::to_string(existing->second.rank + 2));
-    }
+  for (std::size_t k = 1; k < lines.size(); ++k)
+    addMerge(lines[k], static_cast<std::int32_t>(k - 1), name);
+}
+
+// Line rank + 2 of the merges file (the #version line is line 1).
+void BpeTokenizer::addMerge(std::string_view line, std::int32_t rank, const std::string& name) {
+  const std::string where = "line " + std::to_string(rank + 2);
+  const std::size_t space = line.find(' ');
+  if (space == 0 || space == std::string_view::npos || space + 1 == line.size() ||
+      line.find(' ', space + 1) != std::string_view::npos) {
+    fail(name, where + " is not two tokens separated by one space: " + shown(line));
+  }
+  const std::string left(line.substr(0, space));
+  const std::string right(line.substr(space + 1));
+  // The id of `spelling`, or the error `what`.
+  const auto idOf = [&](const std::string& spelling, const std::string& what) {
+    const auto found = ids_.find(spelling);
+    if (found == ids_.end()) fail(name, where + ": " + what);
+    return found->second;
+  };
+  const std::int32_t leftId = idOf(left, shown(left) + " is not a token");
+  const std::int32_t rightId = idOf(right, shown(right) + " is not a token");
+  const Merge merge{rank, idOf(left + right, "the merge result " + shown(left + right) +
+                                                 " is not in the vocabulary")};
+  const auto [existing, added] = merges_.emplace(pairKey(leftId, rightId), merge);
+  if (!added) {
+    fail(name, where + " repeats the merge of line " + std::to_string(existing->second.rank + 2));
   }
 }
 
@@ -317,20 +322,7 @@ std::vector<std::int32_t> BpeTokenizer::encode(std::string_view text,
   WordCache cache;
   std::size_t at = 0;
   while (special == SpecialTokens::kRecognised) {
-    // The earliest special token's text from `at` on (the longest where two start there).
-    std::size_t first = std::string_view::npos;
-    std::int32_t id = -1;
-    for (const std::int32_t candidate : specials_) {
-      const std::string& bytes = bytesOf_[static_cast<std::size_t>(candidate)];
-      const std::size_t found = text.find(bytes, at);
-      const bool earlier = found < first;
-      const bool longer = found != std::string_view::npos && found == first &&
-                          bytes.size() > bytesOf_[static_cast<std::size_t>(id)].size();
-      if (earlier || longer) {
-        first = found;
-        id = candidate;
-      }
-    }
+    const auto [first, id] = nextSpecial(text, at);
     if (first == std::string_view::npos) break;
     encodeOrdinary(text.substr(at, first - at), at, cache, out);
     out.push_back(id);
@@ -338,6 +330,24 @@ std::vector<std::int32_t> BpeTokenizer::encode(std::string_view text,
   }
   encodeOrdinary(text.substr(at), at, cache, out);
   return out;
+}
+
+std::pair<std::size_t, std::int32_t> BpeTokenizer::nextSpecial(std::string_view text,
+                                                               std::size_t at) const {
+  std::size_t first = std::string_view::npos;
+  std::int32_t id = -1;
+  std::size_t length = 0;
+  for (const std::int32_t candidate : specials_) {
+    const std::string& bytes = bytesOf_[static_cast<std::size_t>(candidate)];
+    const std::size_t found = text.find(bytes, at);
+    const bool longer = found != std::string_view::npos && found == first && bytes.size() > length;
+    if (found < first || longer) {
+      first = found;
+      id = candidate;
+      length = bytes.size();
+    }
+  }
+  return {first, id};
 }
 
 void BpeTokenizer::encodeOrdinary(std::string_view text, std::size_t offset, WordCache& cache,

@@ -24,6 +24,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace ringtrain::data {
@@ -74,8 +75,13 @@ class BpeTokenizer {
   using WordCache = std::unordered_map<std::string, std::vector<std::int32_t>>;
 
   void readVocabulary(std::string_view json, const std::string& name);
+  void findByteTokens(const std::string& name);
   void readMerges(std::string_view text, const std::string& name);
+  void addMerge(std::string_view line, std::int32_t rank, const std::string& name);
   void findSpecialTokens();
+  // Where the earliest special token's text starts from `at` on, and its id (the longest where two
+  // start there); npos when there is none.
+  std::pair<std::size_t, std::int32_t> nextSpecial(std::string_view text, std::size_t at) const;
   void encodeOrdinary(std::string_view text, std::size_t offset, WordCache& cache,
                       std::vector<std::int32_t>& out) const;
   void encodeWord(std::string_view word, WordCache& cache, std::vector<std::int32_t>& out) const;
