@@ -91,7 +91,7 @@ if [ "${#taken[@]}" -eq 0 ] && [ "$fortunes_dir" = "$default_fortunes_dir" ]; th
   find_fortune_files
 fi
 [ "${#taken[@]}" -gt 0 ] ||
-  fail "no fortune files in $fortunes_dir (none of: ${fortune_files[*]}); install Debian's fortunes package or pass --fortunes-dir"
+  fail "no fortune files in $fortunes_dir (none of the ${#fortune_files[@]} this script lists); install Debian's fortunes package (apt-get install fortunes) or pass --fortunes-dir"
 if [ ! -f "$vocab/encoder.json" ] || [ ! -f "$vocab/vocab.bpe" ]; then
   bash "$root/data/fetch_gpt2_vocab.sh" "$vocab" || fail "no GPT-2 vocabulary in $vocab"
 fi

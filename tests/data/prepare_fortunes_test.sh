@@ -100,7 +100,8 @@ check "fewer than 10 fortunes: no folder left" test ! -e "$work/c"
 mkdir -p "$work/empty"
 prepare 1 --fortunes-dir "$work/empty" --out "$work/c"
 check "no fortune files: said" output_has "no fortune files in $work/empty"
-expect_status 1 bash "$script" --build-dir "$work/nobuild" --out "$work/c"
+expect_status 1 bash "$script" --build-dir "$work/nobuild" --fortunes-dir "$work/fortunes" \
+  --vocab "$work/vocab" --out "$work/c"
 check "tool not built: named" output_has "$work/nobuild/bin/gpt2_tokenize is not built"
 expect_status 2 bash "$script" --sample 0
 expect_status 2 bash "$script" --out
