@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <stdexcept>
@@ -15,8 +16,8 @@
 namespace ringtrain::data {
 namespace {
 
-[[noreturn]] void fail(const std::filesystem::path& path, const std::string& what) {
-  throw DataError(path.string() + ": " + what);
+[[noreturn]] void fail(const std::string& name, const std::string& what) {
+  throw DataError(name + ": " + what);
 }
 
 std::int32_t int32At(std::span<const std::uint8_t> bytes, std::size_t index) {
@@ -33,34 +34,34 @@ void appendLittleEndian(std::vector<std::uint8_t>& out, std::uint32_t value, int
 }
 
 // The header's token count, once magic and version are right.
-std::int64_t checkHeader(const std::filesystem::path& path, std::span<const std::uint8_t> header) {
+std::int64_t checkHeader(const std::string& name, std::span<const std::uint8_t> header) {
   if (header.size() >= 4 && int32At(header, 0) != kTokenFileMagic) {
-    fail(path, "wrong magic " + std::to_string(int32At(header, 0)) + ", expected " +
+    fail(name, "wrong magic " + std::to_string(int32At(header, 0)) + ", expected " +
                    std::to_string(kTokenFileMagic) + " (not a token file in llm.c's format)");
   }
   if (header.size() < kTokenFileHeaderBytes) {
-    fail(path, "truncated: " + std::to_string(header.size()) + " bytes, shorter than the " +
+    fail(name, "truncated: " + std::to_string(header.size()) + " bytes, shorter than the " +
                    std::to_string(kTokenFileHeaderBytes) + "-byte header");
   }
   const std::int32_t version = int32At(header, 1);
   if (version != kTokenFileVersion) {
-    fail(path, "unsupported version " + std::to_string(version) + " (only version " +
+    fail(name, "unsupported version " + std::to_string(version) + " (only version " +
                    std::to_string(kTokenFileVersion) + ", uint16 GPT-2 token ids, is read)");
   }
   const std::int32_t count = int32At(header, 2);
-  if (count < 0) fail(path, "negative token count " + std::to_string(count) + " in the header");
+  if (count < 0) fail(name, "negative token count " + std::to_string(count) + " in the header");
   return count;
 }
 
-void checkLength(const std::filesystem::path& path, std::int64_t count, std::size_t got) {
+void checkLength(const std::string& name, std::int64_t count, std::size_t got) {
   const std::size_t expected = kTokenFileHeaderBytes + 2 * static_cast<std::size_t>(count);
   if (got < expected) {
-    fail(path, "truncated: the header counts " + std::to_string(count) + " tokens (" +
+    fail(name, "truncated: the header counts " + std::to_string(count) + " tokens (" +
                    std::to_string(expected) + " bytes with the header) but the file has " +
                    std::to_string(got) + " bytes");
   }
   if (got > expected) {
-    fail(path, "trailing bytes after the " + std::to_string(count) +
+    fail(name, "trailing bytes after the " + std::to_string(count) +
                    " tokens the header counts (expected " + std::to_string(expected) +
                    " bytes in all)");
   }
@@ -99,22 +100,38 @@ void writeTokenFile(const std::filesystem::path& path, std::span<const std::uint
   }
 }
 
-std::vector<std::uint16_t> readTokenFile(const std::filesystem::path& path, int vocabulary) {
+namespace {
+
+void checkVocabulary(int vocabulary) {
   if (vocabulary < 1 || vocabulary > kMaxTokenVocabulary) {
-    throw std::invalid_argument("readTokenFile: vocabulary " + std::to_string(vocabulary) +
+    throw std::invalid_argument("token files: vocabulary " + std::to_string(vocabulary) +
                                 " outside [1, " + std::to_string(kMaxTokenVocabulary) + "]");
   }
+}
+
+}  // namespace
+
+std::vector<std::uint16_t> readTokenFile(const std::filesystem::path& path, int vocabulary) {
+  checkVocabulary(vocabulary);
   FileContent content(path);
-  const std::int64_t count = checkHeader(path, content.readUpTo(kTokenFileHeaderBytes));
+  const std::int64_t count = checkHeader(path.string(), content.readUpTo(kTokenFileHeaderBytes));
+  // One byte more than the header's length: trailing bytes show, and no more is read (or inflated).
   const std::size_t expected = kTokenFileHeaderBytes + 2 * static_cast<std::size_t>(count);
-  const std::span<const std::uint8_t> bytes = content.readUpTo(expected + 1);
-  checkLength(path, count, bytes.size());
+  return decodeTokenFile(content.readUpTo(expected + 1), vocabulary, path.string());
+}
+
+std::vector<std::uint16_t> decodeTokenFile(std::span<const std::uint8_t> bytes, int vocabulary,
+                                           const std::string& name) {
+  checkVocabulary(vocabulary);
+  const std::int64_t count =
+      checkHeader(name, bytes.first(std::min(bytes.size(), kTokenFileHeaderBytes)));
+  checkLength(name, count, bytes.size());
   std::vector<std::uint16_t> tokens(static_cast<std::size_t>(count));
   for (std::size_t i = 0; i < tokens.size(); ++i) {
     const std::size_t at = kTokenFileHeaderBytes + 2 * i;
     tokens[i] = static_cast<std::uint16_t>(bytes[at] | bytes[at + 1] << 8);
   }
-  checkTokenIds(tokens, vocabulary, path.string());
+  checkTokenIds(tokens, vocabulary, name);
   return tokens;
 }
 

@@ -33,6 +33,9 @@ void writeTokenFile(const std::filesystem::path& path, std::span<const std::uint
 // DataError, one line naming the file: "wrong magic", "unsupported version", "truncated",
 // "trailing bytes", "token 70000 at position 12 is outside the vocabulary of 50257".
 std::vector<std::uint16_t> readTokenFile(const std::filesystem::path& path, int vocabulary);
+// The same checks on a token file's bytes; `name` stands for the file in errors.
+std::vector<std::uint16_t> decodeTokenFile(std::span<const std::uint8_t> bytes, int vocabulary,
+                                           const std::string& name);
 
 // What a model that learned only the tokens' frequencies would score: the entropy of the
 // empirical unigram distribution, -sum p(t) ln p(t) over the distinct ids t (0 for no tokens).

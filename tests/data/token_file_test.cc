@@ -133,6 +133,16 @@ TEST(TokenFileTest, VocabularyBeyondUint16IsCallerError) {
   EXPECT_THROW(readTokenFile(folder / "t.bin", 0), std::invalid_argument);
 }
 
+TEST(TokenFileTest, DecodesBytesInMemoryWithTheSameChecks) {
+  const std::vector<std::uint16_t> tokens = {3, 1, 4, 1, 5};
+  EXPECT_EQ(decodeTokenFile(encodeTokenFile(tokens), kVocabulary, "memory"), tokens);
+  EXPECT_EQ(dataErrorOf([&] { decodeTokenFile(encodeTokenFile(tokens), 5, "memory"); }),
+            "memory: token 5 at position 4 is outside the vocabulary of 5");
+  const std::vector<std::uint8_t> three = {1, 2, 3};
+  EXPECT_EQ(dataErrorOf([&] { decodeTokenFile(three, kVocabulary, "memory"); }),
+            "memory: truncated: 3 bytes, shorter than the 1024-byte header");
+}
+
 TEST(TokenFileTest, StatisticsGiveUnigramEntropyInNats) {
   // Four distinct ids, equally often: ln 4. One id always: 0.
   const auto uniform = tokenStatistics(std::vector<std::uint16_t>{1, 2, 3, 50256, 2, 1, 50256, 3});
