@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/data/data_test_support.h"
@@ -160,6 +162,46 @@ TEST(BpeTokenizerTest, RoundTripsArbitraryUtf8) {
   EXPECT_TRUE(tokenizer.encode("").empty());
 }
 
+// Random valid UTF-8: code points drawn from ASCII (spaces, newlines, apostrophes and digits
+// often), Latin-1, Greek, CJK, combining marks and emoji, so that every branch of the pattern and
+// of the byte alphabet is met.
+std::vector<std::string> randomTexts(int count, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  const std::vector<std::pair<char32_t, char32_t>> ranges = {
+      {0x20, 0x7E}, {' ', ' '}, {'\n', '\n'}, {'\'', '\''}, {'0', '9'}, {0x09, 0x0D},
+      {0x80, 0xFF}, {0x370, 0x3FF}, {0x300, 0x36F}, {0x4E00, 0x4FFF}, {0x1F300, 0x1F6FF},
+      {0x2000, 0x206F}};
+  std::vector<std::string> texts;
+  for (int t = 0; t < count; ++t) {
+    std::string text;
+    const int length = static_cast<int>(rng() % 40);
+    for (int k = 0; k < length; ++k) {
+      const auto [low, high] = ranges[rng() % ranges.size()];
+      const char32_t c = low + static_cast<char32_t>(rng() % (high - low + 1));
+      if (c < 0x80) {
+        text += static_cast<char>(c);
+      } else if (c < 0x800) {
+        text += {static_cast<char>(0xC0 | (c >> 6)), static_cast<char>(0x80 | (c & 0x3F))};
+      } else if (c < 0x10000) {
+        text += {static_cast<char>(0xE0 | (c >> 12)), static_cast<char>(0x80 | ((c >> 6) & 0x3F)),
+                 static_cast<char>(0x80 | (c & 0x3F))};
+      } else {
+        text += {static_cast<char>(0xF0 | (c >> 18)), static_cast<char>(0x80 | ((c >> 12) & 0x3F)),
+                 static_cast<char>(0x80 | ((c >> 6) & 0x3F)), static_cast<char>(0x80 | (c & 0x3F))};
+      }
+    }
+    texts.push_back(text);
+  }
+  return texts;
+}
+
+TEST(BpeTokenizerTest, RandomTextsRoundTrip) {
+  const BpeTokenizer tokenizer = helloFixture().tokenizer();
+  for (const std::string& text : randomTexts(2000, 11)) {
+    ASSERT_EQ(tokenizer.decode(tokenizer.encode(text)), text);
+  }
+}
+
 TEST(BpeTokenizerTest, InvalidUtf8NamesTheByte) {
   const BpeTokenizer tokenizer = helloFixture().tokenizer();
   const std::string message = dataErrorOf([&] { tokenizer.encode("hello \xff world"); });
@@ -275,6 +317,12 @@ TEST_F(Gpt2FilesTest, KnownIds) {
   EXPECT_EQ(tokenizer_->encode("  two  spaces\n\nnewlines\t tab"),
             (Ids{220, 734, 220, 9029, 198, 198, 3605, 6615, 197, 7400}));
   EXPECT_EQ(tokenizer_->encode("<|endoftext|>"), (Ids{27, 91, 437, 1659, 5239, 91, 29}));
+}
+
+TEST_F(Gpt2FilesTest, RandomTextsRoundTrip) {
+  for (const std::string& text : randomTexts(2000, 12)) {
+    ASSERT_EQ(tokenizer_->decode(tokenizer_->encode(text)), text);
+  }
 }
 
 TEST_F(Gpt2FilesTest, RoundTripsArbitraryUtf8) {
