@@ -1,7 +1,7 @@
 # Finds every library ringtrain uses and records what was found for the configure summary.
 # Required: MPI, Boost.Program_options, fmt, nlohmann_json (and GoogleTest with the tests).
-# Eigen, HDF5 and zlib are required by models/ and data/, protobuf by src/storage/, which check
-# for them.
+# Eigen, HDF5, zlib and PCRE2 are required by models/ and data/, protobuf by src/storage/, which
+# check for them.
 # CUDA and NCCL are optional (RINGTRAIN_CUDA).
 
 # Only the MPI C API is used; skip the deprecated C++ bindings.
@@ -29,6 +29,12 @@ find_package(Eigen3 3.3 QUIET NO_MODULE)
 find_package(ZLIB QUIET)
 find_package(HDF5 QUIET COMPONENTS C)
 find_package(Protobuf QUIET)
+# PCRE2 (8-bit) for the GPT-2 tokenizer's pre-tokenisation pattern, found through pkg-config
+# (Debian's libpcre2-dev ships no CMake package): PkgConfig::PCRE2.
+find_package(PkgConfig QUIET)
+if(PkgConfig_FOUND)
+  pkg_check_modules(PCRE2 QUIET IMPORTED_TARGET libpcre2-8)
+endif()
 if(RINGTRAIN_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()
@@ -127,6 +133,7 @@ function(ringtrain_print_summary)
   endif()
   _ringtrain_found_line("HDF5           : " "${HDF5_FOUND}" "${HDF5_VERSION}")
   _ringtrain_found_line("zlib           : " "${ZLIB_FOUND}" "${ZLIB_VERSION_STRING}")
+  _ringtrain_found_line("PCRE2          : " "${PCRE2_FOUND}" "${PCRE2_VERSION}")
   _ringtrain_found_line("protobuf       : " "${Protobuf_FOUND}" "${Protobuf_VERSION} (${Protobuf_PROTOC_EXECUTABLE})")
   message(STATUS "  Boost          : ${Boost_VERSION} (program_options)")
   message(STATUS "  fmt            : ${fmt_VERSION}, nlohmann_json ${nlohmann_json_VERSION}")

@@ -17,7 +17,8 @@ std::string toString(const SampleShape& shape) {
 void readSamples(const Dataset& dataset, const std::vector<std::int64_t>& indices) {
   const auto elements = static_cast<std::size_t>(dataset.sampleShape().elements());
   std::vector<float> images(indices.size() * elements);
-  std::vector<std::int32_t> labels(indices.size());
+  std::vector<std::int32_t> labels(indices.size() *
+                                   static_cast<std::size_t>(dataset.labelsPerSample()));
   dataset.gather(indices, images.data(), labels.data());
 }
 

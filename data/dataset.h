@@ -30,18 +30,19 @@ class Dataset {
   virtual SampleShape sampleShape() const = 0;
   virtual int numClasses() const = 0;
 
+  // How many labels one sample has: 1 for an image (its class), `context` for a window of
+  // tokens (the next token at every position).
+  virtual std::int64_t labelsPerSample() const { return 1; }
+
   // The batch contract with models/: writes samples indices[0], indices[1], ... one after the
-  // other, each sampleShape().elements() float32 values (C x H x W, row-major) scaled to [0, 1],
-  // into `images` (room for indices.size() x elements()), and their classes, each in
-  // [0, numClasses()), into `labels` (room for indices.size()). An index outside [0, size())
+  // other, each sampleShape().elements() float32 values (C x H x W, row-major) into `images`
+  // (room for indices.size() x elements()): pixels scaled to [0, 1], or token ids as exact floats
+  // for a token dataset. Their labels, each in [0, numClasses()), go into `labels` (room for
+  // indices.size() x labelsPerSample()), sample after sample. An index outside [0, size())
   // throws std::out_of_range. Implementations keep no mutable state, so gather may be called from
   // several threads at once (a prefetching loader, say).
   virtual void gather(std::span<const std::int64_t> indices, float* images,
                       std::int32_t* labels) const = 0;
-  // Labels per sample: 1 for an image, `context` for a token window (the next token at every
-  // position); gather's `labels` then has room for indices.size() x labelsPerSample().
-  virtual std::int64_t labelsPerSample() const { return 1; }
-
   // One line for the log: where the samples come from, how many, their shape and classes.
   virtual std::string describe() const = 0;
   // Whether gather reads the samples from storage (a file) rather than from memory: what a

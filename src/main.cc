@@ -89,7 +89,10 @@ Sources loadData(const TrainConfig& config) {
     sources.train = classificationSource(std::move(pair.train));
     sources.test = classificationSource(std::move(pair.test));
   } else {
-    data::DatasetPair pair = data::loadDataFolder(config.dataDir);
+    data::TokenOptions tokens;  // a language model reads token files, in windows of its context
+    if (config.model == ModelKind::kGpt)
+      tokens = {config.gpt.context, static_cast<int>(config.gpt.vocabulary)};
+    data::DatasetPair pair = data::loadDataFolder(config.dataDir, tokens);
     sources.train = classificationSource(std::move(pair.train));
     sources.test = classificationSource(std::move(pair.test));
   }

@@ -8,6 +8,11 @@ RINGTRAIN_PACKAGES=(
   openmpi-bin libopenmpi-dev
   libeigen3-dev libopenblas-serial-dev libhdf5-dev hdf5-tools zlib1g-dev
   libboost-program-options-dev libfmt-dev nlohmann-json3-dev
+  # GPT-2's tokenizer (data/bpe_tokenizer.cc): its pre-tokenisation pattern needs Unicode classes
+  # (\p{L}, \p{N}) and lookahead on UTF-8 text, which std::regex lacks
+  libpcre2-dev
+  # the GPT corpus: Debian's English fortunes (data/prepare_fortunes.sh; its test takes a sample)
+  fortunes
   libprotobuf-dev protobuf-compiler
   libgtest-dev
   # fuzzing and sanitizers (libFuzzer needs clang)

@@ -515,8 +515,11 @@ std::optional<std::string> validateTrainConfig(const TrainConfig& c) {
   if (!c.synthetic && c.model != ModelKind::kLinreg) {
     std::error_code error;
     if (!std::filesystem::is_directory(c.dataDir, error)) {
-      return "--data " + c.dataDir + ": no such folder (fetch MNIST with data/fetch_mnist.sh " +
-             c.dataDir + ", or train on --synthetic data)";
+      const std::string prepare = c.model == ModelKind::kGpt
+                                      ? "prepare a corpus with data/prepare_fortunes.sh --out "
+                                      : "fetch MNIST with data/fetch_mnist.sh ";
+      return "--data " + c.dataDir + ": no such folder (" + prepare + c.dataDir +
+             ", or train on --synthetic data)";
     }
   }
   return std::nullopt;

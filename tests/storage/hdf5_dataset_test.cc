@@ -22,6 +22,8 @@ namespace {
 
 using storage::testing::RawHdf5File;
 using testing::dataErrorOf;
+using testing::Gathered;
+using testing::gatherAll;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 using testing::TempFolder;
@@ -49,18 +51,6 @@ std::vector<float> expectedSample(const std::vector<std::uint8_t>& stored, std::
   return out;
 }
 
-struct Gathered {
-  std::vector<float> images;
-  std::vector<std::int32_t> labels;
-};
-
-Gathered gatherAll(const Dataset& dataset, const std::vector<std::int64_t>& indices) {
-  Gathered g;
-  g.images.resize(indices.size() * static_cast<std::size_t>(dataset.sampleShape().elements()));
-  g.labels.resize(indices.size());
-  dataset.gather(indices, g.images.data(), g.labels.data());
-  return g;
-}
 
 Hdf5DatasetSpec specOf(const SampleShape& shape, std::int64_t count, int classes) {
   Hdf5DatasetSpec spec;

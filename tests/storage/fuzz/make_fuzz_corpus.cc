@@ -1,5 +1,6 @@
 // make_fuzz_corpus OUT: writes the seed corpus of the storage fuzz targets -- small valid inputs
-// each reader accepts -- into OUT/idx_reader, OUT/hdf5_dataset and OUT/checkpoint. libFuzzer
+// each reader accepts -- into OUT/idx_reader, OUT/hdf5_dataset, OUT/checkpoint and
+// OUT/token_file. libFuzzer
 // mutates them; starting from valid files gets it past the magic numbers and headers at once.
 #include <cstdint>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include "data/file_bytes.h"
 #include "data/hdf5_dataset.h"
 #include "data/idx_writer.h"
+#include "data/token_file.h"
 #include "src/storage/checkpoint.h"
 
 namespace {
@@ -99,6 +101,18 @@ void checkpointSeeds(const fs::path& dir) {
   writeBytes(dir / "adam.ckpt", ringtrain::storage::encodeCheckpoint(c));
 }
 
+// Token files of 0, 5 and 40 tokens (the last with GPT-2's <|endoftext|>, 50256).
+void tokenFileSeeds(const fs::path& dir) {
+  std::vector<std::uint16_t> tokens;
+  writeBytes(dir / "empty.bin", ringtrain::data::encodeTokenFile(tokens));
+  tokens = {15496, 995, 13, 198, 50256};
+  writeBytes(dir / "tokens-5.bin", ringtrain::data::encodeTokenFile(tokens));
+  tokens.clear();
+  for (int i = 0; i < 40; ++i)
+    tokens.push_back(static_cast<std::uint16_t>(i * 1237 % 50257));
+  writeBytes(dir / "tokens-40.bin", ringtrain::data::encodeTokenFile(tokens));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -108,11 +122,12 @@ int main(int argc, char** argv) {
   }
   try {
     const fs::path out = argv[1];
-    for (const char* kind : {"idx_reader", "hdf5_dataset", "checkpoint"})
+    for (const char* kind : {"idx_reader", "hdf5_dataset", "checkpoint", "token_file"})
       fs::create_directories(out / kind);
     idxSeeds(out / "idx_reader");
     hdf5Seeds(out / "hdf5_dataset");
     checkpointSeeds(out / "checkpoint");
+    tokenFileSeeds(out / "token_file");
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "make_fuzz_corpus: error: %s\n", e.what());
