@@ -122,6 +122,7 @@ po::options_description runOptions(TrainConfig& c, RawOptions& raw) {
       ("batch-size", po::value(&c.batchSize)->default_value(c.batchSize), "samples per rank per step")
       ("seed", po::value(&c.seed)->default_value(c.seed), "seed of the initial weights and the data order")
       ("eval-every", po::value(&c.evalEvery)->default_value(c.evalEvery), "also evaluate every N steps (0: at each epoch's end only)")
+      ("eval-samples", po::value(&c.evalSamples)->default_value(c.evalSamples), "evaluate on the first N test samples, e.g. validation sequences (0: all)")
       ("log-every", po::value(&c.logEvery)->default_value(c.logEvery), "log the training loss every N steps")
       ("device", po::value(&raw.device)->default_value(raw.device), choicesHelp(kDeviceNames, "train on the CPU or on one GPU per rank; auto takes cuda when the build has the GPU path and every node has a GPU for each of its ranks").c_str())
       ("tf32", po::value(&c.tf32)->implicit_value(true)->default_value(false), "cuda: TF32 tensor-core matrix products (faster, with a larger rounding error in the products)")
@@ -491,6 +492,7 @@ std::optional<std::string> rangeProblem(const TrainConfig& c) {
   if (!(c.lrGamma > 0) || c.lrGamma > 1) return "--lr-gamma must be in (0, 1]";
   if (c.clipGradNorm < 0) return "--clip-grad-norm must not be negative (0: off)";
   if (c.evalEvery < 0 || c.logEvery < 0) return "--eval-every and --log-every must not be negative";
+  if (c.evalSamples < 0) return "--eval-samples must not be negative (0: all)";
   if (c.checkpointEvery < 0) return "--checkpoint-every must not be negative";
   if (c.keep < 0) return "--keep must not be negative (0 keeps every checkpoint)";
   if (!(c.sigtermGraceSeconds >= 0)) return "--sigterm-grace must not be negative";
@@ -569,6 +571,7 @@ std::vector<std::pair<std::string, std::string>> comparableOptions(const TrainCo
       {"--batch-size", std::to_string(c.batchSize)},
       {"--seed", std::to_string(c.seed)},
       {"--eval-every", std::to_string(c.evalEvery)},
+      {"--eval-samples", std::to_string(c.evalSamples)},
       {"--log-every", std::to_string(c.logEvery)},
       {"--optimizer", std::string(nameIn(kOptimizerNames, c.optimizer))},
       {"--lr", number(c.learningRate)},

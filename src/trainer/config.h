@@ -102,6 +102,7 @@ struct TrainConfig {
   int batchSize = 64;      // per rank
   std::uint64_t seed = 42;
   std::int64_t evalEvery = 0;  // also evaluate every N steps (0: only at each epoch's end)
+  std::int64_t evalSamples = 0;  // evaluate on the first N test samples (0: all of them)
   std::int64_t logEvery = 100;
 
   // Optimiser and learning rate

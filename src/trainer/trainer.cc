@@ -428,8 +428,9 @@ void Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
 
 models::BatchResult Trainer::evaluate() {
   const std::int64_t start = collectives::steadyNowNs();
-  const data::IndexRange shard =
-      data::contiguousShard(test_.size(), control_->rank(), control_->size());
+  const std::int64_t samples =
+      config_.evalSamples > 0 ? std::min(config_.evalSamples, test_.size()) : test_.size();
+  const data::IndexRange shard = data::contiguousShard(samples, control_->rank(), control_->size());
   const std::size_t chunk = static_cast<std::size_t>(std::max(config_.batchSize, 256));
   HostBatch gathered;
   std::vector<std::int64_t> indices;

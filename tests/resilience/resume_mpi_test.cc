@@ -22,6 +22,7 @@
 
 #include "collectives/fingerprint.h"
 #include "data/synthetic_dataset.h"
+#include "data/synthetic_token_dataset.h"
 #include "models/flush_to_zero.h"
 #include "src/storage/checkpoint.h"
 #include "src/storage/checkpoint_model.h"
@@ -47,6 +48,17 @@ Sources syntheticData() {
   o.size = 960;
   o.seed = 7;
   data::DatasetPair pair = data::makeSyntheticPair(o, 96);
+  return {classificationSource(std::move(pair.train)), classificationSource(std::move(pair.test))};
+}
+
+// The GPT's token windows: 96, divisible as above.
+Sources syntheticTokens() {
+  data::SyntheticTokenOptions o;
+  o.vocabulary = 97;
+  o.context = 16;
+  o.size = 96;
+  o.seed = 7;
+  data::DatasetPair pair = data::makeSyntheticTokenPair(o, 8);
   return {classificationSource(std::move(pair.train)), classificationSource(std::move(pair.test))};
 }
 
@@ -94,6 +106,7 @@ TrainConfig smallConfig() {
   TrainConfig config;
   config.model = ModelKind::kMlp;
   config.hidden = {32};
+  config.gpt = {.layers = 2, .heads = 2, .width = 16, .context = 16, .vocabulary = 97};
   config.optimizer = OptimizerKind::kSgd;
   config.momentum = 0.9;
   config.learningRate = 0.05;
@@ -138,11 +151,16 @@ class ExactResume : public ::testing::TestWithParam<std::string> {};
 // very bits -- parameters, optimiser state and step count -- of the run that never stopped.
 TEST_P(ExactResume, ResumedAtStepKTheRunEqualsTheUninterruptedOneToTheBitAtStep2K) {
   models::enableFlushToZero();
-  const Sources sources = syntheticData();
+  // "gpt": the GPT with AdamW, weight decay on its matrices and gradient clipping.
+  const bool gpt = GetParam() == "gpt";
+  const Sources sources = gpt ? syntheticTokens() : syntheticData();
   SharedFolder folder;
   TrainConfig config = smallConfig();
-  config.optimizer = valueIn(kOptimizerNames, GetParam()).value();
+  config.model = gpt ? ModelKind::kGpt : ModelKind::kMlp;
+  config.optimizer = gpt ? OptimizerKind::kAdamW : valueIn(kOptimizerNames, GetParam()).value();
   config.learningRate = GetParam() == "sgd" ? 0.05 : 0.002;
+  config.weightDecay = gpt ? 0.1 : 0;
+  config.clipGradNorm = gpt ? 1.0 : 0;
   config.checkpointEvery = 12;
 
   TrainConfig whole = config;
@@ -185,22 +203,26 @@ TEST_P(ExactResume, ResumedAtStepKTheRunEqualsTheUninterruptedOneToTheBitAtStep2
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Optimizers, ExactResume, ::testing::Values("sgd", "adam"),
+INSTANTIATE_TEST_SUITE_P(Optimizers, ExactResume, ::testing::Values("sgd", "adam", "gpt"),
                          [](const auto& param) { return param.param; });
 
 // A job grows by one rank: W-1 ranks with batch 12/(W-1) checkpoint at step 12; W ranks resume
 // it with keep-global-batch (batch 12/W) and reach at step 24 what the W-1 ranks reached
 // uninterrupted, to floating-point reassociation.
-TEST(ResumeOnAnotherRankCount, AJobThatGrowsByOneRankKeepsTheGlobalBatch) {
+class ResumeOnAnotherRankCount : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ResumeOnAnotherRankCount, AJobThatGrowsByOneRankKeepsTheGlobalBatch) {
   if (worldSize() < 2) GTEST_SKIP() << "needs 2 ranks or more";
   models::enableFlushToZero();
-  const Sources sources = syntheticData();
+  const bool gpt = GetParam() == "gpt";
+  const Sources sources = gpt ? syntheticTokens() : syntheticData();
   SharedFolder folder;
   const int before = worldSize() - 1;
   MPI_Comm fewer = MPI_COMM_NULL;
   MPI_Comm_split(MPI_COMM_WORLD, worldRank() < before ? 0 : MPI_UNDEFINED, worldRank(), &fewer);
 
   TrainConfig config = smallConfig();
+  config.model = gpt ? ModelKind::kGpt : ModelKind::kMlp;
   config.checkpointDir = (folder / "fewer").string();
   config.checkpointEvery = 12;
   std::vector<float> reference;
@@ -233,10 +255,13 @@ TEST(ResumeOnAnotherRankCount, AJobThatGrowsByOneRankKeepsTheGlobalBatch) {
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(Models, ResumeOnAnotherRankCount, ::testing::Values("mlp", "gpt"),
+                         [](const auto& param) { return param.param; });
+
 // A job shrinks to one rank: W ranks checkpoint at step 12; rank 0 alone resumes with
 // keep-per-rank-batch, its batch unchanged, the learning rate divided by W and the position in
 // the epoch carried over as samples seen.
-TEST(ResumeOnAnotherRankCount, AJobThatShrinksToOneRankKeepsThePerRankBatchAndScalesTheLr) {
+TEST(ResumeOnFewerRanks, AJobThatShrinksToOneRankKeepsThePerRankBatchAndScalesTheLr) {
   if (worldSize() < 2) GTEST_SKIP() << "needs 2 ranks or more";
   models::enableFlushToZero();
   const Sources sources = syntheticData();
