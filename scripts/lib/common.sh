@@ -81,3 +81,12 @@ ringtrain_build() {
   ringtrain_configure "$@"
   cmake --build "$build_dir" -j "$(nproc)"
 }
+
+# What the main jobs do first: install what is missing, let mpirun run as root (exported to
+# the caller), and build into $1.
+ringtrain_set_up() {
+  ringtrain_install_packages "${RINGTRAIN_PACKAGES[@]}"
+  ringtrain_allow_mpirun_as_root
+  mkdir -p "$1"
+  ringtrain_build "$1"
+}

@@ -15,11 +15,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # shellcheck source=../lib/common.sh
 source "$root/scripts/lib/common.sh"
 
-ringtrain_install_packages "${RINGTRAIN_PACKAGES[@]}"
-ringtrain_allow_mpirun_as_root
 build_dir="${RINGTRAIN_BUILD_DIR:-$root/build}"
-mkdir -p "$build_dir"
-ringtrain_build "$build_dir"
+ringtrain_set_up "$build_dir"
 
 vocabulary="$root/data/gpt2"
 data_dir="${RINGTRAIN_GPT_DATA:-$root/data/fortunes}"
