@@ -6,7 +6,7 @@
 # mpirun (Open MPI 4.1 sends the ranks SIGCONT, then SIGTERM odls_base_sigkill_timeout seconds
 # later, then SIGKILL as many seconds after that); and to ranks that cannot reach the check (one
 # is stuck in a collective), which the grace timer must abort.
-#   sigterm_stop_test.sh RINGTRAIN MPIEXEC [MPIEXEC FLAGS...]
+#   [RINGTRAIN_TEST_MODEL=gpt] sigterm_stop_test.sh RINGTRAIN MPIEXEC [MPIEXEC FLAGS...]
 set -uo pipefail
 ringtrain="$1"
 shift
@@ -19,6 +19,12 @@ forward_sigterm="$(cd "$(dirname "$0")/../.." && pwd)/scripts/lib/forward_sigter
 
 options=(--synthetic --synthetic-size 960 --hidden 64 --batch-size 8 --lr 0.02 --steps 300
   --log-every 25 --checkpoint-every 1000)
+# RINGTRAIN_TEST_MODEL=gpt: the same with a small GPT on synthetic token windows.
+if [ "${RINGTRAIN_TEST_MODEL:-mlp}" = gpt ]; then
+  options=(--model gpt --layers 1 --heads 2 --width 16 --context 16 --vocab 97 --synthetic
+    --synthetic-size 960 --batch-size 4 --optimizer adamw --lr 0.002 --steps 300 --log-every 25
+    --checkpoint-every 1000)
+fi
 
 start_job "$work/reference.log" "${mpirun[@]}" -np 2 "$ringtrain" train "${options[@]}" \
   --checkpoint-dir "$work/reference"

