@@ -553,14 +553,9 @@ std::vector<std::pair<std::string, std::string>> comparableOptions(const TrainCo
     out << v;
     return out.str();
   };
-  return {
+  std::vector<std::pair<std::string, std::string>> options = {
       {"--model", std::string(nameIn(kModelNames, c.model))},
       {"--hidden", list(c.hidden)},
-      {"--layers", std::to_string(c.gpt.layers)},
-      {"--heads", std::to_string(c.gpt.heads)},
-      {"--width", std::to_string(c.gpt.width)},
-      {"--context", std::to_string(c.gpt.context)},
-      {"--vocab", std::to_string(c.gpt.vocabulary)},
       {"--synthetic", c.synthetic ? "true" : "false"},
       {"--synthetic-shape", list(c.syntheticShape)},
       {"--synthetic-classes", std::to_string(c.syntheticClasses)},
@@ -598,6 +593,16 @@ std::vector<std::pair<std::string, std::string>> comparableOptions(const TrainCo
       // Every rank takes part in the per-step SIGTERM check, or none does.
       {"--sigterm-grace", number(c.sigtermGraceSeconds)},
   };
+  if (c.model == ModelKind::kGpt) {  // only then: an MLP's config names no GPT option
+    const std::pair<const char*, models::Index> sizes[] = {{"--layers", c.gpt.layers},
+                                                           {"--heads", c.gpt.heads},
+                                                           {"--width", c.gpt.width},
+                                                           {"--context", c.gpt.context},
+                                                           {"--vocab", c.gpt.vocabulary}};
+    for (const auto& [option, value] : sizes)
+      options.emplace_back(option, std::to_string(value));
+  }
+  return options;
 }
 
 std::string configLines(const TrainConfig& c) {
