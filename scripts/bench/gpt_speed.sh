@@ -341,11 +341,11 @@ print("| configuration | tokens/s | model GFLOP/s per core | of the sgemm peak |
 print("|---|---:|---:|---:|")
 for c in configs:
     s = summary["configurations"][c]
-    share = fmt({k: 100 * v for k, v in s["share_of_sgemm_peak"].items() if k != "values"}, 0) + \
-        " %" if "share_of_sgemm_peak" in s else "-"
+    p = s.get("share_of_sgemm_peak")
+    share = f"{100 * p['median']:.0f}% ({100 * p['min']:.0f}-{100 * p['max']:.0f}%)" if p else "-"
     print(f"| {names[c]} | {fmt(s)} | {fmt(s['gflops_per_core'], 1)} | {share} |")
 if peaks:
-    print(f"| sgemm peak, one thread | | {fmt(summary['sgemm_peak_gflops'], 1)} | 100 % |")
+    print(f"| sgemm peak, one thread | | {fmt(summary['sgemm_peak_gflops'], 1)} | 100% |")
 print("| ratio or efficiency | median (range) |")
 print("|---|---:|")
 for key, label in (("ringtrain_over_pytorch_1", "ringtrain / PyTorch, 1 rank"),
