@@ -29,17 +29,22 @@ import sys
 import time
 
 
-def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_run_arguments(p):
+    """The model's shape (gpt-mini's by default), the batch, the steps and the seed."""
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--width", type=int, default=256)
     p.add_argument("--context", type=int, default=128)
     p.add_argument("--vocab", type=int, default=50257)
-    p.add_argument("--batch", type=int, default=8, help="sequences per step")
+    p.add_argument("--batch", type=int, default=8, help="sequences per step (per rank)")
     p.add_argument("--steps", type=int, default=20, help="timed steps")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps before them")
     p.add_argument("--seed", type=int, default=1)
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_run_arguments(p)
     p.add_argument("--threads", type=int, default=1, help="torch threads (the reference is 1)")
     p.add_argument("--json", help="also write the result here")
     return p.parse_args()
@@ -110,6 +115,41 @@ def build(torch, args):
     return model
 
 
+def adamw(torch, model):
+    """AdamW as ringtrain trains the GPT: lr 3e-4, betas 0.9/0.95, decay 0.1 on matrices only."""
+    matrices = [p for p in model.parameters() if p.dim() == 2]
+    others = [p for p in model.parameters() if p.dim() != 2]
+    return torch.optim.AdamW([{"params": matrices, "weight_decay": 0.1},
+                              {"params": others, "weight_decay": 0.0}],
+                             lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+
+
+def train_step(model, optimizer, inputs, targets):
+    """One timed step: zero_grad, forward, backward, the AdamW step; returns the loss."""
+    optimizer.zero_grad(set_to_none=True)
+    loss = model(inputs, targets)
+    loss.backward()
+    optimizer.step()
+    return float(loss)
+
+
+def emit(line, result, path):
+    """The table line, the JSON line, and the JSON in `path` when one is given."""
+    print(line, flush=True)
+    print(json.dumps(result), flush=True)
+    if path:
+        with open(path, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+def random_batches(torch, args, count, seed):
+    """`count` batches of args.batch random windows of context+1 tokens: (inputs, targets)."""
+    generator = torch.Generator().manual_seed(seed)
+    windows = torch.randint(0, args.vocab, (count, args.batch, args.context + 1),
+                            generator=generator)
+    return windows[..., :-1].contiguous(), windows[..., 1:].contiguous()
+
+
 def main():
     args = parse_args()
     if min(args.layers, args.heads, args.width, args.context, args.vocab, args.batch,
@@ -130,23 +170,12 @@ def main():
     torch.set_flush_denormal(True)
 
     model = build(torch, args)
-    matrices = [p for p in model.parameters() if p.dim() == 2]
-    others = [p for p in model.parameters() if p.dim() != 2]
-    optimizer = torch.optim.AdamW([{"params": matrices, "weight_decay": 0.1},
-                                   {"params": others, "weight_decay": 0.0}],
-                                  lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
-    generator = torch.Generator().manual_seed(args.seed + 1)
+    optimizer = adamw(torch, model)
     total = args.warmup + args.steps
-    windows = torch.randint(0, args.vocab, (total, args.batch, args.context + 1),
-                            generator=generator)
-    inputs, targets = windows[..., :-1].contiguous(), windows[..., 1:].contiguous()
+    inputs, targets = random_batches(torch, args, total, args.seed + 1)
 
     def step(i):
-        optimizer.zero_grad(set_to_none=True)
-        loss = model(inputs[i], targets[i])
-        loss.backward()
-        optimizer.step()
-        return float(loss)
+        return train_step(model, optimizer, inputs[i], targets[i])
 
     losses, times, cpu_times = [], [], []
     for i in range(total):
@@ -174,18 +203,14 @@ def main():
         "model_flops_per_second": flops_per_step * args.steps / seconds,
         "first_loss": losses[0], "last_loss": losses[-1],
     }
-    print(f"pytorch {torch.__version__}, {args.threads} thread(s), gpt L{args.layers} "
-          f"H{args.heads} C{args.width} T{args.context} V{args.vocab} "
-          f"({parameters / 1e6:.2f}M parameters), batch {args.batch}: {args.steps} steps in "
-          f"{seconds:.2f} s ({1e3 * seconds / args.steps:.0f} ms/step, median "
-          f"{1e3 * statistics.median(timed):.0f}), {tokens_per_second:.0f} tokens/s, "
-          f"{result['model_flops_per_second'] / 1e9:.1f} GFLOP/s; process CPU time "
-          f"{100 * cpu_seconds / seconds:.0f}% of the wall time; loss {losses[0]:.4f} -> "
-          f"{losses[-1]:.4f}", flush=True)
-    print(json.dumps(result), flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
+    emit(f"pytorch {torch.__version__}, {args.threads} thread(s), gpt L{args.layers} "
+         f"H{args.heads} C{args.width} T{args.context} V{args.vocab} "
+         f"({parameters / 1e6:.2f}M parameters), batch {args.batch}: {args.steps} steps in "
+         f"{seconds:.2f} s ({1e3 * seconds / args.steps:.0f} ms/step, median "
+         f"{1e3 * statistics.median(timed):.0f}), {tokens_per_second:.0f} tokens/s, "
+         f"{result['model_flops_per_second'] / 1e9:.1f} GFLOP/s; process CPU time "
+         f"{100 * cpu_seconds / seconds:.0f}% of the wall time; loss {losses[0]:.4f} -> "
+         f"{losses[-1]:.4f}", result, args.json)
     return 0
 
 

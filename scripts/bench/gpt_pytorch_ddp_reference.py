@@ -1,0 +1,179 @@
+#!/usr/bin/python3
+"""PyTorch DDP (gloo) reference for `ringtrain train --model gpt` on N ranks: training tokens/s.
+
+The model, its initialisation, AdamW and the FLOP count are gpt_pytorch_reference.py's (imported
+from beside this file, not copied): gpt-mini by default (4 layers, 4 heads, width 256, context
+128, vocabulary 50257), --batch sequences per rank, one thread per rank, float32. Gradients are
+averaged by DistributedDataParallel over gloo with its defaults (25 MiB buckets, overlap with
+backward); with one rank the model trains without DDP, as ringtrain's one rank trains without an
+exchange. Every rank draws its own random token windows (seed + rank) before the timing.
+
+Two ways to start it:
+  mpirun -np 2 --bind-to core /usr/bin/python3 scripts/bench/gpt_pytorch_ddp_reference.py
+      (rank and size from Open MPI's environment; placed on the cores as ringtrain is; what
+      scripts/bench/gpt_speed.sh does)
+  /usr/bin/python3 scripts/bench/gpt_pytorch_ddp_reference.py --nprocs 2 [--bind]
+      (torch.multiprocessing.spawn; --bind pins rank r to CPU r modulo the CPUs it may use)
+The ranks meet over TCP on 127.0.0.1:--port.
+
+--warmup steps run first, untimed; the time runs from a barrier after them to a barrier after the
+last step. Rank 0 prints one table line and one JSON line (also written to --json FILE): tokens/s
+of the job (all ranks' tokens over rank 0's barrier-to-barrier time) and of each rank (its tokens
+over its own time from that barrier to the end of its last step), each rank's CPU time as a share
+of that (below 100%: the core was shared), and model FLOP/s, counted as ringtrain's
+Model::trainingFlopsPerSample does (gpt_pytorch_reference.model_flops_per_sample).
+Needs Debian's python3-torch (PyTorch 1.13, built with gloo), hence /usr/bin/python3 above.
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpt_pytorch_reference as reference  # noqa: E402  (model, AdamW, FLOPs, options)
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    reference.add_run_arguments(p)
+    p.add_argument("--nprocs", type=int, default=0,
+                   help="ranks to spawn (default: mpirun's, or 1 when not under mpirun)")
+    p.add_argument("--bind", action="store_true", help="with spawn: pin rank r to one CPU")
+    p.add_argument("--port", type=int, default=29519, help="rendezvous port on 127.0.0.1")
+    p.add_argument("--json", help="rank 0 writes the result here")
+    return p.parse_args()
+
+
+def train(rank, ranks, args, torch):
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    torch.set_flush_denormal(True)
+    if ranks > 1:
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=rank,
+                                world_size=ranks)
+    model = reference.build(torch, args)  # the same seed on every rank
+    parameters = sum(p.numel() for p in model.parameters())
+    if ranks > 1:
+        # DDP broadcasts rank 0's parameters, as ringtrain does; not the causal masks (constant
+        # bool buffers, which gloo cannot broadcast).
+        torch.nn.parallel.DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(
+            model, [name for name, _ in model.named_buffers()])
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    optimizer = reference.adamw(torch, model)
+    inputs, targets = reference.random_batches(torch, args, args.warmup + args.steps,
+                                               args.seed + 1 + rank)
+
+    def step(i):
+        return reference.train_step(model, optimizer, inputs[i], targets[i])
+
+    def barrier():
+        if ranks > 1:
+            dist.barrier()
+
+    for i in range(args.warmup):
+        step(i)
+    barrier()
+    start, cpu_start = time.perf_counter(), time.process_time()
+    times, losses = [], []
+    for i in range(args.warmup, args.warmup + args.steps):
+        step_start = time.perf_counter()
+        losses.append(step(i))
+        times.append(time.perf_counter() - step_start)
+    own = time.perf_counter() - start
+    cpu = time.process_time() - cpu_start
+    barrier()
+    seconds = time.perf_counter() - start
+    # Every rank's own time, CPU time and last loss, gathered on every rank.
+    mine = torch.tensor([own, cpu, losses[-1], statistics.median(times)], dtype=torch.float64)
+    if ranks > 1:
+        gathered = [torch.zeros_like(mine) for _ in range(ranks)]
+        dist.all_gather(gathered, mine)
+    else:
+        gathered = [mine]
+    if rank == 0:
+        report(args, torch, ranks, parameters, seconds, [g.tolist() for g in gathered], losses)
+    if ranks > 1:
+        dist.barrier()
+        # Torch 1.13 can deadlock in ~ProcessGroupGloo when the DDP reducer is destroyed at exit
+        # (the main thread holds the GIL, a gloo worker waits for it): leave without destructors.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+def report(args, torch, ranks, parameters, seconds, per_rank, losses):
+    tokens_per_rank = args.batch * args.context * args.steps
+    total = ranks * tokens_per_rank / seconds
+    flops_per_token = reference.model_flops_per_sample(args.layers, args.width, args.context,
+                                                       args.vocab) / args.context
+    rank_rates = [tokens_per_rank / own for own, _, _, _ in per_rank]
+    result = {
+        "framework": "pytorch-ddp-gloo" if ranks > 1 else "pytorch", "torch": torch.__version__,
+        "ranks": ranks, "threads_per_rank": 1, "layers": args.layers, "heads": args.heads,
+        "width": args.width, "context": args.context, "vocab": args.vocab,
+        "batch_per_rank": args.batch, "parameters": parameters, "warmup": args.warmup,
+        "steps": args.steps, "seconds": seconds, "tokens_per_second": total,
+        "tokens_per_second_per_rank": rank_rates,
+        "cpu_share_per_rank": [cpu / own for own, cpu, _, _ in per_rank],
+        "step_seconds_median_per_rank": [median for _, _, _, median in per_rank],
+        "model_flops_per_token": flops_per_token,
+        "model_flops_per_second": total * flops_per_token,
+        "model_flops_per_second_per_rank": total * flops_per_token / ranks,
+        "first_timed_loss_rank0": losses[0],
+        "last_loss_mean": sum(loss for _, _, loss, _ in per_rank) / ranks,
+    }
+    kind = "DDP (gloo)" if ranks > 1 else "no DDP"
+    rates = ", ".join(f"{r:.0f}" for r in rank_rates)
+    cpu = ", ".join(f"{100 * s:.0f}%" for s in result["cpu_share_per_rank"])
+    reference.emit(f"pytorch {torch.__version__} {kind}, {ranks} rank(s) x 1 thread, gpt "
+                   f"L{args.layers} H{args.heads} C{args.width} T{args.context} V{args.vocab} "
+                   f"({parameters / 1e6:.2f}M parameters), batch {args.batch} per rank: "
+                   f"{args.steps} steps in {seconds:.2f} s, {total:.0f} tokens/s (per rank: "
+                   f"{rates}), {result['model_flops_per_second_per_rank'] / 1e9:.1f} GFLOP/s "
+                   f"per rank; CPU time {cpu} of the wall time", result, args.json)
+
+
+def spawned(rank, ranks, args):
+    import torch
+    if args.bind:
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
+    train(rank, ranks, args, torch)
+
+
+def main():
+    args = parse_args()
+    if min(args.layers, args.heads, args.width, args.context, args.vocab, args.batch,
+           args.steps) < 1 or args.warmup < 0 or args.nprocs < 0 or args.width % args.heads:
+        print("gpt_pytorch_ddp_reference.py: sizes, --batch and --steps must be at least 1, "
+              "--warmup and --nprocs at least 0, --width a multiple of --heads", file=sys.stderr)
+        return 2
+    # One thread per rank, BLAS included (Debian's OpenBLAS would start one per core); spawned
+    # ranks inherit it.
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    os.environ["OMP_NUM_THREADS"] = "1"
+    try:
+        import torch
+        import torch.multiprocessing
+    except ImportError as e:
+        print(f"gpt_pytorch_ddp_reference.py: no PyTorch for {sys.executable} ({e}); "
+              "apt-get install python3-torch", file=sys.stderr)
+        return 2
+    mpi_size = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "0"))
+    if mpi_size:
+        if args.nprocs not in (0, mpi_size):
+            print(f"gpt_pytorch_ddp_reference.py: --nprocs {args.nprocs} under mpirun -np "
+                  f"{mpi_size}: use one or the other", file=sys.stderr)
+            return 2
+        train(int(os.environ["OMPI_COMM_WORLD_RANK"]), mpi_size, args, torch)
+    elif args.nprocs > 1:
+        torch.multiprocessing.spawn(spawned, args=(args.nprocs, args), nprocs=args.nprocs)
+    else:
+        spawned(0, 1, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

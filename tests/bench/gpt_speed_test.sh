@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# scripts/bench/gpt_speed.sh --quick on a tiny GPT (1 layer, 2 heads, width 32, context 16,
+# vocabulary 256): the table has ringtrain's rows (1 and 2 ranks, the 2-rank scaling efficiency,
+# the sgemm peak unless the build links no OpenBLAS and there is no PyTorch) and the summary JSON
+# the same configurations, positive, with the model's FLOPs per token as ringtrain counts them. PyTorch's rows (1 thread, DDP gloo on 2 ranks, the
+# ratios) are checked where /usr/bin/python3 imports torch; elsewhere the script must say that it
+# skipped them, and so does this test. No speed is judged: benchmarks are not timed tests.
+# Then --no-pytorch, an interpreter without torch (RINGTRAIN_TORCH_PYTHON), and bad options
+# (exit status 2).
+#   gpt_speed_test.sh GPT_SPEED_SH BUILD_DIR RINGTRAIN
+set -uo pipefail
+script="$1"
+build_dir="$2"
+export RINGTRAIN_BIN="$3"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+failures=0
+ok() { echo "ok   $1"; }
+fail() {
+  echo "FAIL $1"
+  failures=$((failures + 1))
+}
+tiny="--model gpt --layers 1 --heads 2 --width 32 --context 16 --vocab 256"
+if /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
+  torch=1
+else
+  torch=0
+  echo "skipping the PyTorch parts: /usr/bin/python3 cannot import torch (Debian's python3-torch" \
+    "is not installed); checking ringtrain's rows and the script's message"
+fi
+
+# check NAME WANT_TORCH_ROWS: the table in $work/NAME.out and the JSON in $work/NAME.json.
+check() {
+  local name="$1" want_torch="$2" row
+  for row in "| ringtrain, 1 rank |" "| ringtrain, 2 ranks (shm) |" \
+    "| scaling efficiency 2 ranks, ringtrain |"; do
+    grep -qF "$row" "$work/$name.out" && ok "$name: row '$row'" || fail "$name: no row '$row'"
+  done
+  # The peak needs the build's OpenBLAS (or PyTorch): an Eigen-only build without it says so.
+  if grep -q "sgemm peak: not measured" "$work/$name.out"; then
+    echo "skipping the sgemm peak row: the build links no OpenBLAS and there is no PyTorch"
+    peak=0
+  else
+    peak=1
+    row="| sgemm peak, one thread |"
+    grep -qF "$row" "$work/$name.out" && ok "$name: row '$row'" || fail "$name: no row '$row'"
+  fi
+  for row in "| PyTorch, 1 thread |" "| PyTorch DDP gloo, 2 ranks |" \
+    "| ringtrain / PyTorch, 1 rank |" "| ringtrain / PyTorch DDP, 2 ranks |" \
+    "| scaling efficiency 2 ranks, pytorch |"; do
+    if [ "$want_torch" = 1 ]; then
+      grep -qF "$row" "$work/$name.out" && ok "$name: row '$row'" || fail "$name: no row '$row'"
+    else
+      grep -qF "$row" "$work/$name.out" && fail "$name: row '$row' without PyTorch" ||
+        ok "$name: no row '$row' without PyTorch"
+    fi
+  done
+  if [ "$want_torch" = 0 ]; then
+    grep -q "^# PyTorch runs skipped: " "$work/$name.out" && ok "$name: says PyTorch was skipped" ||
+      fail "$name: does not say that PyTorch was skipped"
+  fi
+  python3 - "$work/$name.json" "$want_torch" "$peak" <<'EOF' && ok "$name: JSON" || fail "$name: JSON"
+import json, sys
+s = json.load(open(sys.argv[1]))
+want_torch, peak = sys.argv[2] == "1", sys.argv[3] == "1"
+L, C, T, V = 1, 32, 16, 256
+assert s["model_flops_per_token"] == 3 * (L * (24 * T * C * C + 4 * T * T * C) + 2 * V * C * T) / T
+want = {"ringtrain-1", "ringtrain-2"} | ({"pytorch-1", "pytorch-ddp-2"} if want_torch else set())
+assert set(s["configurations"]) == want, s["configurations"].keys()
+for name, c in s["configurations"].items():
+    assert c["median"] > 0 and c["min"] <= c["median"] <= c["max"], name
+    assert c["gflops_per_core"]["median"] > 0 and ("share_of_sgemm_peak" in c) == peak, name
+assert ("sgemm_peak_gflops" in s) == peak and (not peak or s["sgemm_peak_gflops"]["median"] > 0)
+assert s["scaling_efficiency"]["ringtrain"]["median"] > 0
+assert ("pytorch" in s["scaling_efficiency"]) == want_torch
+assert set(s["ratios"]) == ({"ringtrain_over_pytorch_1", "ringtrain_over_pytorch_2"}
+                            if want_torch else set())
+assert ("pytorch_skipped" in s) != want_torch
+assert s["rounds"] == 1 and s["steps"] == 2 and s["warmup"] == 1
+EOF
+}
+
+run() {
+  local name="$1"
+  shift
+  if timeout 240 bash "$script" --quick --build-dir "$build_dir" --model-args "$tiny" \
+    --out "$work/$name" --json "$work/$name.json" "$@" >"$work/$name.out" 2>"$work/$name.err"; then
+    ok "$name: exit status 0"
+    sed 's/^/     | /' "$work/$name.out"
+  else
+    fail "$name: exit status $?"
+    sed 's/^/     | /' "$work/$name.out" "$work/$name.err"
+  fi
+}
+
+run quick
+check quick "$torch"
+run no-pytorch --no-pytorch
+check no-pytorch 0
+# As on a machine without python3-torch: --quick skips PyTorch and says so.
+RINGTRAIN_TORCH_PYTHON=/bin/false run no-torch
+check no-torch 0
+grep -q "^# PyTorch runs skipped: /bin/false cannot import torch" "$work/no-torch.out" &&
+  ok "no-torch: names the missing torch" || fail "no-torch: does not name the missing torch"
+
+bash "$script" --quick --build-dir "$build_dir" --rounds 0 >"$work/bad.out" 2>&1
+status=$?
+[ "$status" -eq 2 ] && ok "--rounds 0: exit status 2" || fail "--rounds 0: exit status $status, want 2"
+bash "$script" --no-such-option >"$work/bad.out" 2>&1
+status=$?
+[ "$status" -eq 2 ] && ok "unknown option: exit status 2" || fail "unknown option: exit status $status"
+
+[ "$failures" -eq 0 ] || { echo "$failures check(s) failed"; exit 1; }
+echo "all checks passed"
