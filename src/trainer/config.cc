@@ -122,7 +122,7 @@ po::options_description runOptions(TrainConfig& c, RawOptions& raw) {
       ("batch-size", po::value(&c.batchSize)->default_value(c.batchSize), "samples per rank per step")
       ("seed", po::value(&c.seed)->default_value(c.seed), "seed of the initial weights and the data order")
       ("eval-every", po::value(&c.evalEvery)->default_value(c.evalEvery), "also evaluate every N steps (0: at each epoch's end only)")
-      ("eval-samples", po::value(&c.evalSamples)->default_value(c.evalSamples), "evaluate on the first N test samples, e.g. validation sequences (0: all)")
+      ("eval-samples", po::value(&c.evalSamples)->default_value(c.evalSamples), "evaluate on N test samples spread over the test set, e.g. validation sequences; the run's last evaluation takes all (0: all, always)")
       ("log-every", po::value(&c.logEvery)->default_value(c.logEvery), "log the training loss every N steps")
       ("device", po::value(&raw.device)->default_value(raw.device), choicesHelp(kDeviceNames, "train on the CPU or on one GPU per rank; auto takes cuda when the build has the GPU path and every node has a GPU for each of its ranks").c_str())
       ("tf32", po::value(&c.tf32)->implicit_value(true)->default_value(false), "cuda: TF32 tensor-core matrix products (faster, with a larger rounding error in the products)")

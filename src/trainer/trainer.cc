@@ -426,10 +426,13 @@ void Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
   windowPredictions_ += result.predictions;
 }
 
-models::BatchResult Trainer::evaluate() {
+models::BatchResult Trainer::evaluate(bool whole) {
   const std::int64_t start = collectives::steadyNowNs();
+  // --eval-samples N: N samples spread evenly over the test set (sample j·size/N), so that a
+  // test set in file order (the fortunes, file by file) is not judged by its first file.
+  const std::int64_t size = test_.size();
   const std::int64_t samples =
-      config_.evalSamples > 0 ? std::min(config_.evalSamples, test_.size()) : test_.size();
+      config_.evalSamples > 0 && !whole ? std::min(config_.evalSamples, size) : size;
   const data::IndexRange shard = data::contiguousShard(samples, control_->rank(), control_->size());
   const std::size_t chunk = static_cast<std::size_t>(std::max(config_.batchSize, 256));
   HostBatch gathered;
@@ -441,7 +444,7 @@ models::BatchResult Trainer::evaluate() {
         std::min<std::int64_t>(shard.end, begin + static_cast<std::int64_t>(chunk));
     indices.clear();
     for (std::int64_t i = begin; i < end; ++i)
-      indices.push_back(i);
+      indices.push_back(samples == size ? i : i * size / samples);
     gatherBatch(test_, indices, gathered);
     const models::Batch<float> view = batchView(gathered);
     local.add(gpu_ ? gpu_->evaluate(view) : model_.evaluate(view));
@@ -684,7 +687,7 @@ void Trainer::logStart() const {
 }
 
 void Trainer::evaluateAndLog(std::int64_t step, TrainingSummary& summary) {
-  summary.lastEvaluation = evaluate();
+  summary.lastEvaluation = evaluate(/*whole=*/step == plannedSteps_);
   const std::int64_t epoch = sampler_.position().epoch;  // epochs completed
   const models::BatchResult& result = summary.lastEvaluation;
   if (tokensPerSample() > 0) {

@@ -119,8 +119,9 @@ class Trainer {
   // for this run's).
   void resume();
   TrainingSummary run();
-  // The test set, sharded across ranks; counts added up over all ranks.
-  models::BatchResult evaluate();
+  // On every rank: the test set's loss and accuracy, summed over the ranks. `whole`: every
+  // sample, else --eval-samples of them (the run's last evaluation takes them all).
+  models::BatchResult evaluate(bool whole = true);
 
   // The host model: with --device cuda the mirror of the GPU's, current after run() and resume().
   models::Model<float>& model() { return model_; }
