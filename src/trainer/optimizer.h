@@ -32,7 +32,7 @@ struct OptimizerOptions {
   float epsilon = 1e-8f;
   // [begin, end) element ranges that weight decay leaves alone (a GPT's biases and LayerNorm
   // gains, as GPT-2 recipes decay matrices and embeddings only); sorted, not overlapping.
-  std::vector<std::pair<std::size_t, std::size_t>> undecayed;
+  std::vector<std::pair<std::size_t, std::size_t>> undecayed{};
 };
 
 class Optimizer {

@@ -167,6 +167,12 @@ labels "$relabelled/t10k-labels-idx1-ubyte" 16 4
 expect_job "ranks with other data of one size" "rank 1 has test data digest [0-9a-f]+ but rank 0 has [0-9a-f]+" \
   "${rank[@]}" "$good" : "${rank[@]}" "$relabelled"
 
+# GPT ranks that disagree on a size (one --heads each) are stopped at start, naming the option.
+gpt_rank=(-np 1 "$ringtrain" train --log-every 0 --steps 2 --model gpt --layers 1 --width 16
+  --context 16 --vocab 256 --data "$work/tokens")
+expect_job "GPT ranks with other heads" "rank 1 has --heads 4 but rank 0 has 2" \
+  "${gpt_rank[@]}" --heads 2 : "${gpt_rank[@]}" --heads 4
+
 # HDF5 datasets (train.h5 and test.h5 in --data): written from the small MNIST folder by
 # idx_to_hdf5, which sits beside ringtrain.
 idx_to_hdf5="$(dirname "$ringtrain")/idx_to_hdf5"
