@@ -6,6 +6,7 @@
 
 #include "data/data_error.h"
 #include "data/random.h"
+#include "data/token_dataset.h"
 
 namespace ringtrain::data {
 
@@ -33,11 +34,8 @@ void SyntheticTokenDataset::gather(std::span<const std::int64_t> indices, float*
       const std::uint64_t draw = draws(k);
       window[k] = (draw & 7) == 0 ? (draw >> 3) % v : (31 * window[k - 1] + 7) % v;
     }
-    for (std::int64_t k = 0; k < t; ++k) {
-      images[static_cast<std::int64_t>(s) * t + k] = static_cast<float>(window[static_cast<std::size_t>(k)]);
-      labels[static_cast<std::int64_t>(s) * t + k] =
-          static_cast<std::int32_t>(window[static_cast<std::size_t>(k + 1)]);
-    }
+    splitWindow(std::span<const std::uint64_t>(window), images + static_cast<std::int64_t>(s) * t,
+                labels + static_cast<std::int64_t>(s) * t);
   }
 }
 

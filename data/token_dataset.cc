@@ -56,11 +56,9 @@ void TokenDataset::gather(std::span<const std::int64_t> indices, float* images,
       throw std::out_of_range("TokenDataset::gather: index " + std::to_string(i) +
                               " outside [0, " + std::to_string(windows_) + ")");
     }
-    const std::uint16_t* window = tokens_.data() + static_cast<std::size_t>(i) * context;
-    for (std::size_t t = 0; t < context; ++t) {
-      images[j * context + t] = static_cast<float>(window[t]);
-      labels[j * context + t] = window[t + 1];
-    }
+    const std::span<const std::uint16_t> window(
+        tokens_.data() + static_cast<std::size_t>(i) * context, context + 1);
+    splitWindow(window, images + j * context, labels + j * context);
   }
 }
 

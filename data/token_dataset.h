@@ -7,13 +7,28 @@
 // windows a rank reads is the ShardedSampler's business: a window is one sample.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "data/dataset.h"
 
 namespace ringtrain::data {
+
+// One sample of a token dataset from its window of context + 1 ids: the first `context` ids as
+// float inputs (exact below 2^24) and the last `context` as labels, the next token at each
+// position. What every token dataset's gather writes per sample.
+template <class Id>
+void splitWindow(std::span<const Id> window, float* inputs, std::int32_t* labels) {
+  const std::size_t context = window.size() - 1;
+  for (std::size_t t = 0; t < context; ++t) {
+    inputs[t] = static_cast<float>(window[t]);
+    labels[t] = static_cast<std::int32_t>(window[t + 1]);
+  }
+}
 
 class TokenDataset final : public Dataset {
  public:

@@ -96,12 +96,6 @@ BatchView<Scalar> TransformerBlock<Scalar>::stored(Workspace<Scalar>& workspace,
 }
 
 template <class Scalar>
-BatchView<Scalar> TransformerBlock<Scalar>::scratch(Workspace<Scalar>& workspace,
-                                                    Index rows) const {
-  return stored(workspace, rows);
-}
-
-template <class Scalar>
 void TransformerBlock<Scalar>::denseForward(const Dense& dense, ConstBatchView<Scalar> x,
                                             BatchView<Scalar> y) const {
   y.colwise() = VectorView<Scalar>(this->parameterData() + dense.offset + dense.in * dense.out,
@@ -157,16 +151,16 @@ void TransformerBlock<Scalar>::backwardMlp(ConstBatchView<Scalar> dy) {
   const ConstBatchView<Scalar> a2 = asConst(stored(ln2Out_, c));
   const ConstBatchView<Scalar> x2 = asConst(stored(x2_, c));
   denseBackwardParameters(mlpProj_, asConst(stored(geluOut_, 4 * c)), dy);
-  BatchView<Scalar> dh = scratch(scratch_->hidden, 4 * c);
+  BatchView<Scalar> dh = stored(scratch_->hidden, 4 * c);
   dh.noalias() = weight(mlpProj_).transpose() * dy;
   geluBackward(fcOut_.data(), dh.data(), dh.data(), dh.size());
   denseBackwardParameters(fc_, a2, asConst(dh));
-  BatchView<Scalar> da2 = scratch(scratch_->narrow, c);
+  BatchView<Scalar> da2 = stored(scratch_->narrow, c);
   da2.noalias() = weight(fc_).transpose() * dh;
   const Scalar* s2 = ln2Stats_.data();
   Scalar* g = this->gradientData();
   layerNormBackwardParameters(x2, asConst(da2), s2, s2 + columns_, g + ln2_, g + ln2_ + c);
-  BatchView<Scalar> dx2 = scratch(scratch_->residual, c);
+  BatchView<Scalar> dx2 = stored(scratch_->residual, c);
   dx2 = dy;
   layerNormBackwardInput(x2, asConst(da2), this->parameterData() + ln2_, s2, s2 + columns_, dx2,
                          /*accumulate=*/true);
@@ -176,16 +170,16 @@ void TransformerBlock<Scalar>::backwardMlp(ConstBatchView<Scalar> dy) {
 template <class Scalar>
 void TransformerBlock<Scalar>::backwardAttention() {
   const Index c = shape_.width;
-  const ConstBatchView<Scalar> dx2 = asConst(scratch(scratch_->residual, c));
+  const ConstBatchView<Scalar> dx2 = asConst(stored(scratch_->residual, c));
   denseBackwardParameters(attnProj_, asConst(stored(attnOut_, c)), dx2);
-  BatchView<Scalar> dAttended = scratch(scratch_->narrow, c);
+  BatchView<Scalar> dAttended = stored(scratch_->narrow, c);
   dAttended.noalias() = weight(attnProj_).transpose() * dx2;
-  BatchView<Scalar> dqkv = scratch(scratch_->qkv, 3 * c);
+  BatchView<Scalar> dqkv = stored(scratch_->qkv, 3 * c);
   attentionBackward(shape_, asConst(stored(qkv_, 3 * c)), probabilities_.data(),
                     asConst(dAttended), dqkv,
                     scratch_->scores.reserve(shape_.context * shape_.context));
   denseBackwardParameters(attn_, asConst(stored(ln1Out_, c)), asConst(dqkv));
-  BatchView<Scalar> da1 = scratch(scratch_->narrow, c);
+  BatchView<Scalar> da1 = stored(scratch_->narrow, c);
   da1.noalias() = weight(attn_).transpose() * dqkv;
 }
 
@@ -198,7 +192,7 @@ void TransformerBlock<Scalar>::backwardParameters(ConstBatchView<Scalar> x,
   const Scalar* s1 = ln1Stats_.data();
   Scalar* g = this->gradientData();
   layerNormBackwardParameters(ConstBatchView<Scalar>(x.data(), c, columns_),
-                              asConst(scratch(scratch_->narrow, c)), s1, s1 + columns_, g + ln1_,
+                              asConst(stored(scratch_->narrow, c)), s1, s1 + columns_, g + ln1_,
                               g + ln1_ + c);
 }
 
@@ -207,10 +201,10 @@ void TransformerBlock<Scalar>::backwardInput(ConstBatchView<Scalar> x, ConstBatc
                                              ConstBatchView<Scalar>, BatchView<Scalar> dx) {
   const Index c = shape_.width;
   BatchView<Scalar> out(dx.data(), c, columns_);
-  out = scratch(scratch_->residual, c);
+  out = stored(scratch_->residual, c);
   const Scalar* s1 = ln1Stats_.data();
   layerNormBackwardInput(ConstBatchView<Scalar>(x.data(), c, columns_),
-                         asConst(scratch(scratch_->narrow, c)), this->parameterData() + ln1_, s1,
+                         asConst(stored(scratch_->narrow, c)), this->parameterData() + ln1_, s1,
                          s1 + columns_, out, /*accumulate=*/true);
 }
 

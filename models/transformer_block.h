@@ -57,8 +57,8 @@ class TransformerBlock final : public Layer<Scalar> {
   void denseBackwardParameters(const Dense& dense, ConstBatchView<Scalar> x,
                                ConstBatchView<Scalar> dy) const;
   ConstWeightView<Scalar> weight(const Dense& dense) const;
+  // rows × (the last batch's positions) of `workspace`: what forward kept, or backward scratch.
   BatchView<Scalar> stored(Workspace<Scalar>& workspace, Index rows) const;
-  BatchView<Scalar> scratch(Workspace<Scalar>& workspace, Index rows) const;
   void backwardMlp(ConstBatchView<Scalar> dy);
   void backwardAttention();
 
