@@ -53,7 +53,7 @@ fail() {
 
 out="$root/data/fortunes"
 sample=""
-build="${RINGTRAIN_BUILD_DIR:-$root/build}"
+build="$(ringtrain_default_build_dir)"
 fortunes_dir="$default_fortunes_dir"
 vocab="$root/data/gpt2"
 while [ "$#" -gt 0 ]; do
