@@ -20,6 +20,8 @@ RINGTRAIN_PACKAGES=(
   # the Kubernetes manifest checks (CRD schema, API types), shellcheck of the cluster scripts,
   # multi-host simulation and plots
   python3-yaml python3-jsonschema python3-kubernetes shellcheck iproute2 gnuplot-nox
+  # the portable build on an emulated older CPU (tests/cluster/portable_binary_test.sh)
+  qemu-user
 )
 
 ringtrain_say() { printf '[ringtrain] %s\n' "$*" >&2; }
