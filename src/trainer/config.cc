@@ -119,7 +119,8 @@ po::options_description runOptions(TrainConfig& c, RawOptions& raw) {
   run.add_options()
       ("epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training data")
       ("steps", po::value(&c.steps)->default_value(c.steps), "stop after this many steps (0: run all epochs)")
-      ("batch-size", po::value(&c.batchSize)->default_value(c.batchSize), "samples per rank per step")
+      ("batch-size", po::value(&c.batchSize)->default_value(c.batchSize), "samples per rank per micro-batch (per step without --accumulate-steps)")
+      ("accumulate-steps", po::value(&c.accumulateSteps)->default_value(c.accumulateSteps), "micro-batches whose gradients are summed before one average and one optimiser step (a step trains on accumulate-steps x batch-size samples per rank)")
       ("seed", po::value(&c.seed)->default_value(c.seed), "seed of the initial weights and the data order")
       ("eval-every", po::value(&c.evalEvery)->default_value(c.evalEvery), "also evaluate every N steps (0: at each epoch's end only)")
       ("eval-samples", po::value(&c.evalSamples)->default_value(c.evalSamples), "evaluate on N test samples spread over the test set, e.g. validation sequences; the run's last evaluation takes all (0: all, always)")
@@ -429,6 +430,8 @@ std::optional<std::string> deviceAndBackendProblem(const TrainConfig& c) {
            "--device cpu or auto";
   if (c.device == Device::kCuda && c.clipGradNorm > 0)
     return "--clip-grad-norm runs on the host only: use --device cpu or auto with it";
+  if ((c.device == Device::kCuda || c.backend == ExchangeBackend::kNccl) && c.accumulateSteps > 1)
+    return "--accumulate-steps runs on the host only: use --device cpu or auto with it";
   if (c.compression == engine::Compression::kNone) return std::nullopt;
   const std::string compression(engine::name(c.compression));
   if (c.backend == ExchangeBackend::kShm) {
@@ -478,6 +481,9 @@ std::optional<std::string> rangeProblem(const TrainConfig& c) {
   if (!(c.stallTimeoutSeconds >= 0)) return "--stall-timeout must not be negative";
   if (c.batchSize < 1)
     return "--batch-size must be at least 1 (got " + std::to_string(c.batchSize) + ")";
+  if (c.accumulateSteps < 1) {
+    return "--accumulate-steps must be at least 1 (got " + std::to_string(c.accumulateSteps) + ")";
+  }
   if (c.epochs < 1) return "--epochs must be at least 1 (got " + std::to_string(c.epochs) + ")";
   if (c.steps < 0) return "--steps must not be negative";
   if (!(c.learningRate > 0))
@@ -564,6 +570,7 @@ std::vector<std::pair<std::string, std::string>> comparableOptions(const TrainCo
       {"--epochs", std::to_string(c.epochs)},
       {"--steps", std::to_string(c.steps)},
       {"--batch-size", std::to_string(c.batchSize)},
+      {"--accumulate-steps", std::to_string(c.accumulateSteps)},
       {"--seed", std::to_string(c.seed)},
       {"--eval-every", std::to_string(c.evalEvery)},
       {"--eval-samples", std::to_string(c.evalSamples)},
@@ -638,7 +645,9 @@ std::string describe(const TrainConfig& c) {
   const std::string synthetic =
       c.model == ModelKind::kGpt ? "synthetic tokens" : "synthetic " + list(c.syntheticShape);
   out << ", data " << (c.synthetic ? synthetic : c.dataDir);
-  out << ", batch " << c.batchSize << "/rank, epochs " << c.epochs;
+  out << ", batch " << c.batchSize << "/rank";
+  if (c.accumulateSteps > 1) out << " x " << c.accumulateSteps << " accumulated";
+  out << ", epochs " << c.epochs;
   if (c.steps > 0) out << ", steps " << c.steps;
   out << ", " << nameIn(kOptimizerNames, c.optimizer) << " lr " << c.learningRate;
   if (c.optimizer == OptimizerKind::kSgd)

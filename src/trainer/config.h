@@ -100,6 +100,9 @@ struct TrainConfig {
   int epochs = 15;
   std::int64_t steps = 0;  // stop after this many steps in total (0: run all epochs)
   int batchSize = 64;      // per rank
+  // Micro-batches of batchSize whose gradients are summed before one average and one optimiser
+  // step: a step trains on accumulateSteps x batchSize samples per rank.
+  int accumulateSteps = 1;
   std::uint64_t seed = 42;
   std::int64_t evalEvery = 0;  // also evaluate every N steps (0: only at each epoch's end)
   std::int64_t evalSamples = 0;  // evaluate on the first N test samples (0: all of them)

@@ -78,6 +78,9 @@ std::variant<DeviceChoice, std::string> chooseDevice(const TrainConfig& config,
   if (config.clipGradNorm > 0)
     return DeviceChoice{Device::kCpu, hostBackend(config, facts),
                         "--clip-grad-norm runs on the host only"};
+  if (config.accumulateSteps > 1)
+    return DeviceChoice{Device::kCpu, hostBackend(config, facts),
+                        "--accumulate-steps runs on the host only"};
   if (config.backend) {
     return DeviceChoice{
         Device::kCpu, *config.backend,

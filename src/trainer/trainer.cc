@@ -124,7 +124,7 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
       model_(allocateModel(config, modelSpecFor(config, train))),
       sampler_(samplerOptions(config, train.size(), *control_)) {
   stepsPerEpoch_ = sampler_.stepsPerEpoch();
-  plannedSteps_ = config.steps > 0 ? config.steps : config.epochs * stepsPerEpoch_;
+  plannedSteps_ = config.steps > 0 ? config.steps : stepsForBatches(config.epochs * stepsPerEpoch_);
   OptimizerOptions optimizerChoice = optimizerOptions(config);
   optimizerChoice.undecayed = undecayedRanges(config, model_);
   optimizer_ = makeOptimizer(optimizerChoice, model_.parameterCount());
@@ -180,6 +180,9 @@ void Trainer::startGpu() {
   collectives::Communicator* gradients = exchange_->communicator();
   if (gradients == nullptr) {
     throw std::invalid_argument("--device cuda averages GPU buffers with the nccl backend");
+  }
+  if (config_.accumulateSteps > 1) {
+    throw std::invalid_argument("--device cuda: the GPU path has no --accumulate-steps");
   }
   gpu_ = makeGpuReplica(model_, optimizerOptions(config_), config_.tf32, *gradients);
   buffers_ = {gpu_->gradients(), gpu_->averaged()};
@@ -269,11 +272,11 @@ void Trainer::traceSpan(std::string_view name, std::string_view category,
   }
 }
 
-const HostBatch& Trainer::nextBatch(std::int64_t step) {
+const HostBatch& Trainer::nextBatch(std::int64_t step, bool lastOfStep) {
   const std::span<const std::int64_t> indices = sampler_.next();
   HostBatch& host = batches_->take(indices);
-  // The next step's batch is gathered while this one trains (--prefetch); not past the last step.
-  if (step + 1 < plannedSteps_) batches_->prefetch(sampler_.peek());
+  // The next batch is gathered while this one trains (--prefetch); not past the last step.
+  if (step + 1 < plannedSteps_ || !lastOfStep) batches_->prefetch(sampler_.peek());
   if (step == config_.test.nanStep && control_->rank() == 0) {
     host.inputs[0] = std::numeric_limits<float>::quiet_NaN();
   }
@@ -290,10 +293,14 @@ void Trainer::failIfAsked(FailurePoint point, std::int64_t step) const {
   }
 }
 
-models::BatchResult Trainer::computeGradients(const models::Batch<float>& input,
-                                              std::int64_t step) {
+models::BatchResult Trainer::computeGradients(const models::Batch<float>& input, std::int64_t step,
+                                              bool lastOfStep) {
   const models::GradientReadyCallback ready = [&](const models::LayerParameters& layer) {
-    exchange_->segmentReady(segmentOfLayer_[static_cast<std::size_t>(layer.layerIndex)]);
+    // The earlier micro-batches' sum goes into the layer before the exchange may read it.
+    if (accumulator_) accumulator_->layerReady(model_.gradients(), layer.offset, layer.count);
+    if (lastOfStep) {
+      exchange_->segmentReady(segmentOfLayer_[static_cast<std::size_t>(layer.layerIndex)]);
+    }
     failIfAsked(FailurePoint::kBackward, step);
   };
   // On the GPU, forward and backward only enqueue: the loss comes after the step.
@@ -393,15 +400,25 @@ void Trainer::clipAveragedGradients() {
   updateFrom_ = clipped_;
 }
 
-void Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
+std::int64_t Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
   const std::int64_t start = collectives::steadyNowNs();
-  const models::Batch<float> input = batchView(nextBatch(step));
-  const std::int64_t gathered = collectives::steadyNowNs();
-  traceSpan("data", "data", start);
-
-  exchange_->beginStep(buffers_);
-  models::BatchResult result = computeGradients(input, step);
-  const std::int64_t computed = collectives::steadyNowNs();
+  models::BatchResult result;
+  std::int64_t samples = 0;
+  for (int micro = 0; micro < config_.accumulateSteps; ++micro) {
+    const bool last = micro + 1 == config_.accumulateSteps;
+    const std::int64_t begun = collectives::steadyNowNs();
+    const HostBatch& batch = nextBatch(step, last);
+    const models::Batch<float> input = batchView(batch);
+    const std::int64_t gathered = collectives::steadyNowNs();
+    traceSpan("data", "data", begun);
+    const auto size = static_cast<std::int64_t>(batch.samples);
+    samples += size;
+    if (accumulator_) accumulator_->beginMicroBatch(micro, size, last);
+    if (last) exchange_->beginStep(buffers_);
+    result.add(computeGradients(input, step, last));
+    summary.dataSeconds += secondsBetween(begun, gathered);
+    summary.computeSeconds += secondsBetween(gathered, collectives::steadyNowNs());
+  }
   double optimizerSeconds = 0;
   const std::string problem = averageAndUpdate(step, optimizerSeconds);
   if (!problem.empty()) {
@@ -414,8 +431,6 @@ void Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
   if (gpu_) result = gpu_->lastResult();
   const std::int64_t finished = collectives::steadyNowNs();
 
-  summary.dataSeconds += secondsBetween(start, gathered);
-  summary.computeSeconds += secondsBetween(gathered, computed);
   summary.waitSeconds += exchange_->lastWaitSeconds();
   summary.reduceSeconds += exchange_->lastReduceSeconds();
   summary.optimizerSeconds += optimizerSeconds;
@@ -424,6 +439,7 @@ void Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
   windowSamples_ += result.samples;
   windowCorrect_ += result.correct;
   windowPredictions_ += result.predictions;
+  return samples;
 }
 
 models::BatchResult Trainer::evaluate(bool whole) {
@@ -610,7 +626,7 @@ void Trainer::continueAt(const ResumePoint& point) {
     const data::SamplerPosition at = sampler_.position();
     const std::int64_t left =
         config_.epochs * stepsPerEpoch_ - (at.epoch * stepsPerEpoch_ + at.step);
-    plannedSteps_ = firstStep_ + std::max<std::int64_t>(0, left);
+    plannedSteps_ = firstStep_ + stepsForBatches(std::max<std::int64_t>(0, left));
   }
   schedule_.baseLr = point.baseLr;
   schedule_.totalSteps = plannedSteps_;
@@ -658,6 +674,7 @@ void Trainer::reserveBatch(int batchSize) {
   } else {
     model_.reserve(batchSize);
   }
+  if (config_.accumulateSteps > 1) accumulator_.emplace(model_.parameterCount(), batchSize);
 }
 
 void Trainer::logScalars(std::string_view split, std::int64_t step,
@@ -668,19 +685,24 @@ void Trainer::logScalars(std::string_view split, std::int64_t step,
 }
 
 void Trainer::logStart() const {
-  const std::int64_t globalBatch = static_cast<std::int64_t>(config_.batchSize) * control_->size();
+  const int k = config_.accumulateSteps;
+  const std::int64_t globalBatch =
+      static_cast<std::int64_t>(config_.batchSize) * control_->size() * k;
+  const std::string perRank =
+      k > 1 ? fmt::format("{} micro-batches of {} per rank", k, config_.batchSize)
+            : fmt::format("{} per rank", config_.batchSize);
   log(
       fmt::format("training {} ({} parameters) on {} rank(s), backend {}: {} steps of {} samples "
-                  "({} per rank), {} steps per epoch; {} gradient bucket(s) up to {} KiB, "
+                  "({}), {} {} per epoch; {} gradient bucket(s) up to {} KiB, "
                   "overlap {}, compression {}",
                   nameIn(kModelNames, config_.model), model_.parameterCount(), control_->size(),
                   engine::name(gradientBackend(config_)),
                   firstStep_ > 0 ? fmt::format("{} (from {} to {})", plannedSteps_ - firstStep_,
                                                firstStep_ + 1, plannedSteps_)
                                  : std::to_string(plannedSteps_),
-                  globalBatch, config_.batchSize, stepsPerEpoch_, exchange_->buckets().size(),
-                  config_.fusionThresholdBytes >> 10, config_.overlap ? "on" : "off",
-                  engine::name(config_.compression)));
+                  globalBatch, perRank, stepsPerEpoch_, k > 1 ? "micro-batches" : "steps",
+                  exchange_->buckets().size(), config_.fusionThresholdBytes >> 10,
+                  config_.overlap ? "on" : "off", engine::name(config_.compression)));
   if (!deviceLine_.empty()) log(deviceLine_);
   log("data: " + train_.describe() + "; test: " + test_.describe() +
       (batches_->background() ? "; next batch prefetched on a thread of its own" : ""));
@@ -722,8 +744,9 @@ void Trainer::logTrainingWindow(std::int64_t done, std::int64_t epoch, TrainingS
   progress.steps = plannedSteps_;
   progress.firstStep = firstStep_;
   progress.epoch = epoch + 1;
-  progress.epochs =
-      (plannedSteps_ + stepsPerEpoch_ - 1) / std::max<std::int64_t>(1, stepsPerEpoch_);
+  // The epoch under way when the last step starts (its micro-batches may reach into the next).
+  const std::int64_t lastStepStart = (plannedSteps_ - 1) * config_.accumulateSteps;
+  progress.epochs = lastStepStart / std::max<std::int64_t>(1, stepsPerEpoch_) + 1;
   progress.loss = summary.lastTrainingLoss;
   progress.learningRate = lr;
   progress.samplesPerSecond = rate;
@@ -770,6 +793,7 @@ bool Trainer::stopAgreed(std::int64_t done, TrainingSummary& summary) {
 void Trainer::finishSummary(std::int64_t step, std::int64_t samplesTrained, std::int64_t wallStart,
                             TrainingSummary& summary) {
   summary.steps = step - firstStep_;
+  summary.samples = samplesTrained;
   summary.lastStep = step;
   // The slowest rank's time is the job's.
   double slowest = summary.trainingSeconds;
@@ -802,20 +826,20 @@ TrainingSummary Trainer::run() {
     const data::SamplerPosition at = sampler_.position();
     const double before = summary.trainingSeconds;
     const double reducedBefore = summary.reduceSeconds;
-    trainStep(step, summary);
+    const std::int64_t samples = trainStep(step, summary);
     if (config_.test.stepSleepMs > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(config_.test.stepSleepMs));
     }
     windowSeconds_ += summary.trainingSeconds - before;
     windowReduceSeconds_ += summary.reduceSeconds - reducedBefore;
     ++windowSteps_;
-    samplesTrained += sampler_.batchSizeAt(at.step) * control_->size();
+    samplesTrained += samples * control_->size();
 
     const std::int64_t done = ++step;
     if (config_.logEvery > 0 && (done % config_.logEvery == 0 || done == plannedSteps_)) {
       logTrainingWindow(done, at.epoch, summary);
     }
-    const bool epochEnd = sampler_.position().step == 0;
+    const bool epochEnd = sampler_.position().epoch > at.epoch;  // an epoch ended in the step
     const bool periodic = config_.evalEvery > 0 && done % config_.evalEvery == 0;
     if (epochEnd || periodic || done == plannedSteps_) evaluateAndLog(done, summary);
     const bool checkpointDue =
