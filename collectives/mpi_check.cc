@@ -22,6 +22,22 @@ std::string& label() {
   return value;
 }
 
+// MPICH's error strings are an error stack, one line per level: joined with "; " they stay one
+// line of the job's output, with the rank's label in front.
+std::string oneLine(std::string_view text) {
+  while (!text.empty() && text.back() == '\n')
+    text.remove_suffix(1);
+  std::string joined;
+  for (const char c : text) {
+    if (c == '\n') {
+      joined += "; ";
+    } else {
+      joined += c;
+    }
+  }
+  return joined;
+}
+
 }  // namespace
 
 const std::string& processLabel() {
@@ -73,8 +89,8 @@ void checkMpi(int rc, const char* call, const char* file, int line) {
   if (MPI_Error_string(rc, error, &length) != MPI_SUCCESS) {
     std::snprintf(error, sizeof(error), "MPI error code %d", rc);
   }
-  abortJob(std::string(name) + " failed: " + error + " (" + file + ":" + std::to_string(line) +
-           ")");
+  abortJob(std::string(name) + " failed: " + oneLine(error) + " (" + file + ":" +
+           std::to_string(line) + ")");
 }
 
 }  // namespace ringtrain::collectives
