@@ -82,7 +82,8 @@ int chooseNodeDevice(MPI_Comm node, std::string_view backend) {
              std::to_string(std::max(localRank, other)) + " would share GPU " + busId + " (" +
              std::to_string(localSize) + " ranks on this node, " + std::to_string(devices) +
              " GPU(s) visible to this rank); NCCL does not allow two ranks on one GPU: start "
-             "at most one rank per GPU (mpirun -npernode N) or check CUDA_VISIBLE_DEVICES");
+             "at most one rank per GPU (Open MPI's mpirun -npernode N, MPICH's mpiexec -ppn N) "
+             "or check CUDA_VISIBLE_DEVICES");
   }
   return device;
 }

@@ -23,8 +23,9 @@ std::string whyNotGpus(const DeviceFacts& facts) {
   if (facts.localRanks > facts.visibleGpus) {
     return fmt::format(
         "{} ranks on this node but {} GPU(s) visible, and each rank needs its own (start at most "
-        "{} per node: mpirun -npernode {})",
-        facts.localRanks, facts.visibleGpus, facts.visibleGpus, facts.visibleGpus);
+        "{} per node: Open MPI's mpirun -npernode {}, MPICH's mpiexec -ppn {})",
+        facts.localRanks, facts.visibleGpus, facts.visibleGpus, facts.visibleGpus,
+        facts.visibleGpus);
   }
   if (!facts.everyNodeFits) return "another node has fewer GPUs than ranks";
   return "";

@@ -134,6 +134,7 @@ TEST(DeviceChoice, AnExplicitDeviceIsTakenOrRefused) {
             0u);
   EXPECT_EQ(refusal(options("cuda"), gpus(1, 0)).rfind("--device cuda: no GPU visible", 0), 0u);
   EXPECT_NE(refusal(options("cuda"), gpus(3, 2)).find("mpirun -npernode 2"), std::string::npos);
+  EXPECT_NE(refusal(options("cuda"), gpus(3, 2)).find("mpiexec -ppn 2"), std::string::npos);
   EXPECT_EQ(refusal(options("auto", "nccl"), gpus(1, 0)).rfind("--backend nccl", 0), 0u);
 }
 
