@@ -3,7 +3,7 @@
 # address, host name and network link, joined by a bridge (the "switch"), and a launcher host
 # from which COMMAND runs. Inside COMMAND a plain `mpirun -np N PROGRAM` spans the hosts over real
 # TCP, the way it spans the workers of a Kubeflow MPIJob: the same OMPI_MCA_* variables the MPI
-# operator sets on its launcher (a default hostfile, an rsh agent) are set here.
+# operator sets on its launcher (a default hostfile, an rsh agent) are set here. Open MPI only.
 #
 #   scripts/mpirun/netns_cluster.sh [options] [--] COMMAND [ARG...]
 #   scripts/mpirun/netns_cluster.sh --hosts 2 --slots 2 -- \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Open MPI's "ssh" for the namespace cluster of netns_cluster.sh (OMPI_MCA_plm_rsh_agent):
+# Open MPI only: its "ssh" for the namespace cluster of netns_cluster.sh (OMPI_MCA_plm_rsh_agent):
 #   netns_rsh.sh HOST COMMAND...
 # enters HOST's network namespace with its own host name (a UTS namespace) and runs COMMAND the
 # way sshd would: the words joined into one line for `sh -c`, in a clean environment (PATH, HOME,

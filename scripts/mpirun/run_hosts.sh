@@ -3,7 +3,8 @@
 # hostfile, chooses the rank count, placement and binding, restricts MPI (and NCCL) to one network,
 # and forwards the environment the ranks need, then runs mpirun. The program must be at the same
 # path on every host (a shared file system, or the same image); ssh must reach every host without
-# a password, as mpirun's default launcher needs.
+# a password, as mpirun's default launcher needs. Open MPI only (--map-by, --bind-to, -x, OMPI_MCA_*);
+# with an MPICH-derived MPI run its mpiexec by hand (docs/cluster.md, MPICH and other MPIs).
 #
 #   scripts/mpirun/run_hosts.sh [options] [--] [PROGRAM ARG...]
 #   scripts/mpirun/run_hosts.sh --hosts gpu01:4,gpu02:4 --iface ib0 -- \

@@ -45,7 +45,8 @@
 #                 never around the whole sweep, so builds and tests sharing the machine neither
 #                 disturb the measurements nor wait long
 #   --fresh       delete RAW first
-# Needs root (network namespaces), Open MPI, python3 and, for the plots, gnuplot.
+# Open MPI only (its TCP settings are part of the sweep). Needs root (network namespaces),
+# python3 and, for the plots, gnuplot.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"

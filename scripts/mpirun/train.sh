@@ -6,7 +6,8 @@
 #   scripts/mpirun/train.sh --model cnn --epochs 5
 #   scripts/mpirun/train.sh --synthetic --steps 500   (no data needed)
 # RINGTRAIN_RANKS (default 2), RINGTRAIN_DATA (default data/mnist) and RINGTRAIN_BUILD_DIR
-# (default build/) change the obvious; MPIRUN_ARGS adds mpirun options.
+# (default build/) change the obvious; MPIRUN_ARGS adds mpirun options. Runs the default mpirun,
+# Open MPI's on Debian (--oversubscribe beyond nproc ranks is its flag).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # shellcheck source=../lib/common.sh

@@ -9,7 +9,7 @@
 # RINGTRAIN_RANKS (default 2), RINGTRAIN_BUILD_DIR (build/), RINGTRAIN_GPT_DATA (data/fortunes),
 # RINGTRAIN_GPT_CHECKPOINTS (checkpoints/gpt-mini), RINGTRAIN_GPT_SAMPLE (prepare only the first N
 # fortunes: a quick run), RINGTRAIN_GPT_PROMPT and RINGTRAIN_GPT_TEXTS (3) change the obvious;
-# MPIRUN_ARGS adds mpirun options.
+# MPIRUN_ARGS adds mpirun options. Runs the default mpirun, Open MPI's on Debian (as train.sh).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # shellcheck source=../lib/common.sh
