@@ -12,6 +12,8 @@
 #   scripts/test.sh --fuzz-only        only the fuzz step (with --fuzz-seconds: a longer run)
 #   scripts/test.sh --sanitize         build into build-sanitize/ with AddressSanitizer and
 #                                      UndefinedBehaviorSanitizer and run the tests there instead
+#   scripts/test.sh --full             then the heavy checks too (full_checks below: the MPI
+#                                      tests under MPICH, scripts/test_mpich.sh)
 # RINGTRAIN_BUILD_DIR chooses the build folder (default: build/ in the repository);
 # RINGTRAIN_SANITIZE_BUILD_DIR, RINGTRAIN_TSAN_BUILD_DIR and RINGTRAIN_FUZZ_BUILD_DIR those of
 # --sanitize (build-sanitize/), of the ThreadSanitizer step (build-tsan/) and of the fuzzers
@@ -24,11 +26,12 @@ source "$root/scripts/lib/common.sh"
 source "$root/scripts/lib/sanitizers.sh"
 
 usage() {
-  sed -n '2,19s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+  sed -n '2,21s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
   exit 2
 }
 
 sanitize=0
+full=0
 tsan=1
 fuzz=1
 tests=1
@@ -39,6 +42,7 @@ ctest_args=()
 while [ "$#" -gt 0 ]; do
   case "$1" in
     --sanitize) sanitize=1 ;;
+    --full) full=1 ;;
     --no-tsan) tsan=0 ;;
     --no-fuzz) fuzz=0 ;;
     --fuzz-only) tests=0 ;;
@@ -94,4 +98,13 @@ if [ "$tests" -eq 1 ] && [ "$tsan" -eq 1 ]; then
 fi
 if [ "$fuzz" -eq 1 ]; then
   ringtrain_fuzz_storage_readers "${RINGTRAIN_FUZZ_BUILD_DIR:-$root/build-fuzz}" "$fuzz_seconds"
+fi
+
+# --full: the checks too long for every CI run, one script each, run after the steps above.
+full_checks=("$root/scripts/test_mpich.sh")
+if [ "$full" -eq 1 ]; then
+  for check in "${full_checks[@]}"; do
+    ringtrain_say "full check: $check"
+    "$check"
+  done
 fi

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The MPI tests under MPICH (Debian's mpich, ch4 device, Hydra's mpiexec), beside Open MPI: installs
+# mpich and libmpich-dev if missing, configures a build folder of its own against MPICH's compiler
+# wrappers and launcher (the system's default mpicxx/mpirun stay Open MPI's), builds only the
+# programs those tests run, and runs them under mpiexec.mpich. Exits non-zero if anything failed.
+#   scripts/test_mpich.sh           the collectives, engine and trainer MPI tests (1-4 ranks) and
+#                                   their failure tests (a failing call or rank ends the job)
+#   scripts/test_mpich.sh --quick   only the collectives' MPI tests, at 2 and 3 ranks
+#   scripts/test_mpich.sh -E regex  extra arguments go to ctest (the subset is its own -R)
+# RINGTRAIN_MPICH_BUILD_DIR chooses the build folder (default: build-mpich/ in the repository).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=lib/common.sh
+source "$root/scripts/lib/common.sh"
+
+usage() {
+  sed -n '2,10s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+  exit 2
+}
+
+quick=0
+ctest_args=()
+while [ "$#" -gt 0 ]; do
+  case "$1" in
+    --quick) quick=1 ;;
+    -h | --help) usage ;;
+    *) ctest_args+=("$1") ;;
+  esac
+  shift
+done
+
+# What each form builds and runs. The failure tests check that a failing MPI call, a too-low
+# thread level, bad input and a rank failing mid-step end the whole job under Hydra too.
+if [ "$quick" -eq 1 ]; then
+  targets=(collectives_mpi_tests)
+  tests='^collectives_mpi_tests\.np[23]$'
+else
+  targets=(collectives_mpi_tests mpi_failure_probe engine_mpi_tests trainer_mpi_tests ringtrain
+           idx_to_hdf5)
+  tests='^(collectives_mpi_tests|engine_mpi_tests|trainer_mpi_tests)\.np[0-9]$|^mpi_(failed_call|thread_level)|^trainer_(bad_input|engine_failures|failure_matrix|hdf5_data)$'
+fi
+
+ringtrain_install_packages "${RINGTRAIN_PACKAGES[@]}" mpich libmpich-dev
+build_dir="${RINGTRAIN_MPICH_BUILD_DIR:-$root/build-mpich}"
+mkdir -p "$build_dir"
+ringtrain_configure "$build_dir" -DRINGTRAIN_WERROR=ON -DRINGTRAIN_CUDA=OFF \
+  -DMPI_C_COMPILER=/usr/bin/mpicc.mpich -DMPI_CXX_COMPILER=/usr/bin/mpicxx.mpich \
+  -DMPIEXEC_EXECUTABLE=/usr/bin/mpiexec.mpich
+if ! grep -q '^MPI_CXX_HEADER_DIR:PATH=.*/mpich$' "$build_dir/CMakeCache.txt"; then
+  ringtrain_say "error: $build_dir did not pick up MPICH's headers (see $build_dir.configure.log)"
+  exit 1
+fi
+cmake --build "$build_dir" -j "$(nproc)" --target "${targets[@]}"
+if [ "$quick" -eq 0 ]; then
+  RINGTRAIN_BUILD_DIR="$build_dir" "$root/data/fetch_mnist.sh" "$root/data/mnist" ||
+    ringtrain_say "MNIST is not available: the MNIST accuracy and HDF5 tests will be skipped"
+fi
+ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" -R "$tests" "${ctest_args[@]}"
