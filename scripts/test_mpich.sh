@@ -4,7 +4,8 @@
 # wrappers and launcher (the system's default mpicxx/mpirun stay Open MPI's), builds only the
 # programs those tests run, and runs them under mpiexec.mpich. Exits non-zero if anything failed.
 #   scripts/test_mpich.sh           the collectives, engine and trainer MPI tests (1-4 ranks) and
-#                                   their failure tests (a failing call or rank ends the job)
+#                                   their failure tests (a failing call or rank ends the job, bad
+#                                   input and unusable checkpoints are refused on every rank)
 #   scripts/test_mpich.sh --quick   only the collectives' MPI tests, at 2 and 3 ranks
 #   scripts/test_mpich.sh -E regex  extra arguments go to ctest (the subset is its own -R)
 # RINGTRAIN_MPICH_BUILD_DIR chooses the build folder (default: build-mpich/ in the repository).
@@ -37,7 +38,8 @@ if [ "$quick" -eq 1 ]; then
 else
   targets=(collectives_mpi_tests mpi_failure_probe engine_mpi_tests trainer_mpi_tests ringtrain
            idx_to_hdf5)
-  tests='^(collectives_mpi_tests|engine_mpi_tests|trainer_mpi_tests)\.np[0-9]$|^mpi_(failed_call|thread_level)|^trainer_(bad_input|engine_failures|failure_matrix|hdf5_data)$'
+  tests='^(collectives_mpi_tests|engine_mpi_tests|trainer_mpi_tests)\.np[0-9]$|^mpi_(failed_call|thread_level)'
+  tests+='|^trainer_(bad_input|engine_failures|failure_matrix|hdf5_data)$|^resilience_refuses_'
 fi
 
 ringtrain_install_packages "${RINGTRAIN_PACKAGES[@]}" mpich libmpich-dev

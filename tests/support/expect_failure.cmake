@@ -1,7 +1,9 @@
 # Runs a command that must fail: a non-zero exit status, within TIMEOUT seconds, with output
 # (stdout and stderr together) matching every regular expression in EXPECT (a ;-list), and
-# optionally a minimum number of matches of COUNT_REGEX (e.g. one line per rank).
-#   cmake -DCOMMAND="a@@b@@c" -DEXPECT="re1@@re2" [-DCOUNT_REGEX=re -DMIN_COUNT=n] -DTIMEOUT=60 -P ...
+# optionally a minimum number of matches of COUNT_REGEX (e.g. one line per rank) and an exact
+# EXIT_CODE.
+#   cmake -DCOMMAND="a@@b@@c" -DEXPECT="re1@@re2" [-DCOUNT_REGEX=re -DMIN_COUNT=n] [-DEXIT_CODE=c]
+#         -DTIMEOUT=60 -P ...
 # (lists are joined with "@@" to survive the trip through add_test).
 string(REPLACE "@@" ";" COMMAND "${COMMAND}")
 string(REPLACE "@@" ";" EXPECT "${EXPECT}")
@@ -20,6 +22,9 @@ if(status MATCHES "timeout|Process terminated due to timeout")
 endif()
 if(status EQUAL 0)
   message(FATAL_ERROR "exited with status 0; expected a failure")
+endif()
+if(NOT EXIT_CODE STREQUAL "" AND NOT status EQUAL EXIT_CODE)
+  message(FATAL_ERROR "exited with status ${status}; expected ${EXIT_CODE}")
 endif()
 foreach(re IN LISTS EXPECT)
   if(NOT output MATCHES "${re}")
