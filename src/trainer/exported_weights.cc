@@ -24,6 +24,12 @@ std::vector<float> transposed(std::span<const float> values, std::size_t rows, s
   return out;
 }
 
+// Whether a tensor of this name and shape is {in, out} in the file and {out, in} in the model.
+template <class Shape>
+bool transposedInFile(std::string_view name, const Shape& shape) {
+  return transposedInWeightsFile(name) && shape.size() == 2;
+}
+
 struct ExportOptions {
   std::filesystem::path checkpoint;
   std::filesystem::path out;
@@ -69,7 +75,7 @@ storage::SafetensorsContent exportedWeights(const storage::CheckpointContent& sa
                       {"ringtrain_config", saved.config}};
   for (const storage::Tensor& parameter : saved.parameters) {
     storage::Tensor& t = content.tensors.emplace_back(parameter);
-    if (transposedInWeightsFile(t.name) && t.shape.size() == 2) {
+    if (transposedInFile(t.name, t.shape)) {
       t.values = transposed(t.values, static_cast<std::size_t>(t.shape[0]),
                             static_cast<std::size_t>(t.shape[1]));
       std::swap(t.shape[0], t.shape[1]);
@@ -84,12 +90,11 @@ void loadWeightsFile(const std::filesystem::path& file, models::Model<float>& mo
   std::vector<models::ParameterEntry> asInFile(model.parameterTable().begin(),
                                                model.parameterTable().end());
   for (models::ParameterEntry& entry : asInFile)
-    if (transposedInWeightsFile(entry.name) && entry.shape.size() == 2)
-      std::swap(entry.shape[0], entry.shape[1]);
+    if (transposedInFile(entry.name, entry.shape)) std::swap(entry.shape[0], entry.shape[1]);
   storage::copyTensorsToFlat(content.tensors, std::span<const models::ParameterEntry>(asInFile),
                              model.parameters(), file);
   for (const models::ParameterEntry& entry : asInFile) {
-    if (!transposedInWeightsFile(entry.name) || entry.shape.size() != 2) continue;
+    if (!transposedInFile(entry.name, entry.shape)) continue;
     const std::span<float> values = model.parameters().subspan(entry.offset, entry.count);
     const std::vector<float> back = transposed(values, static_cast<std::size_t>(entry.shape[0]),
                                                static_cast<std::size_t>(entry.shape[1]));

@@ -78,6 +78,20 @@ for model in gpt mlp; do
 done
 grep -q "initial weights from $work/gpt.st" "$work/gpt-init-train.out" &&
   ok "rank 0 says where the weights come from" || bad "no 'initial weights from' line"
+# With --resume auto the file starts a run whose folder has no checkpoint yet; once it has one,
+# the run continues from it and the file is not read (a damaged one does not matter then).
+head -c 100 "$work/gpt.st" >"$work/damaged.st"
+run "auto-first-start" train "${gpt[@]}" --steps 1 --resume auto --checkpoint-dir "$work/auto" \
+  --init-from "$work/gpt.st"
+run "auto-continues" train "${gpt[@]}" --steps 2 --resume auto --checkpoint-dir "$work/auto" \
+  --init-from "$work/damaged.st"
+if grep -q "initial weights from" "$work/auto-first-start.out" &&
+  grep -q "resuming from $work/auto/ckpt-00000001.h5" "$work/auto-continues.out" &&
+  ! grep -q "initial weights from" "$work/auto-continues.out"; then
+  ok "--resume auto: --init-from at the first start only"
+else
+  bad "--resume auto with --init-from: $(grep -h "initial weights\|resuming" "$work"/auto-*.out)"
+fi
 
 # ---- The GPT file in a PyTorch GPT-2 (Hugging Face's layout) gives ringtrain's loss ------------
 # Every window of this corpus is the same 9 tokens, so the loss ringtrain logs at step 1 (before
