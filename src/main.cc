@@ -34,6 +34,7 @@
 #include "src/trainer/config.h"
 #include "src/trainer/consistency_check.h"
 #include "src/trainer/device_choice.h"
+#include "src/trainer/exported_weights.h"
 #include "src/trainer/generation.h"
 #include "src/trainer/model_memory.h"
 #include "src/trainer/run_report.h"
@@ -48,6 +49,8 @@ constexpr const char* kUsage =
     "usage: ringtrain <command> [options]\n"
     "  train      train a model, data-parallel over the MPI ranks (ringtrain train --help)\n"
     "  generate   text from a GPT checkpoint: --checkpoint FILE --prompt TEXT (generate --help)\n"
+    "  export --format safetensors CHECKPOINT OUT\n"
+    "             the checkpoint's weights as a safetensors file other tools read (export --help)\n"
     "  check checkpoint|hdf5-dataset FILE\n"
     "             read FILE as the trainer would, without MPI, and say whether it is good\n"
     "             (hdf5-dataset: every sample is read, every compressed chunk inflated)\n"
@@ -339,6 +342,9 @@ int main(int argc, char** argv) {
   }
   if (std::strcmp(argv[1], "check") == 0) return ringtrain::check(argc, argv);
   if (std::strcmp(argv[1], "generate") == 0) return ringtrain::generateCommand(argc, argv);
+  if (std::strcmp(argv[1], "export") == 0) {
+    return ringtrain::exportCommand(argc, argv, RINGTRAIN_VERSION);
+  }
   if (std::strcmp(argv[1], "train") != 0) {
     std::cerr << "ringtrain: unknown command '" << argv[1] << "'\n" << ringtrain::kUsage;
     return 2;

@@ -177,6 +177,7 @@ po::options_description storageOptions(TrainConfig& c, RawOptions& raw) {
       ("checkpoint-every", po::value(&c.checkpointEvery)->default_value(c.checkpointEvery), "steps between checkpoints (0: at each epoch's end); one more at the end and on SIGTERM")
       ("keep", po::value(&c.keep)->default_value(c.keep), "checkpoints kept, the newest (0: all)")
       ("resume", po::value(&c.resume)->default_value(c.resume), "none | auto (the newest good checkpoint of --checkpoint-dir; none there: start afresh) | a checkpoint file or folder")
+      ("init-from", po::value(&c.initFrom), "start from the weights of this safetensors file (ringtrain export): rank 0 reads it, every rank takes them; with --resume auto only when --checkpoint-dir holds no checkpoint yet")
       ("on-resize", po::value(&raw.onResize)->default_value(raw.onResize), choicesHelp(kOnResizeNames, "resumed on another number of ranks, keep the saved global batch (batch per rank = saved global batch / ranks) or the batch per rank (lr scaled by new/saved global batch)").c_str())
       ("logdir", po::value(&c.logdir), "rank 0 writes TensorBoard event files (train/, test/) and metrics.jsonl here")
       ("sigterm-grace", po::value(&c.sigtermGraceSeconds)->default_value(c.sigtermGraceSeconds), "on SIGTERM the ranks agree on a step, write a final checkpoint and exit within this many seconds (0: SIGTERM kills at once)")
@@ -519,6 +520,11 @@ std::optional<std::string> validateTrainConfig(const TrainConfig& c) {
   if (auto problem = rangeProblem(c)) return problem;
   if (c.resume == "auto" && c.checkpointDir.empty()) {
     return "--resume auto needs --checkpoint-dir, the folder to look for checkpoints in";
+  }
+  if (!c.initFrom.empty() && c.resume != "none" && c.resume != "auto") {
+    return "--init-from starts a new run and --resume " + c.resume +
+           " continues a saved one: give one of them (--resume auto takes --init-from when "
+           "--checkpoint-dir has no checkpoint yet)";
   }
   if (!c.synthetic && c.model != ModelKind::kLinreg) {
     std::error_code error;

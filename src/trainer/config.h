@@ -144,6 +144,7 @@ struct TrainConfig {
   std::int64_t checkpointEvery = 0;  // steps between checkpoints (0: at each epoch's end)
   int keep = 3;                      // checkpoints kept in checkpointDir (0: all)
   std::string resume = "none";       // none | auto (the newest good one in checkpointDir) | PATH
+  std::string initFrom;              // safetensors weights to start a fresh run from ("" : none)
   OnResize onResize = OnResize::kKeepGlobalBatch;
   std::string logdir;               // TensorBoard event files and metrics.jsonl ("" : none)
   double sigtermGraceSeconds = 25;  // SIGTERM: stop, final checkpoint, exit within this (0: die)

@@ -22,6 +22,7 @@
 #include "src/common/log.h"
 #include "src/storage/checkpoint.h"
 #include "src/trainer/device_choice.h"
+#include "src/trainer/exported_weights.h"
 #include "src/trainer/model_memory.h"
 #include "src/trainer/run_report.h"
 #include "src/trainer/stop_agreement.h"
@@ -483,7 +484,7 @@ namespace {
 
 // A resume decision crosses the ranks as int64 words: what it is, the ResumePoint's numbers,
 // and for a refusal its text, packed into words.
-enum ResumeKind : std::int64_t { kFreshStart = 0, kResumed = 1, kRefused = 2 };
+enum ResumeKind : std::int64_t { kFreshStart = 0, kResumed = 1, kRefused = 2, kInitialised = 3 };
 
 void broadcastText(collectives::Communicator& comm, std::string& text) {
   std::int64_t length = static_cast<std::int64_t>(text.size());
@@ -513,12 +514,17 @@ void Trainer::resume() {
   std::string refusal;
   if (control_->rank() == 0) {
     std::optional<ResumePoint> point;
+    bool initialised = false;
     try {
       point = resumePointOnRoot();
+      initialised = !point && initialiseFromFileOnRoot();
     } catch (const std::exception& e) {
       refusal = e.what();
     }
-    words[0] = !refusal.empty() ? kRefused : point ? kResumed : kFreshStart;
+    words[0] = !refusal.empty() ? kRefused
+               : point          ? kResumed
+               : initialised    ? kInitialised
+                                : kFreshStart;
     if (point) {
       words = {kResumed,
                point->step,
@@ -535,8 +541,13 @@ void Trainer::resume() {
     throw ResumeRefused(refusal);
   }
   if (words[0] == kFreshStart) return;
-  // Rank 0 has restored its model and optimiser from the file; the others take them from it.
+  // Rank 0 has restored its model (and, resuming, its optimiser) from the file; the others take
+  // them from it.
   control_->broadcast(model_.parameters(), 0);
+  if (words[0] == kInitialised) {
+    if (gpu_) gpu_->upload(model_, *optimizer_);
+    return;
+  }
   for (const std::span<float> state : optimizer_->state())
     control_->broadcast(state, 0);
   ResumePoint point;
@@ -607,6 +618,14 @@ std::optional<ResumePoint> Trainer::resumePointOnRoot() {
     log(note);
   if (environment_.trainingLog) environment_.trainingLog->markResumed(point->step);
   return point;
+}
+
+bool Trainer::initialiseFromFileOnRoot() {
+  if (config_.initFrom.empty()) return false;
+  loadWeightsFile(config_.initFrom, model_);
+  log("initial weights from " + config_.initFrom + " (" +
+      std::to_string(model_.parameterTable().size()) + " tensors)");
+  return true;
 }
 
 void Trainer::continueAt(const ResumePoint& point) {
