@@ -30,8 +30,8 @@ Communicator::Entered::Entered(Communicator& comm, CollectiveKind kind, std::siz
     : comm_(comm) {
   const std::uint64_t number = comm.sequence_.load(std::memory_order_relaxed) + 1;
   if (comm.rank_ == comm.options_.test.stallRank && number == comm.options_.test.stallCollective) {
-    printLine("test fault: not taking part in collective #" + std::to_string(number) +
-              "; waiting for ever instead");
+    logLine(LogLevel::kWarn, "test fault: not taking part in collective #" +
+                                 std::to_string(number) + "; waiting for ever instead");
     for (;;)
       ::sleep(1);
   }

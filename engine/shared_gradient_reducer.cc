@@ -152,8 +152,9 @@ void SharedGradientReducer::beginStep(const StepBuffers& buffers) {
   }
   ++step_;
   if (rank_ == options_.test.stallRank && step_ == options_.test.stallCollective) {
-    collectives::printLine("test fault: not taking part in step " + std::to_string(step_) +
-                           " of the shared-memory gradient average; waiting for ever instead");
+    collectives::logLine(collectives::LogLevel::kWarn,
+                         "test fault: not taking part in step " + std::to_string(step_) +
+                             " of the shared-memory gradient average; waiting for ever instead");
     for (;;)
       std::this_thread::sleep_for(std::chrono::seconds(1));
   }
@@ -242,7 +243,7 @@ void SharedGradientReducer::waitFor(Ready ready, Describe waitingFor) {
             << (abort ? "; aborting the job"
                       : "; the job is aborted if it still waits at the timeout");
     if (abort) collectives::abortJob(message.str());
-    collectives::printLine(message.str());
+    collectives::logLine(collectives::LogLevel::kWarn, message.str());
     warned = true;
   }
 }

@@ -14,6 +14,7 @@
 
 #include "engine/exchange_factory.h"
 #include "engine/gradient_reducer.h"
+#include "collectives/log.h"
 #include "collectives/named_values.h"
 #include "models/model_factory.h"
 #include "src/trainer/lr_schedule.h"
@@ -143,6 +144,8 @@ struct TrainConfig {
   std::string resume = "none";       // none | auto (the newest good one in checkpointDir) | PATH
   OnResize onResize = OnResize::kKeepGlobalBatch;
   std::string logdir;               // TensorBoard event files and metrics.jsonl ("" : none)
+  collectives::LogLevel logLevel = collectives::LogLevel::kInfo;
+  std::string logFile;  // each rank's log file, %r the rank, %h the host ("" : the terminal only)
   double sigtermGraceSeconds = 25;  // SIGTERM: stop, final checkpoint, exit within this (0: die)
   int sigtermExitCode = 143;        // the status of a job stopped by SIGTERM
 
