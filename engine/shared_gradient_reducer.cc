@@ -151,12 +151,8 @@ void SharedGradientReducer::beginStep(const StepBuffers& buffers) {
     throw std::logic_error("SharedGradientReducer: a step must run on hostBuffers()");
   }
   ++step_;
-  if (rank_ == options_.test.stallRank && step_ == options_.test.stallCollective) {
-    collectives::logLine(collectives::LogLevel::kWarn,
-                         "test fault: not taking part in step " + std::to_string(step_) +
-                             " of the shared-memory gradient average; waiting for ever instead");
-    for (;;)
-      std::this_thread::sleep_for(std::chrono::seconds(1));
+  if (options_.test.stallsIn(rank_, step_)) {
+    options_.test.stall("step " + std::to_string(step_) + " of the shared-memory gradient average");
   }
   published_ = count_ + 1;
   reduceSeconds_ = 0;

@@ -202,8 +202,9 @@ po::options_description trainOptions(TrainConfig& c, RawOptions& raw) {
 po::options_description hiddenOptions(TrainConfig& c, RawOptions& raw) {
   po::options_description hidden;
   hidden.add_options()("test-stall-rank", po::value(&c.test.stallRank))(
-      "test-stall-collective", po::value(&c.test.stallCollective))("test-nan-step",
-                                                                   po::value(&c.test.nanStep))(
+      "test-stall-collective", po::value(&c.test.stallCollective))(
+      "test-stall-seconds", po::value(&c.test.stallSeconds))("test-nan-step",
+                                                             po::value(&c.test.nanStep))(
       "test-step-sleep-ms", po::value(&c.test.stepSleepMs))("test-fail-at", po::value(&raw.failAt))(
       "test-fail-rank", po::value(&c.test.failRank))("test-fail-step", po::value(&c.test.failStep))(
       "shm-parameters", po::value(&raw.removedShmParameters));

@@ -73,6 +73,7 @@ inline constexpr NamedValue<FailurePoint> kFailurePointNames[] = {
 struct TrainTestHooks {
   int stallRank = -1;  // this rank stops at gradient collective stallCollective (shm: step)
   std::uint64_t stallCollective = 0;
+  int stallSeconds = 0;  // > 0: it takes part after this many seconds (0: never)
   std::int64_t nanStep = -1;  // rank 0 feeds a NaN into this step's batch
   int stepSleepMs = 0;        // every rank sleeps this long per step (slow runs to kill)
   // Rank failRank throws an error at failAt in step failStep (counted from 1), as a damaged

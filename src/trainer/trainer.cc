@@ -167,6 +167,7 @@ void Trainer::buildExchange() {
   options.stallTimeoutSeconds = config_.stallTimeoutSeconds;
   options.test.stallRank = config_.test.stallRank;
   options.test.stallCollective = config_.test.stallCollective;
+  options.test.stallSeconds = config_.test.stallSeconds;
   exchange_ = engine::makeGradientExchange(gradientBackend(config_), environment_.comm,
                                            std::move(segments), options, environment_.timeline);
   if (config_.device == Device::kCuda) return;  // startGpu brings the device buffers
