@@ -109,7 +109,7 @@ std::string expandLogPattern(std::string_view pattern, int rank, std::string_vie
 std::optional<std::string> openLogFile(std::string_view pattern, int rank, int size,
                                        std::string_view host) {
   if (auto problem = logPatternProblem(pattern)) return problem;
-  if (size > 1 && pattern.find("%r") == std::string_view::npos) {
+  if (size > 1 && expandLogPattern(pattern, 0, host) == expandLogPattern(pattern, 1, host)) {
     return "--log-file '" + std::string(pattern) + "' names one file for " + std::to_string(size) +
            " ranks: put %r (the rank) in it, e.g. train-%r.log";
   }

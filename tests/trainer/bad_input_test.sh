@@ -120,6 +120,7 @@ expect "unknown device" "--device 'tpu': expected auto, cpu or cuda" --data "$go
 expect "unknown log level" "--log-level 'verbose': expected error, warn, info or debug" --data "$good" --log-level verbose
 expect "log file pattern with a bad placeholder" "--log-file 'train-%x.log': %x is no placeholder" --data "$good" --log-file "train-%x.log"
 expect "one log file for two ranks" "--log-file '$work/train.log' names one file for 2 ranks: put %r" --data "$good" --log-file "$work/train.log"
+expect "one log file for two ranks (%%r is no rank)" "--log-file '$work/train-%%r.log' names one file for 2 ranks" --data "$good" --log-file "$work/train-%%r.log"
 touch "$work/a-file"
 expect "log folder that cannot be made" "--log-file $work/a-file/train-[01].log: cannot create the folder" --data "$good" --log-file "$work/a-file/train-%r.log"
 mkdir -p "$work/taken-1.log"
