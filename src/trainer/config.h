@@ -176,9 +176,9 @@ std::optional<std::vector<int>> parseIntList(const std::string& text);
 std::string describe(const TrainConfig& config);
 
 // The options every rank must agree on, as (--name, value) pairs; paths that may differ from
-// node to node (--data, --config, --timeline) are left out, and so are the options only rank 0
-// acts on (--checkpoint-*, --keep, --resume, --on-resize, --logdir: rank 0 decides and
-// broadcasts what the others need).
+// node to node (--data, --config, --timeline, --log-file) are left out, and so are --log-level
+// (each rank's own) and the options only rank 0 acts on (--checkpoint-*, --keep, --resume,
+// --on-resize, --logdir: rank 0 decides and broadcasts what the others need).
 std::vector<std::pair<std::string, std::string>> comparableOptions(const TrainConfig& config);
 
 // The configuration as `name = value` lines, the format of a --config file, as a checkpoint
