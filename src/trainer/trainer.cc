@@ -17,9 +17,10 @@
 #include <variant>
 
 #include "collectives/fingerprint.h"
+#include "collectives/log.h"
+#include "collectives/mpi_check.h"
 #include "collectives/steady_clock.h"
 #include "engine/exchange_factory.h"
-#include "src/common/log.h"
 #include "src/storage/checkpoint.h"
 #include "src/trainer/device_choice.h"
 #include "src/trainer/exported_weights.h"
@@ -167,6 +168,7 @@ void Trainer::buildExchange() {
   options.stallTimeoutSeconds = config_.stallTimeoutSeconds;
   options.test.stallRank = config_.test.stallRank;
   options.test.stallCollective = config_.test.stallCollective;
+  options.test.stallSeconds = config_.test.stallSeconds;
   exchange_ = engine::makeGradientExchange(gradientBackend(config_), environment_.comm,
                                            std::move(segments), options, environment_.timeline);
   if (config_.device == Device::kCuda) return;  // startGpu brings the device buffers
@@ -263,7 +265,13 @@ models::Batch<float> Trainer::batchView(const HostBatch& gathered) const {
 }
 
 void Trainer::log(const std::string& line) const {
-  if (log_) logLine(line);
+  if (log_) collectives::logLine(collectives::LogLevel::kInfo, line);
+}
+
+void Trainer::debug(const std::function<std::string()>& line) const {
+  if (environment_.log && collectives::logs(collectives::LogLevel::kDebug)) {
+    collectives::logLine(collectives::LogLevel::kDebug, line());
+  }
 }
 
 void Trainer::traceSpan(std::string_view name, std::string_view category,
@@ -774,6 +782,13 @@ void Trainer::logTrainingWindow(std::int64_t done, std::int64_t epoch, TrainingS
   progress.elapsedSeconds = secondsBetween(runStartNs_, collectives::steadyNowNs());
   log(progressLine(progress));
   const double reduceMs = 1e3 * windowReduceSeconds_ / static_cast<double>(windowSteps_);
+  // This rank's own pace: the slow rank of a job is the one whose steps take longest.
+  debug([&] {
+    return fmt::format("this rank, steps {} to {}: {:.2f} ms per step, of which {:.2f} ms "
+                       "waiting for averaged gradients",
+                       done - windowSteps_ + 1, done,
+                       1e3 * windowSeconds_ / static_cast<double>(windowSteps_), reduceMs);
+  });
   if (isClassification()) {
     logScalars("train", done,
                {{"loss", summary.lastTrainingLoss},

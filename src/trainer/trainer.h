@@ -179,7 +179,9 @@ class Trainer {
   void finishSummary(std::int64_t step, std::int64_t samplesTrained, std::int64_t wallStart,
                      TrainingSummary& summary);
 
-  void log(const std::string& line) const;
+  void log(const std::string& line) const;  // rank 0, info
+  // Every rank, --log-level debug; `line` is made only when it will be shown.
+  void debug(const std::function<std::string()>& line) const;
   bool isClassification() const { return train_.classes() > 0; }
   // A language model's tokens per sample (its context); 0 for other models.
   std::int64_t tokensPerSample() const {
