@@ -57,8 +57,10 @@ publish() {
 # Returns non-zero at the first file a mirror cannot give: an unreachable mirror costs one
 # time-out, not four.
 download_from() {
-  local base="$1" name status sum
+  local base="$1" name status sum k=0
   for name in "${names[@]}"; do
+    k=$((k + 1))
+    ringtrain_say "[$k of ${#names[@]} files] downloading $base$name.gz"
     status=0
     curl -fsSL --connect-timeout 5 --max-time 20 -o "$stage/$name.gz" "$base$name.gz" 2>/dev/null ||
       status=$?

@@ -10,7 +10,7 @@
 # from the same corpus, so that a known library bug neither fails every run nor hides ours.
 # docs/fuzzing.md lists both kinds.
 
-RINGTRAIN_FUZZ_TARGETS=(idx_reader hdf5_dataset checkpoint token_file)
+RINGTRAIN_FUZZ_TARGETS=(idx_reader hdf5_dataset checkpoint token_file safetensors)
 RINGTRAIN_SANITIZE_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 
 # Sanitizer settings for every run under them (fuzzers and scripts/test.sh --sanitize):

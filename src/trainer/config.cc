@@ -86,6 +86,7 @@ struct RawOptions {
   std::string optimizer = "sgd";
   std::string lrSchedule = "cosine";
   std::string onResize = "keep-global-batch";
+  std::string logLevel = "info";
   std::string removedShmParameters;  // --shm-parameters, removed
   std::string failAt = "none";       // --test-fail-at
 };
@@ -177,8 +178,11 @@ po::options_description storageOptions(TrainConfig& c, RawOptions& raw) {
       ("checkpoint-every", po::value(&c.checkpointEvery)->default_value(c.checkpointEvery), "steps between checkpoints (0: at each epoch's end); one more at the end and on SIGTERM")
       ("keep", po::value(&c.keep)->default_value(c.keep), "checkpoints kept, the newest (0: all)")
       ("resume", po::value(&c.resume)->default_value(c.resume), "none | auto (the newest good checkpoint of --checkpoint-dir; none there: start afresh) | a checkpoint file or folder")
+      ("init-from", po::value(&c.initFrom), "start from the weights of this safetensors file (ringtrain export): rank 0 reads it, every rank takes them; with --resume auto only when --checkpoint-dir holds no checkpoint yet")
       ("on-resize", po::value(&raw.onResize)->default_value(raw.onResize), choicesHelp(kOnResizeNames, "resumed on another number of ranks, keep the saved global batch (batch per rank = saved global batch / ranks) or the batch per rank (lr scaled by new/saved global batch)").c_str())
       ("logdir", po::value(&c.logdir), "rank 0 writes TensorBoard event files (train/, test/) and metrics.jsonl here")
+      ("log-level", po::value(&raw.logLevel)->default_value(raw.logLevel), choicesHelp(collectives::kLogLevelNames, "the lines shown: errors only, also warnings, also progress, also every rank's details").c_str())
+      ("log-file", po::value(&c.logFile), "each rank appends its lines, time-stamped, to this file: %r the rank, %h the host, %% a percent sign (e.g. logs/train-%r.log); the terminal then keeps rank 0's lines and every rank's errors")
       ("sigterm-grace", po::value(&c.sigtermGraceSeconds)->default_value(c.sigtermGraceSeconds), "on SIGTERM the ranks agree on a step, write a final checkpoint and exit within this many seconds (0: SIGTERM kills at once)")
       ("sigterm-exit-code", po::value(&c.sigtermExitCode)->default_value(c.sigtermExitCode), "exit status of a run stopped by SIGTERM (143: rerun with --resume auto; 0: report success)");
   // clang-format on
@@ -200,8 +204,9 @@ po::options_description trainOptions(TrainConfig& c, RawOptions& raw) {
 po::options_description hiddenOptions(TrainConfig& c, RawOptions& raw) {
   po::options_description hidden;
   hidden.add_options()("test-stall-rank", po::value(&c.test.stallRank))(
-      "test-stall-collective", po::value(&c.test.stallCollective))("test-nan-step",
-                                                                   po::value(&c.test.nanStep))(
+      "test-stall-collective", po::value(&c.test.stallCollective))(
+      "test-stall-seconds", po::value(&c.test.stallSeconds))("test-nan-step",
+                                                             po::value(&c.test.nanStep))(
       "test-step-sleep-ms", po::value(&c.test.stepSleepMs))("test-fail-at", po::value(&raw.failAt))(
       "test-fail-rank", po::value(&c.test.failRank))("test-fail-step", po::value(&c.test.failStep))(
       "shm-parameters", po::value(&raw.removedShmParameters));
@@ -317,6 +322,7 @@ std::optional<std::string> convertModes(const RawOptions& raw, TrainConfig& c) {
   parse("optimizer", raw.optimizer, kOptimizerNames, c.optimizer);
   parse("lr-schedule", raw.lrSchedule, kLrScheduleNames, c.lrSchedule);
   parse("on-resize", raw.onResize, kOnResizeNames, c.onResize);
+  parse("log-level", raw.logLevel, collectives::kLogLevelNames, c.logLevel);
   parse("test-fail-at", raw.failAt, kFailurePointNames, c.test.failAt);
   if (!error && raw.overlap != "on" && raw.overlap != "off") {
     error = "--overlap '" + raw.overlap + "': expected on or off";
@@ -517,8 +523,16 @@ std::optional<std::string> rangeProblem(const TrainConfig& c) {
 std::optional<std::string> validateTrainConfig(const TrainConfig& c) {
   if (auto problem = deviceAndBackendProblem(c)) return problem;
   if (auto problem = rangeProblem(c)) return problem;
+  if (!c.logFile.empty()) {
+    if (auto problem = collectives::logPatternProblem(c.logFile)) return problem;
+  }
   if (c.resume == "auto" && c.checkpointDir.empty()) {
     return "--resume auto needs --checkpoint-dir, the folder to look for checkpoints in";
+  }
+  if (!c.initFrom.empty() && c.resume != "none" && c.resume != "auto") {
+    return "--init-from starts a new run and --resume " + c.resume +
+           " continues a saved one: give one of them (--resume auto takes --init-from when "
+           "--checkpoint-dir has no checkpoint yet)";
   }
   if (!c.synthetic && c.model != ModelKind::kLinreg) {
     std::error_code error;

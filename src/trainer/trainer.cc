@@ -17,11 +17,13 @@
 #include <variant>
 
 #include "collectives/fingerprint.h"
+#include "collectives/log.h"
+#include "collectives/mpi_check.h"
 #include "collectives/steady_clock.h"
 #include "engine/exchange_factory.h"
-#include "src/common/log.h"
 #include "src/storage/checkpoint.h"
 #include "src/trainer/device_choice.h"
+#include "src/trainer/exported_weights.h"
 #include "src/trainer/model_memory.h"
 #include "src/trainer/run_report.h"
 #include "src/trainer/stop_agreement.h"
@@ -166,6 +168,7 @@ void Trainer::buildExchange() {
   options.stallTimeoutSeconds = config_.stallTimeoutSeconds;
   options.test.stallRank = config_.test.stallRank;
   options.test.stallCollective = config_.test.stallCollective;
+  options.test.stallSeconds = config_.test.stallSeconds;
   exchange_ = engine::makeGradientExchange(gradientBackend(config_), environment_.comm,
                                            std::move(segments), options, environment_.timeline);
   if (config_.device == Device::kCuda) return;  // startGpu brings the device buffers
@@ -262,7 +265,13 @@ models::Batch<float> Trainer::batchView(const HostBatch& gathered) const {
 }
 
 void Trainer::log(const std::string& line) const {
-  if (log_) logLine(line);
+  if (log_) collectives::logLine(collectives::LogLevel::kInfo, line);
+}
+
+void Trainer::debug(const std::function<std::string()>& line) const {
+  if (environment_.log && collectives::logs(collectives::LogLevel::kDebug)) {
+    collectives::logLine(collectives::LogLevel::kDebug, line());
+  }
 }
 
 void Trainer::traceSpan(std::string_view name, std::string_view category,
@@ -483,7 +492,7 @@ namespace {
 
 // A resume decision crosses the ranks as int64 words: what it is, the ResumePoint's numbers,
 // and for a refusal its text, packed into words.
-enum ResumeKind : std::int64_t { kFreshStart = 0, kResumed = 1, kRefused = 2 };
+enum ResumeKind : std::int64_t { kFreshStart = 0, kResumed = 1, kRefused = 2, kInitialised = 3 };
 
 void broadcastText(collectives::Communicator& comm, std::string& text) {
   std::int64_t length = static_cast<std::int64_t>(text.size());
@@ -513,12 +522,17 @@ void Trainer::resume() {
   std::string refusal;
   if (control_->rank() == 0) {
     std::optional<ResumePoint> point;
+    bool initialised = false;
     try {
       point = resumePointOnRoot();
+      initialised = !point && initialiseFromFileOnRoot();
     } catch (const std::exception& e) {
       refusal = e.what();
     }
-    words[0] = !refusal.empty() ? kRefused : point ? kResumed : kFreshStart;
+    words[0] = !refusal.empty() ? kRefused
+               : point          ? kResumed
+               : initialised    ? kInitialised
+                                : kFreshStart;
     if (point) {
       words = {kResumed,
                point->step,
@@ -535,8 +549,13 @@ void Trainer::resume() {
     throw ResumeRefused(refusal);
   }
   if (words[0] == kFreshStart) return;
-  // Rank 0 has restored its model and optimiser from the file; the others take them from it.
+  // Rank 0 has restored its model (and, resuming, its optimiser) from the file; the others take
+  // them from it.
   control_->broadcast(model_.parameters(), 0);
+  if (words[0] == kInitialised) {
+    if (gpu_) gpu_->upload(model_, *optimizer_);
+    return;
+  }
   for (const std::span<float> state : optimizer_->state())
     control_->broadcast(state, 0);
   ResumePoint point;
@@ -607,6 +626,14 @@ std::optional<ResumePoint> Trainer::resumePointOnRoot() {
     log(note);
   if (environment_.trainingLog) environment_.trainingLog->markResumed(point->step);
   return point;
+}
+
+bool Trainer::initialiseFromFileOnRoot() {
+  if (config_.initFrom.empty()) return false;
+  loadWeightsFile(config_.initFrom, model_);
+  log("initial weights from " + config_.initFrom + " (" +
+      std::to_string(model_.parameterTable().size()) + " tensors)");
+  return true;
 }
 
 void Trainer::continueAt(const ResumePoint& point) {
@@ -755,6 +782,13 @@ void Trainer::logTrainingWindow(std::int64_t done, std::int64_t epoch, TrainingS
   progress.elapsedSeconds = secondsBetween(runStartNs_, collectives::steadyNowNs());
   log(progressLine(progress));
   const double reduceMs = 1e3 * windowReduceSeconds_ / static_cast<double>(windowSteps_);
+  // This rank's own pace: the slow rank of a job is the one whose steps take longest.
+  debug([&] {
+    return fmt::format("this rank, steps {} to {}: {:.2f} ms per step, of which {:.2f} ms "
+                       "waiting for averaged gradients",
+                       done - windowSteps_ + 1, done,
+                       1e3 * windowSeconds_ / static_cast<double>(windowSteps_), reduceMs);
+  });
   if (isClassification()) {
     logScalars("train", done,
                {{"loss", summary.lastTrainingLoss},

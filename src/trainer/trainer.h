@@ -120,7 +120,8 @@ class Trainer {
   // run (src/trainer/training_checkpoint.h) and broadcasts parameters, optimiser state and
   // position. Throws ResumeRefused on every rank when it cannot; also when --checkpoint-dir
   // holds checkpoints newer than where this run starts (a later --resume auto would take them
-  // for this run's).
+  // for this run's). A fresh start with --init-from takes rank 0's weights from that file
+  // (exported_weights.h) instead, and is refused the same way when the file does not fit.
   void resume();
   TrainingSummary run();
   // On every rank: the test set's loss and accuracy, summed over the ranks. `whole`: every
@@ -178,7 +179,9 @@ class Trainer {
   void finishSummary(std::int64_t step, std::int64_t samplesTrained, std::int64_t wallStart,
                      TrainingSummary& summary);
 
-  void log(const std::string& line) const;
+  void log(const std::string& line) const;  // rank 0, info
+  // Every rank, --log-level debug; `line` is made only when it will be shown.
+  void debug(const std::function<std::string()>& line) const;
   bool isClassification() const { return train_.classes() > 0; }
   // A language model's tokens per sample (its context); 0 for other models.
   std::int64_t tokensPerSample() const {
@@ -191,6 +194,8 @@ class Trainer {
   void saveCheckpoint(std::int64_t step, TrainingSummary& summary);
   // Rank 0's part of resume(): the point to continue from, or nullopt for a fresh start.
   std::optional<ResumePoint> resumePointOnRoot();
+  // Rank 0's part of a fresh start: the weights of --init-from, if given (false: none given).
+  bool initialiseFromFileOnRoot();
   void continueAt(const ResumePoint& point);
   void logScalars(std::string_view split, std::int64_t step,
                   std::initializer_list<storage::Scalar> scalars) const;

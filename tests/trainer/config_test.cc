@@ -190,6 +190,11 @@ TEST_F(ConfigTest, EveryBadValueGetsOneLineNamingTheOption) {
       {{"--stall-timeout", "inf"},
        "--stall-timeout must be a finite number (got inf) (0 means never)"},
       {{"--sigterm-grace", "inf"}, "--sigterm-grace must be a finite number (got inf)"},
+      {{"--log-level", "verbose"}, "--log-level 'verbose': expected error, warn, info or debug"},
+      {{"--log-file", "train-%q.log"},
+       "--log-file 'train-%q.log': %q is no placeholder (%r the rank, %h the host, %% a percent "
+       "sign)"},
+      {{"--log-file", "train-%r.log%"}, "--log-file 'train-%r.log%': % is no placeholder"},
   };
   for (const auto& [words, expected] : cases) {
     std::vector<std::string> args = {"--data", data()};
@@ -199,6 +204,31 @@ TEST_F(ConfigTest, EveryBadValueGetsOneLineNamingTheOption) {
     EXPECT_NE(p.error->find(expected), std::string::npos) << *p.error;
     EXPECT_EQ(p.error->find('\n'), std::string::npos) << "more than one line: " << *p.error;
   }
+}
+
+// --log-level's four levels, info unless told; --log-file's pattern kept as given (each rank
+// expands it when it opens its file).
+TEST_F(ConfigTest, LogLevelAndLogFileAreRead) {
+  const Parsed defaults = parse({"--data", data()});
+  ASSERT_FALSE(defaults.error) << *defaults.error;
+  EXPECT_EQ(defaults.config.logLevel, collectives::LogLevel::kInfo);
+  EXPECT_EQ(defaults.config.logFile, "");
+  const std::pair<const char*, collectives::LogLevel> levels[] = {
+      {"error", collectives::LogLevel::kError},
+      {"warn", collectives::LogLevel::kWarn},
+      {"info", collectives::LogLevel::kInfo},
+      {"debug", collectives::LogLevel::kDebug}};
+  for (const auto& [text, level] : levels) {
+    const Parsed p = parse({"--data", data(), "--log-level", text});
+    ASSERT_FALSE(p.error) << *p.error;
+    EXPECT_EQ(p.config.logLevel, level) << text;
+  }
+  const Parsed file = parse({"--data", data(), "--log-file", "logs/%h-%r-100%%.log"});
+  ASSERT_FALSE(file.error) << *file.error;
+  EXPECT_EQ(file.config.logFile, "logs/%h-%r-100%%.log");
+  EXPECT_EQ(collectives::expandLogPattern(file.config.logFile, 12, "node7"),
+            "logs/node7-12-100%.log");
+  EXPECT_NE(parse({"--help"}).helpText.find("error | warn | info | debug"), std::string::npos);
 }
 
 // --prefetch auto: a thread for the next batch where the rank's own thread would otherwise wait
