@@ -160,6 +160,34 @@ struct TrainConfig {
   std::string configFile;
 };
 
+// How `ringtrain bench` stands in for a layer's computation: sleep (the core stays free, so many
+// ranks can share few cores) or spin (the core is busy, as real computation would keep it).
+enum class StandIn { kSleep, kSpin };
+inline constexpr NamedValue<StandIn> kStandInNames[] = {{StandIn::kSleep, "sleep"},
+                                                        {StandIn::kSpin, "spin"}};
+
+// Everything `ringtrain bench` is told (src/bench/profile_bench.h runs it).
+struct BenchConfig {
+  std::string profile = "resnet50";  // a profile's name (bench/profiles/NAME.txt) or a file
+  double computeMs = 100;            // one step's forward and backward, per rank
+  StandIn standIn = StandIn::kSleep;
+  std::int64_t warmupSteps = 5;  // not timed
+  int chunks = 5;                // timed chunks, for the spread of the throughput
+  std::int64_t stepsPerChunk = 10;
+  int batchSize = 0;         // samples per rank per step, for samples/s (0: none reported)
+  double linkGbit = 0;       // the link's rate for the analytic bound (0: unshaped)
+  double linkLatencyUs = 0;  // one message's latency on the link, for the bound
+  std::string json;          // rank 0 writes the results here as JSON ("" : none)
+  // The gradient engine's settings as `ringtrain train` takes them (--backend, --overlap,
+  // --fusion-threshold, --compression, --stall-timeout); the other fields keep their defaults
+  // but for device, always cpu.
+  TrainConfig engine;
+};
+
+// Parses argv (without the "bench" word) like parseTrainConfig, from the command line only.
+std::optional<std::string> parseBenchConfig(int argc, const char* const* argv, BenchConfig& config,
+                                            bool& help, std::string& helpText);
+
 // Parses argv (without the "train" word), the environment and --config. Returns the error of the
 // first bad value as one line naming the option, or nullopt. `help` is set (and the help text
 // written to helpText) when --help was given.
@@ -189,6 +217,9 @@ std::vector<std::pair<std::string, std::string>> comparableOptions(const TrainCo
 // stores it: the comparable options, --data and the checkpoint options (not --resume, --config,
 // --timeline, which say how a run was started rather than what it trains).
 std::string configLines(const TrainConfig& config);
+
+// The gradient exchange's settings (and test hooks) of a configuration.
+engine::ExchangeOptions exchangeOptions(const TrainConfig& config);
 
 // "8M" -> 8388608; "64K", "1G", plain bytes.
 std::optional<std::size_t> parseByteSize(const std::string& text);

@@ -161,16 +161,9 @@ void Trainer::buildExchange() {
     segmentOfLayer_[static_cast<std::size_t>(layer.layerIndex)] = static_cast<int>(segments.size());
     segments.push_back({layer.name, layer.offset, layer.count});
   }
-  engine::ExchangeOptions options;
-  options.fusionThresholdBytes = config_.fusionThresholdBytes;
-  options.overlap = config_.overlap;
-  options.compression = config_.compression;
-  options.stallTimeoutSeconds = config_.stallTimeoutSeconds;
-  options.test.stallRank = config_.test.stallRank;
-  options.test.stallCollective = config_.test.stallCollective;
-  options.test.stallSeconds = config_.test.stallSeconds;
-  exchange_ = engine::makeGradientExchange(gradientBackend(config_), environment_.comm,
-                                           std::move(segments), options, environment_.timeline);
+  exchange_ =
+      engine::makeGradientExchange(gradientBackend(config_), environment_.comm, std::move(segments),
+                                   exchangeOptions(config_), environment_.timeline);
   if (config_.device == Device::kCuda) return;  // startGpu brings the device buffers
   buffers_ = exchange_->hostBuffers(model_.gradients());
   // An exchange that reads the gradients where backward writes them keeps them itself.
