@@ -13,6 +13,7 @@
 #include <variant>
 
 #include "collectives/mpi_check.h"
+#include "collectives/stall_watchdog.h"
 #include "engine/exchange_factory.h"
 #include "src/common/physical_memory.h"
 #include "src/common/startup_errors.h"
@@ -90,6 +91,13 @@ std::optional<BenchConfig> settledConfig(int argc, char** argv, collectives::Mpi
   if (const std::string* refusal = std::get_if<std::string>(&choice)) error = *refusal;
   exitEverywhereOnError(error);
   config.engine.backend = std::get<DeviceChoice>(choice).backend;
+  // Rank 0 writes --json at the end: a folder that is not there stops the job now, not then.
+  const std::filesystem::path folder = std::filesystem::path(config.json).parent_path();
+  std::error_code ec;
+  if (env.worldRank() == 0 && !config.json.empty() && !folder.empty() &&
+      !std::filesystem::is_directory(folder, ec))
+    error = "--json " + config.json + ": no such folder " + folder.string();
+  exitEverywhereOnError(error);
   return config;
 }
 
@@ -115,6 +123,23 @@ GradientProfile loadProfile(const BenchConfig& config, const std::filesystem::pa
   }
   exitEverywhereOnError(error);
   return profile;
+}
+
+// The exchange of the settled backend, one segment per tensor. Every rank throws alike for a
+// combination the backend cannot do (shm across nodes), which ends the job on every rank.
+std::unique_ptr<engine::GradientExchange> makeExchange(const BenchConfig& config,
+                                                       const GradientProfile& profile,
+                                                       const collectives::MpiEnvironment& env) {
+  std::unique_ptr<engine::GradientExchange> exchange;
+  std::optional<std::string> error;
+  try {
+    exchange = engine::makeGradientExchange(*config.engine.backend, env.world(),
+                                            segmentsOf(profile), exchangeOptions(config.engine));
+  } catch (const std::invalid_argument& e) {
+    error = e.what();
+  }
+  exitEverywhereOnError(error);
+  return exchange;
 }
 
 struct Measurements {
@@ -344,23 +369,23 @@ int benchCommand(int argc, char** argv, collectives::MpiEnvironment& env,
   if (!settled) return 0;  // --help
   const BenchConfig& config = *settled;
   const GradientProfile profile = loadProfile(config, program, env.localSize());
-  if (config.engine.overlap) {
+  const double stallTimeout = config.engine.stallTimeoutSeconds;
+  if (config.engine.overlap || stallTimeout > 0) {
     env.requireThreadLevel(collectives::ThreadLevel::kMultiple,
-                           "--overlap on (the gradient engine's thread)");
+                           "--overlap on or --stall-timeout (the gradient engine's threads)");
   }
-  // Every rank throws alike for a combination the backend cannot do (shm across nodes).
-  std::unique_ptr<engine::GradientExchange> exchange;
-  std::optional<std::string> error;
-  try {
-    exchange = engine::makeGradientExchange(*config.engine.backend, env.world(),
-                                            segmentsOf(profile), exchangeOptions(config.engine));
-  } catch (const std::invalid_argument& e) {
-    error = e.what();
+  // Declared before the exchange, which it watches, so that it outlives it.
+  std::optional<collectives::StallWatchdog> watchdog;
+  std::unique_ptr<engine::GradientExchange> exchange = makeExchange(config, profile, env);
+  collectives::Communicator* gradients = exchange->communicator();
+  if (stallTimeout > 0 && gradients) {
+    watchdog.emplace(env.world(), stallTimeout);
+    watchdog->watch(*gradients, "gradient");
   }
-  exitEverywhereOnError(error);
-  std::vector<float> gradients(static_cast<std::size_t>(profile.parameters()));
-  const Measurements m = measure(config, profile, *exchange, gradients, env.world());
+  std::vector<float> buffer(static_cast<std::size_t>(profile.parameters()));
+  const Measurements m = measure(config, profile, *exchange, buffer, env.world());
   const nlohmann::json results = resultsJson(config, profile, *exchange, m, env.worldSize());
+  if (watchdog) watchdog->unwatch(*gradients);
   exchange.reset();  // joins the communication thread
   report(config, results, env.worldRank());
   return 0;

@@ -598,6 +598,9 @@ std::optional<std::string> validateBenchConfig(const BenchConfig& b) {
     return "--link-latency-us must be a finite number, at least 0";
   if (!std::isfinite(b.engine.stallTimeoutSeconds) || b.engine.stallTimeoutSeconds < 0)
     return "--stall-timeout must be a finite number, at least 0 (0 means never)";
+  if (b.engine.backend == engine::ExchangeBackend::kNccl)
+    return "--backend nccl averages GPU buffers, and ringtrain bench averages host buffers: use "
+           "mpi, ring, hierarchical, shm or auto";
   return deviceAndBackendProblem(b.engine);
 }
 

@@ -100,10 +100,11 @@ sys.exit(1 if bad else 0)
 PY
 done
 
-# Each host backend, with overlap off and 16-bit compression where the backend sends messages.
+# Each host backend, with overlap off and 16-bit compression where the backend sends messages;
+# shm with the spinning stand-in (2 ranks: no more than the cores a CI machine has).
 for backend in mpi ring hierarchical shm; do
   extra=(--compression fp16 --overlap off)
-  [ "$backend" = shm ] && extra=(--overlap off)
+  [ "$backend" = shm ] && extra=(--overlap off --stand-in spin)
   if ranks 2 --profile resnet50 --compute-ms 10 --warmup-steps 0 --chunks 1 --steps-per-chunk 2 \
     --backend "$backend" "${extra[@]}" --json "$work/$backend.json" && exits 2 0 &&
     grep -q "\"backend\": \"$backend\"" "$work/$backend.json"; then
@@ -137,5 +138,8 @@ refused "missing profile file" "profile $work/none.txt: cannot open" --profile "
 refused "negative --compute-ms" "--compute-ms must be a finite number, at least 0" \
   --compute-ms -5
 refused "bad --stand-in" "--stand-in 'nap': expected sleep or spin" --stand-in nap
+refused "--backend nccl" "--backend nccl averages GPU buffers, and ringtrain bench averages host" \
+  --backend nccl
+refused "--json in no folder" "--json $work/none/r.json: no such folder" --json "$work/none/r.json"
 
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
