@@ -155,7 +155,7 @@ Measurements measure(const BenchConfig& config, const GradientProfile& profile,
   const StandInPlan plan = planStandIn(profile, config.computeMs);
   for (std::int64_t i = 0; i < config.warmupSteps; ++i)
     runStep(exchange, buffers, plan, config.standIn);
-  MPI_Barrier(comm);  // the timed chunks start together
+  RINGTRAIN_MPI_CHECK(MPI_Barrier(comm));  // the timed chunks start together
   Measurements m;
   for (int c = 0; c < config.chunks; ++c) {
     const Clock::time_point start = Clock::now();
