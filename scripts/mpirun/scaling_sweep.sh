@@ -237,7 +237,8 @@ part_profiles() {
       for hosts in "${profile_hosts[@]}"; do
         available_mb=$(($(sed -n 's/^MemAvailable: *\([0-9]*\) kB/\1/p' /proc/meminfo) / 1024))
         if [ $((hosts * $(bench_rank_mb "$profile"))) -gt "$available_mb" ]; then
-          say "profile-$profile-${hosts}hosts-$rate skipped: $hosts ranks of $(bench_rank_mb "$profile") MB, $available_mb MB available"
+          [ "$counting" -eq 1 ] ||
+            say "profile-$profile-${hosts}hosts-$rate skipped: $hosts ranks of $(bench_rank_mb "$profile") MB, $available_mb MB available"
           continue
         fi
         bench "profile-$profile-${hosts}hosts-$rate" "$hosts" "$rate" "$profile"
@@ -354,8 +355,7 @@ for part in "${parts[@]}"; do
   elif [ "$part" = profiles ]; then
     for rate in "${profile_rate_list[@]}"; do
       say "part profiles, links $rate: waiting for the lock $lock"
-      flock -x "$lock" "${BASH_SOURCE[0]}" --out "$out" --raw "$raw" --bin "$bin" --profile-rates "$rate" \
-        "${quick_flag[@]}" profiles
+      sweep_child --profile-rates "$rate" profiles
     done
   elif [ "$part" = train ]; then
     for rate in "${rate_list[@]}"; do
