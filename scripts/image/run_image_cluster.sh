@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Runs the ringtrain image (scripts/image/build_image.sh) the way k8s/mpijob.yaml runs it, on one
-# machine and without a container runtime: every "pod" (a launcher and K workers) is the image's
-# root file system, a private writable copy (buildah from + mount), chrooted as mpiuser (uid 1000)
-# in a network namespace of scripts/mpirun/netns_cluster.sh (its own eth0, address and host name).
+# machine: a launcher pod and K worker pods. A pod is a podman container (runtime runc) on a
+# podman network of its own where containers can start here; else (--pods chroot, or when
+# podman, runc or a test container fails) a private writable copy of the image's root file
+# system (buildah from + mount) chrooted as mpiuser in a network namespace of
+# scripts/mpirun/netns_cluster.sh. Either way each pod has its own eth0, address and host name.
 # As the MPI operator sets a job up:
 #   - one SSH key pair, mounted read-only at /home/mpiuser/.ssh in every pod (id_rsa, id_rsa.pub,
 #     authorized_keys), as the operator's Secret is;
 #   - the hostfile /etc/mpi/hostfile on the launcher ("nodeI slots=N"), as its ConfigMap is, and
 #     the OMPI_MCA_* variables the operator sets on the launcher;
-#   - workers run the manifest's command (sshd -De -f /home/mpiuser/.sshd_config, port 2222);
+#   - pods run as mpiuser (uid 1000); workers run the manifest's command (sshd -De -f
+#     /home/mpiuser/.sshd_config, port 2222);
 #   - the launcher runs the manifest's command and arguments (launcher-entrypoint.sh mpirun ...
 #     ringtrain train ...) with its environment, the epochs replaced by --steps;
 #   - a shared folder at /mnt/ringtrain on every pod (the ReadWriteMany volume), owned by uid 1000,
@@ -31,12 +34,13 @@
 #                    data/fetch_mnist.sh to convert onto the volume (run in worker node0)
 #                    Given neither (and no data/mnist), the image's data/fetch_mnist.sh tries
 #                    its download mirrors.
+#   --pods KIND      containers, chroot, or auto (default: containers where they can start)
 #   --work DIR       as build_image.sh's (default $RINGTRAIN_IMAGE_WORK or /var/tmp/ringtrain-image)
 #   --dry-run        print the launcher's command (and any missing tool), change nothing; needs
 #                    only python3-yaml
 #   --check          only check that the tools are here (exit 0, or 77 naming the missing one)
-# Needs root, buildah, iproute2, util-linux, ssh-keygen and python3-yaml. Everything it makes is
-# removed at the end (the image stays).
+# Needs root, buildah, ssh-keygen and python3-yaml, and podman with runc for containers, iproute2
+# and util-linux for chroot pods. Everything it makes is removed at the end (the image stays).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -55,7 +59,8 @@ if [ "${1:-}" = "--inside" ]; then
   exit $?
 fi
 
-image="localhost/ringtrain:cpu" workers=2 slots=1 steps=300 mnist="" tarball="" dry_run=0 check_only=0
+image="localhost/ringtrain:cpu" workers=2 slots=1 steps=300 mnist="" tarball="" pod_mode=auto
+dry_run=0 check_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --image) image="${2:?--image needs a name}"; shift 2 ;;
@@ -64,6 +69,7 @@ while [ $# -gt 0 ]; do
     --steps) steps="${2:?--steps needs a number}"; shift 2 ;;
     --mnist) mnist="${2:?--mnist needs a folder}"; shift 2 ;;
     --mnist-tarball) tarball="${2:?--mnist-tarball needs a file}"; shift 2 ;;
+    --pods) pod_mode="${2:?--pods needs containers, chroot or auto}"; shift 2 ;;
     --work) image_work="${2:?--work needs a folder}"; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
     --check) check_only=1; shift ;;
@@ -74,16 +80,35 @@ done
 for number in workers slots steps; do
   [[ "${!number}" =~ ^[1-9][0-9]*$ ]] || image_die "--$number '${!number}': expected a positive number"
 done
+case "$pod_mode" in auto | containers | chroot) ;; *) image_die "--pods '$pod_mode': expected containers, chroot or auto" ;; esac
 image_storage
+podman=(podman --root "$image_work/storage" --runroot "$image_work/run" --storage-driver "$image_driver"
+  --runtime runc)
+# podman's default rlimits are above what root may set in this VM (it lacks CAP_SYS_RESOURCE);
+# these are within the machine's own.
+podman_limits=(--ulimit "nofile=$(ulimit -Hn):$(ulimit -Hn)" --ulimit nproc=8192:8192)
 python3 -c 'import yaml' 2>/dev/null || { image_say "skipped: python3-yaml is not installed"; exit 77; }
-tools=0
-image_need_tools buildah ip unshare chroot ssh-keygen || tools=$?
-if [ "$tools" -eq 0 ] && ! "$root/scripts/mpirun/netns_cluster.sh" --check 2>/dev/null; then
+
+# containers_start: whether podman starts a container of the image here (the reason on stderr).
+containers_start() {
+  local why
+  image_need_tools podman runc || return
+  why="$("${podman[@]}" run --rm --network none "${podman_limits[@]}" "$image" true 2>&1 >/dev/null)" && return
+  image_say "podman cannot start a container here: $(tail -n 1 <<<"$why")"
+  return 77
+}
+# chroot_pods_work: whether the chroot pods' tools and network namespaces are here.
+chroot_pods_work() {
+  image_need_tools ip unshare chroot || return
+  "$root/scripts/mpirun/netns_cluster.sh" --check 2>/dev/null && return
   image_say "skipped: network namespaces cannot be made here (scripts/mpirun/netns_cluster.sh --check says why)"
-  tools=77
-fi
+  return 77
+}
+tools=0
+image_need_tools buildah ssh-keygen || tools=$?
 if [ "$check_only" -eq 1 ]; then
-  [ "$tools" -ne 0 ] || image_say "buildah, iproute2, util-linux, ssh-keygen and python3-yaml are here, running as root"
+  [ "$tools" -ne 0 ] || chroot_pods_work || image_need_tools podman runc || tools=77
+  [ "$tools" -ne 0 ] || image_say "the tools for $pod_mode pods are here, running as root"
   exit "$tools"
 fi
 
@@ -114,10 +139,22 @@ fi
 [ "$tools" -eq 0 ] || exit "$tools"
 "${image_buildah[@]}" inspect --type image "$image" >/dev/null 2>&1 ||
   image_die "no image $image in $image_work/storage: run scripts/image/build_image.sh first"
+if [ "$pod_mode" != chroot ]; then
+  status=0
+  containers_start || status=$?
+  if [ "$status" -eq 0 ]; then
+    pod_mode=containers
+  elif [ "$pod_mode" = containers ]; then
+    exit "$status"
+  else
+    pod_mode=chroot
+  fi
+fi
+[ "$pod_mode" = containers ] || chroot_pods_work || exit $?
 
 # ---- The pods' files ----------------------------------------------------------------------------
 state="$(mktemp -d "$image_work/cluster.XXXXXX")"
-containers=()
+containers=() network=""
 # shellcheck disable=SC2317  # called by the EXIT trap
 remove_pods() {
   local status=$? container
@@ -125,6 +162,7 @@ remove_pods() {
     "${image_buildah[@]}" umount "$container" >/dev/null 2>&1 || true
     "${image_buildah[@]}" rm "$container" >/dev/null 2>&1 || true
   done
+  [ -z "$network" ] || "${podman[@]}" network rm -f "$network" >/dev/null 2>&1 || true
   rm -rf "$state"
   exit "$status"
 }
@@ -153,9 +191,26 @@ fi
 [ -n "$mnist" ] || fetch_mnist+=(/opt/ringtrain/data/fetch_mnist.sh /mnt/ringtrain/data/mnist)
 chown -R 1000:1000 "$state/shared"
 
-# One writable root file system of the image per pod.
 pods=(launcher)
 for ((i = 0; i < workers; ++i)); do pods+=("node$i"); done
+image_env="$("${image_buildah[@]}" inspect --type image --format '{{range .OCIv1.Config.Env}}{{println .}}{{end}}' "$image")"
+origin="${mnist:-data/fetch_mnist.sh of the image, from ${tarball:-its mirrors}}"
+image_say "$workers workers x $slots slots of $image as $pod_mode pods, $steps steps; MNIST from $origin"
+
+if [ "$pod_mode" = containers ]; then
+  # A network of the job's own; every pod's address fixed, so each /etc/hosts can name them all.
+  network="ringtrain-$$"
+  subnet="10.251.$(($$ % 200 + 20))"
+  "${podman[@]}" network create --subnet "$subnet.0/24" "$network" >/dev/null
+  declare -A address=([launcher]="$subnet.10")
+  for ((i = 0; i < workers; ++i)); do address[node$i]="$subnet.$((i + 20))"; done
+  # shellcheck source=scripts/image/pods.sh
+  source "$root/scripts/image/pods.sh"
+  pods_run
+  exit $?
+fi
+
+# Chroot pods: one writable root file system of the image per pod.
 declare -A rootfs=()
 for pod in "${pods[@]}"; do
   container="$("${image_buildah[@]}" from --pull-never --name "ringtrain-$$-$pod" "$image")"
@@ -166,15 +221,10 @@ for pod in "${pods[@]}"; do
   chown 1000:1000 "${rootfs[$pod]}/home/mpiuser/.ssh"
   touch "${rootfs[$pod]}/etc/hosts"
 done
-image_env="$("${image_buildah[@]}" inspect --type image --format '{{range .OCIv1.Config.Env}}{{println .}}{{end}}' "$image")"
-
 # What the inner part (scripts/image/pods.sh) reads.
 {
-  declare -p state workers slots pods rootfs launcher_command launcher_env fetch_mnist
+  declare -p state workers slots pods rootfs launcher_command launcher_env fetch_mnist pod_mode
   printf 'image_env=%q\n' "$image_env"
 } >"$state/cluster.env"
-
-origin="${mnist:-data/fetch_mnist.sh of the image, from ${tarball:-its mirrors}}"
-image_say "$workers workers x $slots slots of $image, $steps steps; MNIST from $origin"
 "$root/scripts/mpirun/netns_cluster.sh" --hosts "$workers" --slots "$slots" -- \
   "${BASH_SOURCE[0]}" --inside "$state/cluster.env"
