@@ -188,7 +188,7 @@ elif [ -z "$mnist" ] && [ -f "$root/data/mnist/train-images-idx3-ubyte" ]; then
   mnist="$root/data/mnist"
 fi
 [ -z "$mnist" ] || cp -r "$mnist" "$state/shared/data/mnist"
-[ -n "$mnist" ] || fetch_mnist+=(/opt/ringtrain/data/fetch_mnist.sh /mnt/ringtrain/data/mnist)
+[ -n "$mnist" ] || fetch_mnist+=(/opt/ringtrain/share/ringtrain/data/fetch_mnist.sh /mnt/ringtrain/data/mnist)
 chown -R 1000:1000 "$state/shared"
 
 pods=(launcher)

@@ -94,8 +94,7 @@ check "Dockerfile: NVIDIA's key is checked against its fingerprint ($adds downlo
   'gpg --show-keys --with-colons /tmp/cuda.pub' '[ "$fingerprints" = "${CUDA_KEY_FINGERPRINT}" ]'
 [ "$adds" -eq 1 ] || fail "Dockerfile: $adds ADDs of URLs; each needs a check like the key's"
 check "Dockerfile: the data tools and what data/fetch_mnist.sh needs are in the image" "$dockerfile_text" \
-  "/build/bin/mnist_json_to_idx /build/bin/idx_to_hdf5" "cp scripts/lib/common.sh scripts/lib/fetch.sh /opt/ringtrain/scripts/lib/" \
-  "RINGTRAIN_BUILD_DIR=/opt/ringtrain" "procps curl"
+  "cmake --install /build --prefix /opt/ringtrain" "procps curl"
 
 # 4. .dockerignore: what `COPY . .` leaves out.
 ignore="$(cat "$root/.dockerignore" 2>/dev/null)"
