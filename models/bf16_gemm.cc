@@ -1,0 +1,182 @@
+#include "models/bf16_gemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+// The kernels below are the only code built for AVX512-BF16; they run only where
+// bf16ProductsSupported() said yes.
+#define RINGTRAIN_BF16_TARGET __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl")))
+
+namespace ringtrain::models {
+namespace {
+
+using Index = Eigen::Index;
+using Bf16 = std::uint16_t;
+
+// Register blocking: a micro-tile of C is kMr rows (two zmm registers) by kNr columns, 24
+// accumulators. Cache blocking: kKc values of k (even, in pairs for vdpbf16ps), kMc rows of A,
+// kNc columns of B per packed block.
+constexpr Index kMr = 32;
+constexpr Index kNr = 12;
+constexpr Index kKc = 384;
+constexpr Index kMc = 192;
+constexpr Index kNc = 2040;
+
+// Packing buffers, reused from call to call (one set per thread).
+struct Buffers {
+  std::vector<float> staging;
+  std::vector<Bf16> a;
+  std::vector<Bf16> b;
+};
+
+Buffers& buffers() {
+  thread_local Buffers b;
+  return b;
+}
+
+// out[i] = in[i] rounded to bfloat16 (nearest, ties to even), count a multiple of 16.
+RINGTRAIN_BF16_TARGET void toBf16(const float* in, Bf16* out, Index count) {
+  for (Index i = 0; i < count; i += 16) {
+    const __m256bh packed = _mm512_cvtneps_pbh(_mm512_loadu_ps(in + i));
+    std::memcpy(out + i, &packed, sizeof packed);
+  }
+}
+
+// The float32 values of a block in the order the micro-kernel reads them, then rounded into
+// `out`. Panels of `width` lines (rows of A or columns of B); within a panel, for each pair of
+// k, each line's two values side by side. Lines past `lines` and k past `depth` are zero.
+// `at(line, k)` reads the source.
+template <class At>
+void packPanels(Index lines, Index depth, Index width, At at, std::vector<Bf16>& out) {
+  const Index pairs = (depth + 1) / 2;
+  const Index panels = (lines + width - 1) / width;
+  const Index size = (panels * pairs * width * 2 + 15) / 16 * 16;  // whole vectors to convert
+  std::vector<float>& staging = buffers().staging;
+  staging.assign(static_cast<std::size_t>(size), 0.0F);
+  for (Index panel = 0; panel < panels; ++panel) {
+    const Index first = panel * width;
+    const Index count = std::min(width, lines - first);
+    float* base = staging.data() + panel * pairs * width * 2;
+    for (Index k = 0; k < depth; ++k) {
+      float* to = base + (k / 2) * width * 2 + (k % 2);
+      for (Index line = 0; line < count; ++line)
+        to[line * 2] = at(first + line, k);
+    }
+  }
+  out.resize(static_cast<std::size_t>(size));
+  toBf16(staging.data(), out.data(), size);
+}
+
+// c[0:rows, 0:cols] (column-major, leading dimension ldc) = (or +=) the product of one packed
+// panel of A (kMr rows) and one of B (kNr columns) over `pairs` pairs of k.
+RINGTRAIN_BF16_TARGET void microKernel(Index pairs, const Bf16* a, const Bf16* b, float* c,
+                                       Index ldc, Index rows, Index cols, bool accumulate) {
+  __m512 acc[2][kNr];
+  for (Index j = 0; j < kNr; ++j)
+    acc[0][j] = acc[1][j] = _mm512_setzero_ps();
+  for (Index p = 0; p < pairs; ++p) {
+    const __m512bh a0 = (__m512bh)_mm512_loadu_si512(a + p * kMr * 2);
+    const __m512bh a1 = (__m512bh)_mm512_loadu_si512(a + p * kMr * 2 + 32);
+    const Bf16* bp = b + p * kNr * 2;
+    for (Index j = 0; j < kNr; ++j) {
+      std::int32_t pair;
+      std::memcpy(&pair, bp + j * 2, sizeof pair);
+      const __m512bh bj = (__m512bh)_mm512_set1_epi32(pair);
+      acc[0][j] = _mm512_dpbf16_ps(acc[0][j], a0, bj);
+      acc[1][j] = _mm512_dpbf16_ps(acc[1][j], a1, bj);
+    }
+  }
+  const auto mask = [](Index n) {
+    return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1U << n) - 1);
+  };
+  const __mmask16 m0 = mask(rows);
+  const __mmask16 m1 = mask(rows - 16);
+  for (Index j = 0; j < cols; ++j) {
+    float* column = c + j * ldc;
+    __m512 v0 = acc[0][j];
+    __m512 v1 = acc[1][j];
+    if (accumulate) {
+      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, column));
+      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, column + 16));
+    }
+    _mm512_mask_storeu_ps(column, m0, v0);
+    _mm512_mask_storeu_ps(column + 16, m1, v1);
+  }
+}
+
+ConstStrided transposed(const ConstStrided& m) {
+  return {m.data, m.cols, m.rows, m.colStride, m.rowStride};
+}
+
+// c (column-major, leading dimension ldc) = (or +=) a·b, blocked and packed.
+void columnMajorProduct(const ConstStrided& a, const ConstStrided& b, float* c, Index ldc,
+                        bool accumulate) {
+  Buffers& buf = buffers();
+  const Index m = a.rows;
+  const Index n = b.cols;
+  const Index k = a.cols;
+  for (Index jc = 0; jc < n; jc += kNc) {
+    const Index nc = std::min(kNc, n - jc);
+    for (Index pc = 0; pc < k; pc += kKc) {
+      const Index kc = std::min(kKc, k - pc);
+      const Index pairs = (kc + 1) / 2;
+      packPanels(
+          nc, kc, kNr,
+          [&](Index j, Index p) { return b.data[(pc + p) * b.rowStride + (jc + j) * b.colStride]; },
+          buf.b);
+      const bool add = accumulate || pc > 0;
+      for (Index ic = 0; ic < m; ic += kMc) {
+        const Index mc = std::min(kMc, m - ic);
+        packPanels(
+            mc, kc, kMr,
+            [&](Index i, Index p) {
+              return a.data[(ic + i) * a.rowStride + (pc + p) * a.colStride];
+            },
+            buf.a);
+        for (Index jr = 0; jr < nc; jr += kNr) {
+          const Bf16* bPanel = buf.b.data() + (jr / kNr) * pairs * kNr * 2;
+          for (Index ir = 0; ir < mc; ir += kMr) {
+            const Bf16* aPanel = buf.a.data() + (ir / kMr) * pairs * kMr * 2;
+            microKernel(pairs, aPanel, bPanel, c + (ic + ir) + (jc + jr) * ldc, ldc,
+                        std::min(kMr, mc - ir), std::min(kNr, nc - jr), add);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool bf16ProductsSupported() {
+  return __builtin_cpu_supports("avx512bf16");
+}
+
+void bf16Product(const ConstStrided& a, const ConstStrided& b, const MutableStrided& c,
+                 bool accumulate) {
+  if (a.cols != b.rows || c.rows != a.rows || c.cols != b.cols)
+    throw std::invalid_argument("bf16Product: the matrices' shapes do not match");
+  if (c.rows == 0 || c.cols == 0) return;
+  if (a.cols == 0) {
+    if (!accumulate) {
+      for (Index j = 0; j < c.cols; ++j)
+        for (Index i = 0; i < c.rows; ++i)
+          c.data[i * c.rowStride + j * c.colStride] = 0.0F;
+    }
+    return;
+  }
+  if (c.rowStride == 1) {
+    columnMajorProduct(a, b, c.data, c.colStride, accumulate);
+  } else if (c.colStride == 1) {  // row-major c: its transpose is column-major, c' = b'·a'
+    columnMajorProduct(transposed(b), transposed(a), c.data, c.rowStride, accumulate);
+  } else {
+    throw std::invalid_argument("bf16Product: c must be column- or row-major");
+  }
+}
+
+}  // namespace ringtrain::models
