@@ -47,25 +47,42 @@ RINGTRAIN_BF16_TARGET void toBf16(const float* in, Bf16* out, Index count) {
   }
 }
 
-// The float32 values of a block in the order the micro-kernel reads them, then rounded into
-// `out`. Panels of `width` lines (rows of A or columns of B); within a panel, for each pair of
-// k, each line's two values side by side. Lines past `lines` and k past `depth` are zero.
-// `at(line, k)` reads the source.
-template <class At>
-void packPanels(Index lines, Index depth, Index width, At at, std::vector<Bf16>& out) {
-  const Index pairs = (depth + 1) / 2;
-  const Index panels = (lines + width - 1) / width;
+// A block of a float32 matrix to pack: line l (a row of A, a column of B), value k of it at
+// data[l * lineStride + k * depthStride].
+struct Block {
+  const float* data;
+  Index lineStride;
+  Index depthStride;
+  Index lines;
+  Index depth;
+};
+
+// The block's values in the order the micro-kernel reads them, then rounded into `out`. Panels
+// of `width` lines; within a panel, for each pair of k, each line's two values side by side.
+// Lines past the block's and k past its depth are zero. The loops follow the source's unit
+// stride, so that reading it stays sequential.
+void packPanels(const Block& block, Index width, std::vector<Bf16>& out) {
+  const Index pairs = (block.depth + 1) / 2;
+  const Index panels = (block.lines + width - 1) / width;
   const Index size = (panels * pairs * width * 2 + 15) / 16 * 16;  // whole vectors to convert
   std::vector<float>& staging = buffers().staging;
   staging.assign(static_cast<std::size_t>(size), 0.0F);
   for (Index panel = 0; panel < panels; ++panel) {
     const Index first = panel * width;
-    const Index count = std::min(width, lines - first);
-    float* base = staging.data() + panel * pairs * width * 2;
-    for (Index k = 0; k < depth; ++k) {
-      float* to = base + (k / 2) * width * 2 + (k % 2);
+    const Index count = std::min(width, block.lines - first);
+    float* to = staging.data() + panel * pairs * width * 2;
+    const float* from = block.data + first * block.lineStride;
+    const auto at = [&](Index line, Index k) -> float& {
+      return to[(k / 2) * width * 2 + line * 2 + (k % 2)];
+    };
+    if (block.depthStride == 1) {
       for (Index line = 0; line < count; ++line)
-        to[line * 2] = at(first + line, k);
+        for (Index k = 0; k < block.depth; ++k)
+          at(line, k) = from[line * block.lineStride + k];
+    } else {
+      for (Index k = 0; k < block.depth; ++k)
+        for (Index line = 0; line < count; ++line)
+          at(line, k) = from[line * block.lineStride + k * block.depthStride];
     }
   }
   out.resize(static_cast<std::size_t>(size));
@@ -125,19 +142,13 @@ void columnMajorProduct(const ConstStrided& a, const ConstStrided& b, float* c, 
     for (Index pc = 0; pc < k; pc += kKc) {
       const Index kc = std::min(kKc, k - pc);
       const Index pairs = (kc + 1) / 2;
-      packPanels(
-          nc, kc, kNr,
-          [&](Index j, Index p) { return b.data[(pc + p) * b.rowStride + (jc + j) * b.colStride]; },
-          buf.b);
+      packPanels({b.data + pc * b.rowStride + jc * b.colStride, b.colStride, b.rowStride, nc, kc},
+                 kNr, buf.b);
       const bool add = accumulate || pc > 0;
       for (Index ic = 0; ic < m; ic += kMc) {
         const Index mc = std::min(kMc, m - ic);
-        packPanels(
-            mc, kc, kMr,
-            [&](Index i, Index p) {
-              return a.data[(ic + i) * a.rowStride + (pc + p) * a.colStride];
-            },
-            buf.a);
+        packPanels({a.data + ic * a.rowStride + pc * a.colStride, a.rowStride, a.colStride, mc, kc},
+                   kMr, buf.a);
         for (Index jr = 0; jr < nc; jr += kNr) {
           const Bf16* bPanel = buf.b.data() + (jr / kNr) * pairs * kNr * 2;
           for (Index ir = 0; ir < mc; ir += kMr) {
