@@ -30,6 +30,7 @@ constexpr Index kNc = 2040;
 // Packing buffers, reused from call to call (one set per thread).
 struct Buffers {
   std::vector<float> staging;
+  std::vector<Bf16> rounded;
   std::vector<Bf16> a;
   std::vector<Bf16> b;
 };
@@ -57,36 +58,129 @@ struct Block {
   Index depth;
 };
 
-// The block's values in the order the micro-kernel reads them, then rounded into `out`. Panels
-// of `width` lines; within a panel, for each pair of k, each line's two values side by side.
-// Lines past the block's and k past its depth are zero. The loops follow the source's unit
-// stride, so that reading it stays sequential.
+// The lowest n of 16 lanes (none for n <= 0).
+__mmask16 lanes(Index n) {
+  return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1U << n) - 1);
+}
+
+// One panel (lines first .. first+width, those past `count` zero) of a block whose lines are
+// contiguous (lineStride 1): for each pair of k, 16 lines of the two k at once, interleaved.
+RINGTRAIN_BF16_TARGET void packContiguousLines(const Block& block, Index first, Index count,
+                                               Index width, Bf16* to) {
+  alignas(64) static constexpr std::uint16_t kInterleave[32] = {
+      0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+      8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i interleave = _mm512_load_si512(kInterleave);
+  const Index pairs = (block.depth + 1) / 2;
+  for (Index p = 0; p < pairs; ++p) {
+    const float* even = block.data + first + 2 * p * block.depthStride;
+    const bool odd = 2 * p + 1 < block.depth;
+    for (Index l = 0; l < width; l += 16) {
+      const __mmask16 load = lanes(count - l);
+      const __m512 lo = _mm512_maskz_loadu_ps(load, even + l);
+      const __m512 hi =
+          odd ? _mm512_maskz_loadu_ps(load, even + block.depthStride + l) : _mm512_setzero_ps();
+      const __m512i pairsOf =
+          _mm512_permutexvar_epi16(interleave, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+      const Index store = std::min<Index>(16, width - l);  // lines, two values each
+      _mm512_mask_storeu_epi16(to + (p * width + l) * 2,
+                               store >= 16 ? ~__mmask32(0) : (__mmask32(1) << (2 * store)) - 1,
+                               pairsOf);
+    }
+  }
+}
+
+// Transposes the 16 x 16 32-bit values of r (row i in r[i]) in place. The all-lanes maskz_
+// forms are the plain instructions; the unmasked intrinsics of GCC 12 trip -Wuninitialized on
+// their own _mm512_undefined (GCC bug 105593).
+RINGTRAIN_BF16_TARGET void transpose16(__m512i r[16]) {
+  constexpr __mmask16 kAll16 = 0xFFFF;
+  constexpr __mmask8 kAll8 = 0xFF;
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_maskz_unpacklo_epi32(kAll16, r[i], r[i + 1]);
+    t[i + 1] = _mm512_maskz_unpackhi_epi32(kAll16, r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_maskz_unpacklo_epi64(kAll8, t[i], t[i + 2]);
+    r[i + 1] = _mm512_maskz_unpackhi_epi64(kAll8, t[i], t[i + 2]);
+    r[i + 2] = _mm512_maskz_unpacklo_epi64(kAll8, t[i + 1], t[i + 3]);
+    r[i + 3] = _mm512_maskz_unpackhi_epi64(kAll8, t[i + 1], t[i + 3]);
+  }
+  for (int h = 0; h < 16; h += 8) {
+    for (int i = 0; i < 4; ++i) {
+      t[h + i] = _mm512_maskz_shuffle_i32x4(kAll16, r[h + i], r[h + i + 4], 0x88);
+      t[h + i + 4] = _mm512_maskz_shuffle_i32x4(kAll16, r[h + i], r[h + i + 4], 0xdd);
+    }
+  }
+  for (int i = 0; i < 8; ++i) {
+    r[i] = _mm512_maskz_shuffle_i32x4(kAll16, t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_maskz_shuffle_i32x4(kAll16, t[i], t[i + 8], 0xdd);
+  }
+}
+
+// One panel of a block whose values along k are contiguous (depthStride 1): tiles of 16 lines
+// by 16 pairs of k, each line's pairs rounded at once, then transposed into pairs of lines.
+RINGTRAIN_BF16_TARGET void packContiguousDepth(const Block& block, Index first, Index count,
+                                               Index width, Bf16* to) {
+  const Index pairs = (block.depth + 1) / 2;
+  for (Index l0 = 0; l0 < width; l0 += 16) {
+    const __mmask16 store = lanes(width - l0);
+    for (Index p0 = 0; p0 < pairs; p0 += 16) {
+      const Index left = block.depth - 2 * p0;
+      __m512i r[16];
+      for (Index i = 0; i < 16; ++i) {
+        const bool inside = l0 + i < count;
+        const float* from =
+            inside ? block.data + (first + l0 + i) * block.lineStride + 2 * p0 : block.data;
+        const __m512 lo = _mm512_maskz_loadu_ps(inside ? lanes(left) : 0, from);
+        const __m512 hi = _mm512_maskz_loadu_ps(inside ? lanes(left - 16) : 0, from + 16);
+        r[i] = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+      }
+      transpose16(r);
+      for (Index p = 0; p < std::min<Index>(16, pairs - p0); ++p)
+        _mm512_mask_storeu_epi32(to + ((p0 + p) * width + l0) * 2, store, r[p]);
+    }
+  }
+}
+
+// One panel of any other block: staged in float32 in the packed order, then rounded.
+void packAnyStrides(const Block& block, Index first, Index count, Index width, Bf16* to) {
+  const Index pairs = (block.depth + 1) / 2;
+  const Index size = (pairs * width * 2 + 15) / 16 * 16;  // whole vectors to convert
+  std::vector<float>& staging = buffers().staging;
+  staging.assign(static_cast<std::size_t>(size), 0.0F);
+  for (Index k = 0; k < block.depth; ++k)
+    for (Index line = 0; line < count; ++line)
+      staging[(k / 2) * width * 2 + line * 2 + (k % 2)] =
+          block.data[(first + line) * block.lineStride + k * block.depthStride];
+  std::vector<Bf16>& rounded = buffers().rounded;
+  rounded.resize(static_cast<std::size_t>(size));
+  toBf16(staging.data(), rounded.data(), size);
+  std::copy_n(rounded.begin(), pairs * width * 2, to);
+}
+
+// The block's values in the order the micro-kernel reads them, rounded to bfloat16. Panels of
+// `width` lines; within a panel, for each pair of k, each line's two values side by side. Lines
+// past the block's and k past its depth are zero. Reading follows the source's unit stride.
 void packPanels(const Block& block, Index width, std::vector<Bf16>& out) {
   const Index pairs = (block.depth + 1) / 2;
   const Index panels = (block.lines + width - 1) / width;
-  const Index size = (panels * pairs * width * 2 + 15) / 16 * 16;  // whole vectors to convert
-  std::vector<float>& staging = buffers().staging;
-  staging.assign(static_cast<std::size_t>(size), 0.0F);
+  // Only grows: a resize that shrank would zero the elements again on the next growth.
+  const auto size = static_cast<std::size_t>(panels * pairs * width * 2);
+  if (out.size() < size) out.resize(size);
   for (Index panel = 0; panel < panels; ++panel) {
     const Index first = panel * width;
     const Index count = std::min(width, block.lines - first);
-    float* to = staging.data() + panel * pairs * width * 2;
-    const float* from = block.data + first * block.lineStride;
-    const auto at = [&](Index line, Index k) -> float& {
-      return to[(k / 2) * width * 2 + line * 2 + (k % 2)];
-    };
-    if (block.depthStride == 1) {
-      for (Index line = 0; line < count; ++line)
-        for (Index k = 0; k < block.depth; ++k)
-          at(line, k) = from[line * block.lineStride + k];
+    Bf16* to = out.data() + panel * pairs * width * 2;
+    if (block.lineStride == 1) {
+      packContiguousLines(block, first, count, width, to);
+    } else if (block.depthStride == 1) {
+      packContiguousDepth(block, first, count, width, to);
     } else {
-      for (Index k = 0; k < block.depth; ++k)
-        for (Index line = 0; line < count; ++line)
-          at(line, k) = from[line * block.lineStride + k * block.depthStride];
+      packAnyStrides(block, first, count, width, to);
     }
   }
-  out.resize(static_cast<std::size_t>(size));
-  toBf16(staging.data(), out.data(), size);
 }
 
 // c[0:rows, 0:cols] (column-major, leading dimension ldc) = (or +=) the product of one packed
@@ -108,11 +202,8 @@ RINGTRAIN_BF16_TARGET void microKernel(Index pairs, const Bf16* a, const Bf16* b
       acc[1][j] = _mm512_dpbf16_ps(acc[1][j], a1, bj);
     }
   }
-  const auto mask = [](Index n) {
-    return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1U << n) - 1);
-  };
-  const __mmask16 m0 = mask(rows);
-  const __mmask16 m1 = mask(rows - 16);
+  const __mmask16 m0 = lanes(rows);
+  const __mmask16 m1 = lanes(rows - 16);
   for (Index j = 0; j < cols; ++j) {
     float* column = c + j * ldc;
     __m512 v0 = acc[0][j];

@@ -98,6 +98,13 @@ TEST(Bf16Product, EveryStorageOrderBlockAndAccumulation) {
   const RowMajor bT = b.transpose();
   Matrix c4(m, n);
   bf16Product(strided(aRow), strided(bT.transpose()), strided(c4), false);
+  // Neither of a's strides 1: a view of every other value of a larger matrix.
+  const Matrix wide = Matrix::Random(k, 2 * m);
+  const Eigen::Map<const Matrix, 0, Eigen::Stride<Eigen::Dynamic, 2>> everyOther(
+      wide.data(), k, m, Eigen::Stride<Eigen::Dynamic, 2>(2 * k, 2));
+  Matrix c5(m, n);
+  bf16Product(strided(everyOther.transpose()), strided(b), strided(c5), false);
+  EXPECT_LT((c5 - roundedProduct(everyOther.transpose(), b)).cwiseAbs().maxCoeff(), 1e-4f);
   for (const Matrix& got : {c1, Matrix(c2), Matrix(c3 - start), c4})
     EXPECT_LT((got - want).cwiseAbs().maxCoeff(), 1e-4f);
 }
