@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <exception>
+#include <thread>
 
 #include "collectives/hierarchical_communicator.h"
 #include "collectives/mpi_check.h"
@@ -25,15 +27,24 @@ void Communicator::CommDeleter::operator()(MPI_Comm* comm) const {
   delete comm;
 }
 
+void CommunicatorTestHooks::stall(const std::string& what) const {
+  if (stallSeconds > 0) {
+    logLine(LogLevel::kWarn, "test fault: not taking part in " + what + " for " +
+                                 std::to_string(stallSeconds) + " s");
+    std::this_thread::sleep_for(std::chrono::seconds(stallSeconds));
+    return;
+  }
+  logLine(LogLevel::kWarn, "test fault: not taking part in " + what + "; waiting for ever instead");
+  for (;;)
+    ::sleep(1);
+}
+
 Communicator::Entered::Entered(Communicator& comm, CollectiveKind kind, std::size_t count,
                                DataType type)
     : comm_(comm) {
   const std::uint64_t number = comm.sequence_.load(std::memory_order_relaxed) + 1;
-  if (comm.rank_ == comm.options_.test.stallRank && number == comm.options_.test.stallCollective) {
-    printLine("test fault: not taking part in collective #" + std::to_string(number) +
-              "; waiting for ever instead");
-    for (;;)
-      ::sleep(1);
+  if (comm.options_.test.stallsIn(comm.rank_, number)) {
+    comm.options_.test.stall("collective #" + std::to_string(number));
   }
   comm.kind_.store(static_cast<int>(kind), std::memory_order_relaxed);
   comm.count_.store(count, std::memory_order_relaxed);

@@ -40,12 +40,19 @@ struct CommunicatorTestHooks {
   // waits for ever instead, as a rank stuck elsewhere would. The stall watchdog's tests use it.
   int stallRank = -1;
   std::uint64_t stallCollective = 0;
+  int stallSeconds = 0;  // > 0: the rank waits this long, then takes part (a slow rank)
   // Hierarchical and ring backends, tests and benchmarks only: every ranksPerNode consecutive
   // ranks form one "node" instead of the ranks that really share a node (MPI_COMM_TYPE_SHARED),
   // so that one machine can stand in for several nodes (4 ranks as 2 x 2, 3 ranks as 2 + 1; 1
   // makes every ring neighbour a network one). 0: the real nodes. Never set it in production:
   // the slices would cross real node boundaries in the wrong places.
   int ranksPerNode = 0;
+
+  bool stallsIn(int rank, std::uint64_t collective) const {
+    return rank == stallRank && collective == stallCollective;
+  }
+  // Says "test fault: not taking part in <what>" and waits as stallSeconds says.
+  void stall(const std::string& what) const;
 };
 
 // The defaults and how to tune them: docs/collectives.md (allreduce_perf).

@@ -4,9 +4,11 @@
 #include <cstdio>
 #include <cstring>
 
-#if defined(__F16C__)
+#if defined(__x86_64__)
 #include <immintrin.h>
 #endif
+
+#include "base/vector_dispatch.h"
 
 namespace ringtrain::collectives {
 namespace portable {
@@ -66,27 +68,6 @@ float toFloat(Float16 value) {
 Float16 toFloat16(float value) {
   return {static_cast<std::uint16_t>(_cvtss_sh(value, _MM_FROUND_TO_NEAREST_INT))};
 }
-
-void convertToFloat(const Float16* in, float* out, std::size_t count) {
-  std::size_t i = 0;
-  for (; i + 8 <= count; i += 8) {
-    __m128i h;
-    std::memcpy(&h, in + i, sizeof(h));
-    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
-  }
-  for (; i < count; ++i)
-    out[i] = toFloat(in[i]);
-}
-
-void convertFromFloat(const float* in, Float16* out, std::size_t count) {
-  std::size_t i = 0;
-  for (; i + 8 <= count; i += 8) {
-    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);
-    std::memcpy(static_cast<void*>(out + i), &h, sizeof(h));
-  }
-  for (; i < count; ++i)
-    out[i] = toFloat16(in[i]);
-}
 #else
 float toFloat(Float16 value) {
   return portable::float16ToFloat(value.bits);
@@ -94,24 +75,65 @@ float toFloat(Float16 value) {
 Float16 toFloat16(float value) {
   return {portable::floatToFloat16(value)};
 }
+#endif
+
+namespace {
+
+#if defined(__x86_64__)
+// The F16C instructions, 8 values at a time, for CPUs that have them (chosen at run time: the
+// default build targets the x86-64 baseline, which lacks them).
+__attribute__((target("avx,f16c"))) void toFloatF16c(const Float16* in, float* out,
+                                                     std::size_t count) {
+  std::size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    __m128i h;
+    std::memcpy(&h, in + i, sizeof(h));
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
+  }
+  for (; i < count; ++i)
+    out[i] = _cvtsh_ss(in[i].bits);
+}
+
+__attribute__((target("avx,f16c"))) void fromFloatF16c(const float* in, Float16* out,
+                                                       std::size_t count) {
+  std::size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);
+    std::memcpy(static_cast<void*>(out + i), &h, sizeof(h));
+  }
+  for (; i < count; ++i)
+    out[i] = {static_cast<std::uint16_t>(_cvtss_sh(in[i], _MM_FROUND_TO_NEAREST_INT))};
+}
+
+const bool kHasF16c = base::cpuHas(base::CpuFeature::kF16c);
+#else
+constexpr bool kHasF16c = false;
+void toFloatF16c(const Float16*, float*, std::size_t) {}
+void fromFloatF16c(const float*, Float16*, std::size_t) {}
+#endif
+
+}  // namespace
 
 void convertToFloat(const Float16* in, float* out, std::size_t count) {
+  if (kHasF16c) return toFloatF16c(in, out, count);
   for (std::size_t i = 0; i < count; ++i)
     out[i] = toFloat(in[i]);
 }
+
 void convertFromFloat(const float* in, Float16* out, std::size_t count) {
+  if (kHasF16c) return fromFloatF16c(in, out, count);
   for (std::size_t i = 0; i < count; ++i)
     out[i] = toFloat16(in[i]);
 }
-#endif
 
-void convertToFloat(const BFloat16* in, float* out, std::size_t count) {
+RINGTRAIN_VECTOR_CLONES void convertToFloat(const BFloat16* in, float* out, std::size_t count) {
 #pragma omp simd
   for (std::size_t i = 0; i < count; ++i)
     out[i] = toFloat(in[i]);
 }
 
-void convertFromFloat(const float* in, BFloat16* out, std::size_t count) {
+RINGTRAIN_VECTOR_CLONES void convertFromFloat(const float* in, BFloat16* out,
+                                              std::size_t count) {
 #pragma omp simd
   for (std::size_t i = 0; i < count; ++i)
     out[i] = toBFloat16(in[i]);

@@ -11,47 +11,9 @@
 #include <mpi.h>
 
 namespace ringtrain::collectives {
-namespace {
-
-std::string& label() {
-  static std::string value = [] {
-    char host[256] = {};
-    ::gethostname(host, sizeof(host) - 1);
-    return "[rank ?/? " + std::string(host) + "]";
-  }();
-  return value;
-}
-
-}  // namespace
-
-const std::string& processLabel() {
-  return label();
-}
-
-void setProcessLabel(int rank, int size, std::string_view host) {
-  label() =
-      "[rank " + std::to_string(rank) + "/" + std::to_string(size) + " " + std::string(host) + "]";
-}
-
-void printLine(std::string_view message, OutputStream stream) {
-  std::string line = label();
-  line += ' ';
-  line += message;
-  line += '\n';
-  // One write(2) per line: stderr is unbuffered and shared by all ranks on a terminal or pipe.
-  const char* data = line.data();
-  std::size_t left = line.size();
-  while (left > 0) {
-    const int fd = stream == OutputStream::kStandardOutput ? STDOUT_FILENO : STDERR_FILENO;
-    ssize_t written = ::write(fd, data, left);
-    if (written <= 0) break;
-    data += written;
-    left -= static_cast<std::size_t>(written);
-  }
-}
 
 void abortJob(std::string_view message, int exitCode) {
-  printLine(message);
+  logLine(LogLevel::kError, message);
   // mpirun forwards the ranks' output asynchronously but prints its own abort banner at once: a
   // moment's grace lets the cause arrive first instead of under the other ranks' shutdown noise.
   std::this_thread::sleep_for(std::chrono::milliseconds(200));

@@ -10,19 +10,11 @@
 #include <string>
 #include <string_view>
 
+#include "collectives/log.h"
+
 namespace ringtrain::collectives {
 
-// "[rank r/N host]": the prefix of every line this process prints. MpiEnvironment sets it; before
-// that it reads "[rank ?/? host]".
-const std::string& processLabel();
-void setProcessLabel(int rank, int size, std::string_view host);
-
-enum class OutputStream { kStandardOutput, kStandardError };
-// Writes "<label> <message>\n" in one write(2), so lines of different ranks never interleave
-// mid-line; errors (the default) to standard error, progress to standard output.
-void printLine(std::string_view message, OutputStream stream = OutputStream::kStandardError);
-
-// Prints the message with the process label and aborts every rank of the job (MPI_Abort when MPI
+// Logs the message as an error and aborts every rank of the job (MPI_Abort when MPI
 // is initialised, std::exit otherwise).
 [[noreturn]] void abortJob(std::string_view message, int exitCode = 1);
 

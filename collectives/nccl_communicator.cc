@@ -27,9 +27,8 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, const CommunicatorOptions& opt
       agreement_(this->comm(), 0, waitMode()),
       channel_(this->comm(), deviceOfThisRank(this->comm()), kBackend) {
   if (rank() == 0) {
-    printLine(ncclVersionText() + ": " + std::to_string(size()) +
-                  " rank(s), one GPU each (NCCL_DEBUG=INFO shows NCCL's choices)",
-              OutputStream::kStandardOutput);
+    logLine(LogLevel::kInfo, ncclVersionText() + ": " + std::to_string(size()) +
+                                 " rank(s), one GPU each (NCCL_DEBUG=INFO shows NCCL's choices)");
   }
 }
 

@@ -10,6 +10,8 @@
 #include <immintrin.h>
 #endif
 
+#include "base/vector_dispatch.h"
+
 namespace ringtrain::collectives {
 namespace {
 
@@ -59,14 +61,14 @@ struct MaxOp {
 // before writing it, so the loop vectorises safely (hence `omp simd`, which tells the compiler
 // so without the runtime alias checks it would otherwise add).
 template <class Op, class T>
-void combine(const T* a, const T* b, T* out, std::size_t count) {
+RINGTRAIN_VECTOR_CLONES void combine(const T* a, const T* b, T* out, std::size_t count) {
 #pragma omp simd
   for (std::size_t i = 0; i < count; ++i)
     out[i] = Op::apply(a[i], b[i]);
 }
 
 template <class T>
-void divide(T* data, std::size_t count, int divisor) {
+RINGTRAIN_VECTOR_CLONES void divide(T* data, std::size_t count, int divisor) {
   if constexpr (std::is_integral_v<T>) {
     const T d = static_cast<T>(divisor);
     for (std::size_t i = 0; i < count; ++i)

@@ -196,8 +196,8 @@ std::string StallWatchdog::describeWait(std::size_t index, const CollectiveProgr
 
 void StallWatchdog::warn(std::size_t index, const CollectiveProgress& stuck, double waitedSeconds) {
   const std::string wait = describeWait(index, stuck, waitedSeconds);
-  printLine("warning: slow: " + wait + whoIsBehind(index, stuck) +
-            "; the job is aborted if it still waits at the timeout");
+  logLine(LogLevel::kWarn, "warning: slow: " + wait + whoIsBehind(index, stuck) +
+                               "; the job is aborted if it still waits at the timeout");
 }
 
 void StallWatchdog::reportAndAbort(std::size_t index, const CollectiveProgress& stuck,

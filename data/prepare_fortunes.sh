@@ -53,7 +53,7 @@ fail() {
 
 out="$root/data/fortunes"
 sample=""
-build="${RINGTRAIN_BUILD_DIR:-$root/build}"
+build="$(ringtrain_default_build_dir)"
 fortunes_dir="$default_fortunes_dir"
 vocab="$root/data/gpt2"
 while [ "$#" -gt 0 ]; do
@@ -162,14 +162,16 @@ val_count=$((total / 10))
 train_count=$((total - val_count))
 
 # ---- Tokenise, check, publish ---------------------------------------------------------------
+# encode SPLIT K: tokenises SPLIT's text, the K-th of 2; prints what gpt2_tokenize info says.
 encode() {
+  ringtrain_say "[$2 of 2 splits] tokenising the $1 text"
   "$tool" encode --special --vocab "$vocab" --out "$stage/fortunes_$1.bin" "$stage/$1.txt" >/dev/null ||
     fail "gpt2_tokenize could not encode the $1 text"
   "$tool" info --vocab "$vocab" "$stage/fortunes_$1.bin" | sed 's/^[^:]*: //' ||
     fail "gpt2_tokenize info refused fortunes_$1.bin"
 }
-train_info="$(encode train)"
-val_info="$(encode val)"
+train_info="$(encode train 1)"
+val_info="$(encode val 2)"
 ringtrain_say "train: $train_count fortunes, $train_info"
 ringtrain_say "validation: $val_count fortunes, $val_info"
 

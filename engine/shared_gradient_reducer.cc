@@ -151,11 +151,8 @@ void SharedGradientReducer::beginStep(const StepBuffers& buffers) {
     throw std::logic_error("SharedGradientReducer: a step must run on hostBuffers()");
   }
   ++step_;
-  if (rank_ == options_.test.stallRank && step_ == options_.test.stallCollective) {
-    collectives::printLine("test fault: not taking part in step " + std::to_string(step_) +
-                           " of the shared-memory gradient average; waiting for ever instead");
-    for (;;)
-      std::this_thread::sleep_for(std::chrono::seconds(1));
+  if (options_.test.stallsIn(rank_, step_)) {
+    options_.test.stall("step " + std::to_string(step_) + " of the shared-memory gradient average");
   }
   published_ = count_ + 1;
   reduceSeconds_ = 0;
@@ -242,7 +239,7 @@ void SharedGradientReducer::waitFor(Ready ready, Describe waitingFor) {
             << (abort ? "; aborting the job"
                       : "; the job is aborted if it still waits at the timeout");
     if (abort) collectives::abortJob(message.str());
-    collectives::printLine(message.str());
+    collectives::logLine(collectives::LogLevel::kWarn, message.str());
     warned = true;
   }
 }

@@ -5,7 +5,14 @@
 # that names no cause. The wait is bounded: on time-out one line names the first host that is not
 # ready and why, and the launcher exits 1 (the MPIJob's backoffLimit then decides about a retry).
 #
-#   launcher-entrypoint.sh mpirun -np 8 ringtrain train ...
+#   launcher-entrypoint.sh mpirun ringtrain train ...
+#
+# The rank count is written once, by the operator, in the hostfile (Worker replicas x
+# slotsPerWorker slots). When COMMAND is mpirun (or mpiexec) without -np/-n, the entrypoint adds
+# `-np SLOTS`, and sets RINGTRAIN_EXPECT_WORLD_SIZE to the rank count (-np's value where given),
+# so `ringtrain train` refuses to start on any other number of ranks. Environment variables set
+# on the launcher pod do not reach ranks started over SSH: the entrypoint forwards every NCCL_*
+# and RINGTRAIN_* variable (`-x NAME` for Open MPI, `-genvlist` for MPICH-derived mpiexec).
 #
 # Environment (all optional):
 #   RINGTRAIN_HOSTFILE      the hostfile (default /etc/mpi/hostfile, where the MPI operator puts
@@ -25,12 +32,22 @@ die() { say "error: $*"; exit 1; }
 [[ "$wait_seconds" =~ ^[0-9]+$ ]] || die "RINGTRAIN_WAIT_SECONDS '$wait_seconds' is not a number of seconds"
 [ -r "$hostfile" ] || die "cannot read the hostfile $hostfile (is the MPI operator's config volume mounted at /etc/mpi?)"
 
-# Host names, one per line: the first word of each line, without ":slots" or a comment.
+# Host names, one per line: the first word of each line, without ":slots" or a comment; and the
+# slots: "host slots=N" (Open MPI), "host:N" (Intel MPI/MPICH), 1 where a line says neither.
 hosts=()
-while read -r host _; do
+total_slots=0
+while read -r host rest; do
   host="${host%%#*}"
-  host="${host%%:*}"
-  [ -n "$host" ] && hosts+=("$host")
+  [ -n "$host" ] || continue
+  slots=1
+  if [[ "$host" == *:* ]]; then
+    slots="${host#*:}"
+  elif [[ " ${rest%%#*} " =~ [[:space:]]slots=([^[:space:]]*) ]]; then
+    slots="${BASH_REMATCH[1]}"
+  fi
+  [[ "$slots" =~ ^[1-9][0-9]*$ ]] || die "the hostfile $hostfile gives host ${host%%:*} '$slots' slots, not a positive number"
+  hosts+=("${host%%:*}")
+  total_slots=$((total_slots + slots))
 done <"$hostfile"
 [ "${#hosts[@]}" -gt 0 ] || die "the hostfile $hostfile names no host"
 
@@ -62,6 +79,31 @@ for host in "${hosts[@]}"; do
     sleep 1
   done
 done
+
+# mpirun without -np gets the hostfile's slots; the ranks get the expected world size and the
+# pod's NCCL_* and RINGTRAIN_* variables (the entrypoint's own three are the launcher's only).
+if [[ "$(basename "$1")" =~ ^(mpirun|mpiexec)$ ]]; then
+  np=""
+  previous=""
+  for arg in "$@"; do
+    case "$previous" in -np | -n | --np | -c) np="$arg" ;; esac
+    previous="$arg"
+  done
+  mpi=("$1")
+  [ -n "$np" ] || { np="$total_slots" && mpi+=(-np "$np"); }
+  export RINGTRAIN_EXPECT_WORLD_SIZE="${RINGTRAIN_EXPECT_WORLD_SIZE:-$np}"
+  names=()
+  while read -r name; do
+    case "$name" in RINGTRAIN_HOSTFILE | RINGTRAIN_SSH_PORT | RINGTRAIN_WAIT_SECONDS) continue ;; esac
+    names+=("$name")
+  done < <(compgen -e | grep -E '^(NCCL|RINGTRAIN)_')
+  if "$1" --version 2>&1 | grep -qiE 'hydra|mpich|intel'; then
+    mpi+=(-genvlist "$(IFS=,; echo "${names[*]}")")
+  else
+    for name in "${names[@]}"; do mpi+=(-x "$name"); done
+  fi
+  set -- "${mpi[@]}" "${@:2}"
+fi
 say "all ${#hosts[@]} hosts accept SSH ($((SECONDS - start)) s): $*"
 # Kubernetes stops a pod with SIGTERM: forward_sigterm.sh passes it to mpirun and exits with the
 # ranks' status for a SIGTERM stop (143), where mpirun alone would exit 1. It sits beside this

@@ -2,6 +2,7 @@
 //   mpirun -np 2 ringtrain train --data data/mnist
 //   ringtrain train --help
 #include <fmt/format.h>
+#include <unistd.h>  // getpid
 
 #include <algorithm>
 #include <cstdint>
@@ -15,6 +16,7 @@
 
 #include "collectives/communicator.h"
 #include "collectives/environment.h"
+#include "collectives/log.h"
 #include "collectives/mpi_check.h"
 #include "collectives/stall_watchdog.h"
 #include "data/data_error.h"
@@ -25,7 +27,6 @@
 #include "data/synthetic_token_dataset.h"
 #include "models/flush_to_zero.h"
 #include "models/matrix_products.h"
-#include "src/common/log.h"
 #include "src/common/startup_errors.h"
 #include "src/storage/checkpoint.h"
 #include "src/storage/checkpoint_folder_lock.h"
@@ -34,6 +35,7 @@
 #include "src/trainer/config.h"
 #include "src/trainer/consistency_check.h"
 #include "src/trainer/device_choice.h"
+#include "src/trainer/exported_weights.h"
 #include "src/trainer/generation.h"
 #include "src/trainer/model_memory.h"
 #include "src/trainer/run_report.h"
@@ -44,10 +46,16 @@
 namespace ringtrain {
 namespace {
 
+void info(std::string_view line) {
+  collectives::logLine(collectives::LogLevel::kInfo, line);
+}
+
 constexpr const char* kUsage =
     "usage: ringtrain <command> [options]\n"
     "  train      train a model, data-parallel over the MPI ranks (ringtrain train --help)\n"
     "  generate   text from a GPT checkpoint: --checkpoint FILE --prompt TEXT (generate --help)\n"
+    "  export --format safetensors CHECKPOINT OUT\n"
+    "             the checkpoint's weights as a safetensors file other tools read (export --help)\n"
     "  check checkpoint|hdf5-dataset FILE\n"
     "             read FILE as the trainer would, without MPI, and say whether it is good\n"
     "             (hdf5-dataset: every sample is read, every compressed chunk inflated)\n"
@@ -118,6 +126,22 @@ std::optional<TrainConfig> settledConfig(int argc, char** argv, collectives::Mpi
     if (env.worldRank() == 0) std::cout << helpText;
     return std::nullopt;
   }
+  // Before anything else is logged; a file one rank cannot open ends the job on every rank.
+  collectives::setLogLevel(config.logLevel);
+  if (!config.logFile.empty()) {
+    error =
+        collectives::openLogFile(config.logFile, env.worldRank(), env.worldSize(), env.hostName());
+  }
+  exitEverywhereOnError(error);
+  if (!config.logFile.empty()) {  // every rank's file starts with a line
+    info(fmt::format("ringtrain {}, pid {}: --log-level {}, --log-file {}", RINGTRAIN_VERSION,
+                     ::getpid(), nameIn(collectives::kLogLevelNames, config.logLevel),
+                     collectives::expandLogPattern(config.logFile, env.worldRank(),
+                                                   env.hostName())));
+  }
+  collectives::logLine(collectives::LogLevel::kDebug,
+                       fmt::format("node {} of {}, local rank {} of {}, pid {}", env.nodeIndex(),
+                                   env.nodeCount(), env.localRank(), env.localSize(), ::getpid()));
   // A launcher that starts every rank as a job of its own (Open MPI 5 ignores the MPI operator's
   // OMPI_MCA_orte_* settings and runs all ranks on the launcher pod) would train N separate
   // models without a word; --expect-world-size turns that into an error.
@@ -135,16 +159,16 @@ std::optional<TrainConfig> settledConfig(int argc, char** argv, collectives::Mpi
   config.device = device.device;
   config.backend = device.backend;
   if (env.worldRank() == 0) {
-    logLine(fmt::format("ringtrain train: {} rank(s) on {} node(s); {}", env.worldSize(),
-                        env.nodeCount(), describe(config)));
-    logLine(fmt::format("device {} (--device {}{}{})", nameIn(kDeviceNames, device.device),
-                        nameIn(kDeviceNames, asked), device.reason.empty() ? "" : ": ",
-                        device.reason));
+    info(fmt::format("ringtrain train: {} rank(s) on {} node(s); {}", env.worldSize(),
+                     env.nodeCount(), describe(config)));
+    info(fmt::format("device {} (--device {}{}{})", nameIn(kDeviceNames, device.device),
+                     nameIn(kDeviceNames, asked), device.reason.empty() ? "" : ": ",
+                     device.reason));
     if (device.device == Device::kCpu) {
-      logLine("matrix products: " + models::matrixProducts().name +
-              (config.precision == models::Precision::kBfloat16
-                   ? "; bfloat16 inputs, float32 accumulation (AVX512-BF16 kernel)"
-                   : ""));
+      info("matrix products: " + models::matrixProducts().name +
+           (config.precision == models::Precision::kBfloat16
+                ? "; bfloat16 inputs, float32 accumulation (AVX512-BF16 kernel)"
+                : ""));
     }
   }
   return config;
@@ -236,7 +260,8 @@ int trainAndReport(const TrainConfig& config, const Sources& sources, RunService
     summary = trainer->run();
   } catch (const TrainingStopped& stopped) {
     // Every rank stopped at the same step for the same reason; one says so.
-    if (env.worldRank() == 0) collectives::printLine(std::string("error: ") + stopped.what());
+    if (env.worldRank() == 0)
+      collectives::logLine(collectives::LogLevel::kError, std::string("error: ") + stopped.what());
     return 3;
   } catch (const std::exception& e) {
     abortOn(e);
@@ -248,7 +273,7 @@ int trainAndReport(const TrainConfig& config, const Sources& sources, RunService
     facts.tokensPerSample = config.model == ModelKind::kGpt ? config.gpt.context : 0;
     facts.parameters = trainer->model().parameters();
     for (const std::string& line : runReport(summary, config, facts))
-      logLine(line);
+      info(line);
   }
   if (!summary.replicasIdentical) return 1;
   return summary.stoppedBySigterm ? config.sigtermExitCode : 0;
@@ -344,6 +369,9 @@ int main(int argc, char** argv) {
   }
   if (std::strcmp(argv[1], "check") == 0) return ringtrain::check(argc, argv);
   if (std::strcmp(argv[1], "generate") == 0) return ringtrain::generateCommand(argc, argv);
+  if (std::strcmp(argv[1], "export") == 0) {
+    return ringtrain::exportCommand(argc, argv, RINGTRAIN_VERSION);
+  }
   if (std::strcmp(argv[1], "train") != 0) {
     std::cerr << "ringtrain: unknown command '" << argv[1] << "'\n" << ringtrain::kUsage;
     return 2;

@@ -20,6 +20,8 @@ RINGTRAIN_PACKAGES=(
   # the Kubernetes manifest checks (CRD schema, API types), shellcheck of the cluster scripts,
   # multi-host simulation and plots
   python3-yaml python3-jsonschema python3-kubernetes shellcheck iproute2 gnuplot-nox
+  # the portable build on an emulated older CPU (tests/cluster/portable_binary_test.sh)
+  qemu-user
 )
 
 ringtrain_say() { printf '[ringtrain] %s\n' "$*" >&2; }
@@ -63,19 +65,37 @@ ringtrain_allow_mpirun_as_root() {
   fi
 }
 
-# Configures $1 (Release, Ninja) and prints the configuration summary; extra arguments go to
-# cmake (a later -DCMAKE_BUILD_TYPE wins).
+# The folder whose bin/ holds ringtrain's programs: RINGTRAIN_BUILD_DIR, else the checkout's
+# build/, else, for scripts installed by `cmake --install` (PREFIX/share/ringtrain/...), PREFIX.
+ringtrain_default_build_dir() {
+  local root
+  root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+  if [ -n "${RINGTRAIN_BUILD_DIR:-}" ]; then
+    echo "$RINGTRAIN_BUILD_DIR"
+  elif [ ! -d "$root/build" ] && [ -x "$root/../../bin/ringtrain" ]; then
+    (cd "$root/../.." && pwd)
+  else
+    echo "$root/build"
+  fi
+}
+
+# Configures $1 (Release, with the generator RINGTRAIN_GENERATOR, default Ninja) and prints the
+# configuration summary; extra arguments go to cmake (a later -DCMAKE_BUILD_TYPE wins). A folder
+# configured before with another generator is reconfigured from scratch (cmake refuses to switch).
 ringtrain_configure() {
-  local root build_dir
+  local root build_dir generator="${RINGTRAIN_GENERATOR:-Ninja}"
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
   build_dir="$1"
   shift
-  cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >"$build_dir.configure.log" 2>&1 ||
+  if [ -f "$build_dir/CMakeCache.txt" ] && ! grep -qx "CMAKE_GENERATOR:INTERNAL=$generator" "$build_dir/CMakeCache.txt"; then
+    rm -rf "$build_dir/CMakeCache.txt" "$build_dir/CMakeFiles"
+  fi
+  cmake -S "$root" -B "$build_dir" -G "$generator" -DCMAKE_BUILD_TYPE=Release "$@" >"$build_dir.configure.log" 2>&1 ||
     { cat "$build_dir.configure.log" >&2; return 1; }
   sed -n '/ringtrain [0-9.]* configuration/,/^-- $/p' "$build_dir.configure.log" >&2
 }
 
-# Configures and builds everything into $1 (Release, Ninja); extra arguments go to cmake.
+# Configures and builds everything into $1 (Release); extra arguments go to cmake.
 ringtrain_build() {
   local build_dir="$1"
   ringtrain_configure "$@"

@@ -5,7 +5,8 @@
 # log (and allreduce_perf's JSON) under RAW/ and one line in RAW/runs.jsonl; the report step
 # merges them into OUT/scaling.json, OUT/tables.md and PNG plots (gnuplot). The raw logs stay
 # out of the repository: RAW is build/scaling-raw/ (ignored by git) unless --raw or --out say
-# otherwise; only the compact report goes to docs/scaling/.
+# otherwise; only the compact report goes to docs/scaling/. Each measurement is announced on
+# standard error as "[scaling-sweep] [run k/n] NAME: ...", n counted before the first.
 #
 #   scripts/mpirun/scaling_sweep.sh [options] [PART...]
 #   scripts/mpirun/scaling_sweep.sh                       # every part: report in docs/scaling/,
@@ -137,15 +138,22 @@ engine_options() {
   esac
 }
 
+# "[run k/n]" before each measurement: a counting pass over the parts (counting=1, measure()
+# only counts) finds n first. A part run under --lock in a child sweep gets the numbers through
+# SCALING_SWEEP_RUNS_DONE and SCALING_SWEEP_RUNS.
+runs_done="${SCALING_SWEEP_RUNS_DONE:-0}" runs="${SCALING_SWEEP_RUNS:-0}" counting=0
+
 # measure NAME HOSTS RATE FIELDS_JSON COMMAND...: runs COMMAND on a fresh cluster of HOSTS hosts
 # with links at RATE, logs to RAW/NAME.log and appends a record to RAW/runs.jsonl. FIELDS_JSON
 # is extra JSON members (without braces) describing the run.
 measure() {
   local name="$1" hosts="$2" rate="$3" fields="$4" status=0 shaping=() started
   shift 4
+  if [ "$counting" -eq 1 ]; then runs=$((runs + 1)); return 0; fi
+  runs_done=$((runs_done + 1))
   [ "$rate" = unshaped ] || shaping=(--rate "$rate")
   local runner=("$cluster" --hosts "$hosts" "${shaping[@]}" --)
-  say "$name: $hosts host(s), links $rate: $*"
+  say "[run $runs_done/$runs] $name: $hosts host(s), links $rate: $*"
   started="$(date -u +%FT%TZ)"
   timeout 600 "${runner[@]}" "$@" >"$raw/$name.log" 2>&1 || status=$?
   [ "$status" -eq 0 ] || say "$name failed (exit status $status): see $raw/$name.log"
@@ -260,6 +268,21 @@ part_report() {
 }
 
 [ "$(id -u)" -eq 0 ] || [ "${parts[*]}" = report ] || die "needs root to make network namespaces (run with sudo)"
+if [ "$runs" -eq 0 ]; then
+  counting=1
+  for part in "${parts[@]}"; do [ "$part" = report ] || "part_$part"; done
+  counting=0
+fi
+# sweep_child ARGS...: this script for one part under the lock; its runs count on from ours.
+recorded() { if [ -f "$raw/runs.jsonl" ]; then wc -l <"$raw/runs.jsonl"; else echo 0; fi; }
+sweep_child() {
+  local before
+  before="$(recorded)"
+  SCALING_SWEEP_RUNS_DONE="$runs_done" SCALING_SWEEP_RUNS="$runs" flock -x "$lock" \
+    "${BASH_SOURCE[0]}" --out "$out" --raw "$raw" --bin "$bin" --hosts "$host_counts" \
+    "${quick_flag[@]}" "$@"
+  runs_done=$((runs_done + $(recorded) - before))
+}
 # With --lock, each part runs under one exclusive hold (the training part once per link rate), so
 # that no hold lasts much over five minutes and the sweep needs few gaps in others' work.
 for part in "${parts[@]}"; do
@@ -269,12 +292,10 @@ for part in "${parts[@]}"; do
   elif [ "$part" = train ]; then
     for rate in "${rate_list[@]}"; do
       say "part train, links $rate: waiting for the lock $lock"
-      flock -x "$lock" "${BASH_SOURCE[0]}" --out "$out" --raw "$raw" --bin "$bin" --rates "$rate" --hosts "$host_counts" \
-        "${quick_flag[@]}" train
+      sweep_child --rates "$rate" train
     done
   else
     say "part $part: waiting for the lock $lock"
-    flock -x "$lock" "${BASH_SOURCE[0]}" --out "$out" --raw "$raw" --bin "$bin" --rates "$rates" --hosts "$host_counts" \
-      "${quick_flag[@]}" "$part"
+    sweep_child --rates "$rates" "$part"
   fi
 done

@@ -1151,7 +1151,7 @@ bool writeJson(const std::string& path, const nlohmann::json& json) {
   std::ofstream file(path);
   file << json.dump(2) << "\n";
   if (file) return true;
-  collectives::printLine("error: cannot write " + path);
+  collectives::logLine(collectives::LogLevel::kError, "error: cannot write " + path);
   return false;
 }
 

@@ -87,6 +87,7 @@ struct RawOptions {
   std::string optimizer = "sgd";
   std::string lrSchedule = "cosine";
   std::string onResize = "keep-global-batch";
+  std::string logLevel = "info";
   std::string removedShmParameters;  // --shm-parameters, removed
   std::string failAt = "none";       // --test-fail-at
 };
@@ -120,7 +121,8 @@ po::options_description runOptions(TrainConfig& c, RawOptions& raw) {
   run.add_options()
       ("epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training data")
       ("steps", po::value(&c.steps)->default_value(c.steps), "stop after this many steps (0: run all epochs)")
-      ("batch-size", po::value(&c.batchSize)->default_value(c.batchSize), "samples per rank per step")
+      ("batch-size", po::value(&c.batchSize)->default_value(c.batchSize), "samples per rank per micro-batch (per step without --accumulate-steps)")
+      ("accumulate-steps", po::value(&c.accumulateSteps)->default_value(c.accumulateSteps), "micro-batches whose gradients are summed before one average and one optimiser step (a step trains on accumulate-steps x batch-size samples per rank)")
       ("seed", po::value(&c.seed)->default_value(c.seed), "seed of the initial weights and the data order")
       ("eval-every", po::value(&c.evalEvery)->default_value(c.evalEvery), "also evaluate every N steps (0: at each epoch's end only)")
       ("eval-samples", po::value(&c.evalSamples)->default_value(c.evalSamples), "evaluate on N test samples spread over the test set, e.g. validation sequences; the run's last evaluation takes all (0: all, always)")
@@ -178,8 +180,11 @@ po::options_description storageOptions(TrainConfig& c, RawOptions& raw) {
       ("checkpoint-every", po::value(&c.checkpointEvery)->default_value(c.checkpointEvery), "steps between checkpoints (0: at each epoch's end); one more at the end and on SIGTERM")
       ("keep", po::value(&c.keep)->default_value(c.keep), "checkpoints kept, the newest (0: all)")
       ("resume", po::value(&c.resume)->default_value(c.resume), "none | auto (the newest good checkpoint of --checkpoint-dir; none there: start afresh) | a checkpoint file or folder")
+      ("init-from", po::value(&c.initFrom), "start from the weights of this safetensors file (ringtrain export): rank 0 reads it, every rank takes them; with --resume auto only when --checkpoint-dir holds no checkpoint yet")
       ("on-resize", po::value(&raw.onResize)->default_value(raw.onResize), choicesHelp(kOnResizeNames, "resumed on another number of ranks, keep the saved global batch (batch per rank = saved global batch / ranks) or the batch per rank (lr scaled by new/saved global batch)").c_str())
       ("logdir", po::value(&c.logdir), "rank 0 writes TensorBoard event files (train/, test/) and metrics.jsonl here")
+      ("log-level", po::value(&raw.logLevel)->default_value(raw.logLevel), choicesHelp(collectives::kLogLevelNames, "the lines shown: errors only, also warnings, also progress, also every rank's details").c_str())
+      ("log-file", po::value(&c.logFile), "each rank appends its lines, time-stamped, to this file: %r the rank, %h the host, %% a percent sign (e.g. logs/train-%r.log); the terminal then keeps rank 0's lines and every rank's errors")
       ("sigterm-grace", po::value(&c.sigtermGraceSeconds)->default_value(c.sigtermGraceSeconds), "on SIGTERM the ranks agree on a step, write a final checkpoint and exit within this many seconds (0: SIGTERM kills at once)")
       ("sigterm-exit-code", po::value(&c.sigtermExitCode)->default_value(c.sigtermExitCode), "exit status of a run stopped by SIGTERM (143: rerun with --resume auto; 0: report success)");
   // clang-format on
@@ -201,8 +206,9 @@ po::options_description trainOptions(TrainConfig& c, RawOptions& raw) {
 po::options_description hiddenOptions(TrainConfig& c, RawOptions& raw) {
   po::options_description hidden;
   hidden.add_options()("test-stall-rank", po::value(&c.test.stallRank))(
-      "test-stall-collective", po::value(&c.test.stallCollective))("test-nan-step",
-                                                                   po::value(&c.test.nanStep))(
+      "test-stall-collective", po::value(&c.test.stallCollective))(
+      "test-stall-seconds", po::value(&c.test.stallSeconds))("test-nan-step",
+                                                             po::value(&c.test.nanStep))(
       "test-step-sleep-ms", po::value(&c.test.stepSleepMs))("test-fail-at", po::value(&raw.failAt))(
       "test-fail-rank", po::value(&c.test.failRank))("test-fail-step", po::value(&c.test.failStep))(
       "test-no-avx512-bf16", po::bool_switch(&c.test.noAvx512Bf16))(
@@ -320,6 +326,7 @@ std::optional<std::string> convertModes(const RawOptions& raw, TrainConfig& c) {
   parse("optimizer", raw.optimizer, kOptimizerNames, c.optimizer);
   parse("lr-schedule", raw.lrSchedule, kLrScheduleNames, c.lrSchedule);
   parse("on-resize", raw.onResize, kOnResizeNames, c.onResize);
+  parse("log-level", raw.logLevel, collectives::kLogLevelNames, c.logLevel);
   parse("test-fail-at", raw.failAt, kFailurePointNames, c.test.failAt);
   if (!error && raw.overlap != "on" && raw.overlap != "off") {
     error = "--overlap '" + raw.overlap + "': expected on or off";
@@ -436,6 +443,8 @@ std::optional<std::string> deviceAndBackendProblem(const TrainConfig& c) {
            "(--tf32 is the GPU's reduced precision)";
   if (c.device == Device::kCuda && c.clipGradNorm > 0)
     return "--clip-grad-norm runs on the host only: use --device cpu or auto with it";
+  if ((c.device == Device::kCuda || c.backend == ExchangeBackend::kNccl) && c.accumulateSteps > 1)
+    return "--accumulate-steps runs on the host only: use --device cpu or auto with it";
   if (c.compression == engine::Compression::kNone) return std::nullopt;
   const std::string compression(engine::name(c.compression));
   if (c.backend == ExchangeBackend::kShm) {
@@ -485,6 +494,9 @@ std::optional<std::string> rangeProblem(const TrainConfig& c) {
   if (!(c.stallTimeoutSeconds >= 0)) return "--stall-timeout must not be negative";
   if (c.batchSize < 1)
     return "--batch-size must be at least 1 (got " + std::to_string(c.batchSize) + ")";
+  if (c.accumulateSteps < 1) {
+    return "--accumulate-steps must be at least 1 (got " + std::to_string(c.accumulateSteps) + ")";
+  }
   if (c.epochs < 1) return "--epochs must be at least 1 (got " + std::to_string(c.epochs) + ")";
   if (c.steps < 0) return "--steps must not be negative";
   if (!(c.learningRate > 0))
@@ -518,8 +530,16 @@ std::optional<std::string> rangeProblem(const TrainConfig& c) {
 std::optional<std::string> validateTrainConfig(const TrainConfig& c) {
   if (auto problem = deviceAndBackendProblem(c)) return problem;
   if (auto problem = rangeProblem(c)) return problem;
+  if (!c.logFile.empty()) {
+    if (auto problem = collectives::logPatternProblem(c.logFile)) return problem;
+  }
   if (c.resume == "auto" && c.checkpointDir.empty()) {
     return "--resume auto needs --checkpoint-dir, the folder to look for checkpoints in";
+  }
+  if (!c.initFrom.empty() && c.resume != "none" && c.resume != "auto") {
+    return "--init-from starts a new run and --resume " + c.resume +
+           " continues a saved one: give one of them (--resume auto takes --init-from when "
+           "--checkpoint-dir has no checkpoint yet)";
   }
   if (!c.synthetic && c.model != ModelKind::kLinreg) {
     std::error_code error;
@@ -571,6 +591,7 @@ std::vector<std::pair<std::string, std::string>> comparableOptions(const TrainCo
       {"--epochs", std::to_string(c.epochs)},
       {"--steps", std::to_string(c.steps)},
       {"--batch-size", std::to_string(c.batchSize)},
+      {"--accumulate-steps", std::to_string(c.accumulateSteps)},
       {"--seed", std::to_string(c.seed)},
       {"--eval-every", std::to_string(c.evalEvery)},
       {"--eval-samples", std::to_string(c.evalSamples)},
@@ -646,7 +667,9 @@ std::string describe(const TrainConfig& c) {
   const std::string synthetic =
       c.model == ModelKind::kGpt ? "synthetic tokens" : "synthetic " + list(c.syntheticShape);
   out << ", data " << (c.synthetic ? synthetic : c.dataDir);
-  out << ", batch " << c.batchSize << "/rank, epochs " << c.epochs;
+  out << ", batch " << c.batchSize << "/rank";
+  if (c.accumulateSteps > 1) out << " x " << c.accumulateSteps << " accumulated";
+  out << ", epochs " << c.epochs;
   if (c.steps > 0) out << ", steps " << c.steps;
   out << ", " << nameIn(kOptimizerNames, c.optimizer) << " lr " << c.learningRate;
   if (c.optimizer == OptimizerKind::kSgd)

@@ -12,9 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "collectives/named_values.h"
 #include "engine/exchange_factory.h"
 #include "engine/gradient_reducer.h"
+#include "collectives/log.h"
+#include "collectives/named_values.h"
 #include "models/matrix_products.h"
 #include "models/model_factory.h"
 #include "src/trainer/lr_schedule.h"
@@ -78,6 +79,7 @@ inline constexpr NamedValue<FailurePoint> kFailurePointNames[] = {
 struct TrainTestHooks {
   int stallRank = -1;  // this rank stops at gradient collective stallCollective (shm: step)
   std::uint64_t stallCollective = 0;
+  int stallSeconds = 0;  // > 0: it takes part after this many seconds (0: never)
   std::int64_t nanStep = -1;  // rank 0 feeds a NaN into this step's batch
   int stepSleepMs = 0;        // every rank sleeps this long per step (slow runs to kill)
   // Rank failRank throws an error at failAt in step failStep (counted from 1), as a damaged
@@ -107,6 +109,9 @@ struct TrainConfig {
   int epochs = 15;
   std::int64_t steps = 0;  // stop after this many steps in total (0: run all epochs)
   int batchSize = 64;      // per rank
+  // Micro-batches of batchSize whose gradients are summed before one average and one optimiser
+  // step: a step trains on accumulateSteps x batchSize samples per rank.
+  int accumulateSteps = 1;
   std::uint64_t seed = 42;
   std::int64_t evalEvery = 0;  // also evaluate every N steps (0: only at each epoch's end)
   std::int64_t evalSamples = 0;  // evaluate on the first N test samples (0: all of them)
@@ -149,8 +154,11 @@ struct TrainConfig {
   std::int64_t checkpointEvery = 0;  // steps between checkpoints (0: at each epoch's end)
   int keep = 3;                      // checkpoints kept in checkpointDir (0: all)
   std::string resume = "none";       // none | auto (the newest good one in checkpointDir) | PATH
+  std::string initFrom;              // safetensors weights to start a fresh run from ("" : none)
   OnResize onResize = OnResize::kKeepGlobalBatch;
   std::string logdir;               // TensorBoard event files and metrics.jsonl ("" : none)
+  collectives::LogLevel logLevel = collectives::LogLevel::kInfo;
+  std::string logFile;  // each rank's log file, %r the rank, %h the host ("" : the terminal only)
   double sigtermGraceSeconds = 25;  // SIGTERM: stop, final checkpoint, exit within this (0: die)
   int sigtermExitCode = 143;        // the status of a job stopped by SIGTERM
 
@@ -180,9 +188,9 @@ std::optional<std::vector<int>> parseIntList(const std::string& text);
 std::string describe(const TrainConfig& config);
 
 // The options every rank must agree on, as (--name, value) pairs; paths that may differ from
-// node to node (--data, --config, --timeline) are left out, and so are the options only rank 0
-// acts on (--checkpoint-*, --keep, --resume, --on-resize, --logdir: rank 0 decides and
-// broadcasts what the others need).
+// node to node (--data, --config, --timeline, --log-file) are left out, and so are --log-level
+// (each rank's own) and the options only rank 0 acts on (--checkpoint-*, --keep, --resume,
+// --on-resize, --logdir: rank 0 decides and broadcasts what the others need).
 std::vector<std::pair<std::string, std::string>> comparableOptions(const TrainConfig& config);
 
 // The configuration as `name = value` lines, the format of a --config file, as a checkpoint

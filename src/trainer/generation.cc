@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "data/bpe_tokenizer.h"
+#include "src/trainer/subcommand.h"
 
 namespace ringtrain {
 namespace {
@@ -37,11 +38,8 @@ models::Index savedHeads(const std::string& config, const std::filesystem::path&
 }
 
 models::Model<float> loadModel(const GenerationOptions& options) {
-  // A folder: its newest good checkpoint, as --resume takes it.
-  const std::optional<storage::ResumePlan> plan =
-      storage::resolveResume(options.checkpoint.string(), {});
-  if (!plan) throw std::runtime_error(options.checkpoint.string() + ": no checkpoint in it");
-  const storage::CheckpointContent& saved = plan->content;
+  const storage::ResumePlan plan = checkpointToRead(options.checkpoint);
+  const storage::CheckpointContent& saved = plan.content;
   models::ModelSpec spec;
   spec.name = "gpt";
   spec.gpt = gptShapeOf(saved, options.checkpoint);
@@ -95,18 +93,8 @@ std::optional<std::string> parseOptions(int argc, char** argv, GenerationOptions
       ("samples", po::value(&o.samples)->default_value(o.samples), "texts to draw")
       ("seed", po::value(&o.seed)->default_value(o.seed), "seed of the draws");
   // clang-format on
-  try {
-    po::variables_map values;
-    po::store(po::parse_command_line(argc - 1, argv + 1, described), values);
-    if (values.count("help")) {
-      std::cout << described;
-      help = true;
-      return std::nullopt;
-    }
-    po::notify(values);
-  } catch (const po::error& e) {
-    return e.what();
-  }
+  if (auto error = parseSubcommandLine(argc, argv, described, {}, help)) return error;
+  if (help) return std::nullopt;
   o.checkpoint = checkpoint;
   o.vocabulary = vocabulary;
   if (o.tokens < 1 || o.samples < 1) return "--tokens and --samples must be at least 1";

@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "base/vector_dispatch.h"
+
 namespace ringtrain {
 namespace {
 
@@ -26,7 +28,8 @@ class Sgd final : public Optimizer {
   }
 
  private:
-  void updatePart(std::span<float> p, std::span<const float> g, std::size_t begin,
+  RINGTRAIN_VECTOR_CLONES void updatePart(std::span<float> p, std::span<const float> g,
+                                          std::size_t begin,
                   std::size_t end, float lr, float wd) {
     float* __restrict param = p.data();
     const float* __restrict grad = g.data();
@@ -83,7 +86,8 @@ class Adam final : public Optimizer {
   }
 
  private:
-  void updatePart(std::span<float> p, std::span<const float> g, std::size_t begin,
+  RINGTRAIN_VECTOR_CLONES void updatePart(std::span<float> p, std::span<const float> g,
+                                          std::size_t begin,
                   std::size_t end, float lr, float wd) {
     const double t = static_cast<double>(steps_ + 1);
     const float correction1 = static_cast<float>(1.0 - std::pow(beta1_, t));

@@ -152,7 +152,9 @@ void Timeline::finish() {
     out << ",\n" << text;
   }
   out << "\n]}\n";
-  if (!out) collectives::printLine("warning: could not write the timeline " + path_);
+  if (!out)
+    collectives::logLine(collectives::LogLevel::kWarn,
+                         "warning: could not write the timeline " + path_);
 }
 
 }  // namespace ringtrain

@@ -18,12 +18,14 @@
 #include <variant>
 
 #include "collectives/fingerprint.h"
+#include "collectives/log.h"
+#include "collectives/mpi_check.h"
 #include "collectives/steady_clock.h"
 #include "engine/exchange_factory.h"
 #include "models/matrix_products.h"
-#include "src/common/log.h"
 #include "src/storage/checkpoint.h"
 #include "src/trainer/device_choice.h"
+#include "src/trainer/exported_weights.h"
 #include "src/trainer/model_memory.h"
 #include "src/trainer/run_report.h"
 #include "src/trainer/stop_agreement.h"
@@ -130,7 +132,7 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
     throw std::runtime_error("--precision bf16 needs a CPU with AVX512-BF16 instructions");
   models::setMatrixPrecision(config.precision);
   stepsPerEpoch_ = sampler_.stepsPerEpoch();
-  plannedSteps_ = config.steps > 0 ? config.steps : config.epochs * stepsPerEpoch_;
+  plannedSteps_ = config.steps > 0 ? config.steps : stepsForBatches(config.epochs * stepsPerEpoch_);
   OptimizerOptions optimizerChoice = optimizerOptions(config);
   optimizerChoice.undecayed = undecayedRanges(config, model_);
   optimizer_ = makeOptimizer(optimizerChoice, model_.parameterCount());
@@ -172,6 +174,7 @@ void Trainer::buildExchange() {
   options.stallTimeoutSeconds = config_.stallTimeoutSeconds;
   options.test.stallRank = config_.test.stallRank;
   options.test.stallCollective = config_.test.stallCollective;
+  options.test.stallSeconds = config_.test.stallSeconds;
   exchange_ = engine::makeGradientExchange(gradientBackend(config_), environment_.comm,
                                            std::move(segments), options, environment_.timeline);
   if (config_.device == Device::kCuda) return;  // startGpu brings the device buffers
@@ -186,6 +189,9 @@ void Trainer::startGpu() {
   collectives::Communicator* gradients = exchange_->communicator();
   if (gradients == nullptr) {
     throw std::invalid_argument("--device cuda averages GPU buffers with the nccl backend");
+  }
+  if (config_.accumulateSteps > 1) {
+    throw std::invalid_argument("--device cuda: the GPU path has no --accumulate-steps");
   }
   gpu_ = makeGpuReplica(model_, optimizerOptions(config_), config_.tf32, *gradients);
   buffers_ = {gpu_->gradients(), gpu_->averaged()};
@@ -265,7 +271,13 @@ models::Batch<float> Trainer::batchView(const HostBatch& gathered) const {
 }
 
 void Trainer::log(const std::string& line) const {
-  if (log_) logLine(line);
+  if (log_) collectives::logLine(collectives::LogLevel::kInfo, line);
+}
+
+void Trainer::debug(const std::function<std::string()>& line) const {
+  if (environment_.log && collectives::logs(collectives::LogLevel::kDebug)) {
+    collectives::logLine(collectives::LogLevel::kDebug, line());
+  }
 }
 
 void Trainer::traceSpan(std::string_view name, std::string_view category,
@@ -275,11 +287,11 @@ void Trainer::traceSpan(std::string_view name, std::string_view category,
   }
 }
 
-const HostBatch& Trainer::nextBatch(std::int64_t step) {
+const HostBatch& Trainer::nextBatch(std::int64_t step, bool lastOfStep) {
   const std::span<const std::int64_t> indices = sampler_.next();
   HostBatch& host = batches_->take(indices);
-  // The next step's batch is gathered while this one trains (--prefetch); not past the last step.
-  if (step + 1 < plannedSteps_) batches_->prefetch(sampler_.peek());
+  // The next batch is gathered while this one trains (--prefetch); not past the last step.
+  if (step + 1 < plannedSteps_ || !lastOfStep) batches_->prefetch(sampler_.peek());
   if (step == config_.test.nanStep && control_->rank() == 0) {
     host.inputs[0] = std::numeric_limits<float>::quiet_NaN();
   }
@@ -296,10 +308,14 @@ void Trainer::failIfAsked(FailurePoint point, std::int64_t step) const {
   }
 }
 
-models::BatchResult Trainer::computeGradients(const models::Batch<float>& input,
-                                              std::int64_t step) {
+models::BatchResult Trainer::computeGradients(const models::Batch<float>& input, std::int64_t step,
+                                              bool lastOfStep) {
   const models::GradientReadyCallback ready = [&](const models::LayerParameters& layer) {
-    exchange_->segmentReady(segmentOfLayer_[static_cast<std::size_t>(layer.layerIndex)]);
+    // The earlier micro-batches' sum goes into the layer before the exchange may read it.
+    if (accumulator_) accumulator_->layerReady(model_.gradients(), layer.offset, layer.count);
+    if (lastOfStep) {
+      exchange_->segmentReady(segmentOfLayer_[static_cast<std::size_t>(layer.layerIndex)]);
+    }
     failIfAsked(FailurePoint::kBackward, step);
   };
   // On the GPU, forward and backward only enqueue: the loss comes after the step.
@@ -399,15 +415,25 @@ void Trainer::clipAveragedGradients() {
   updateFrom_ = clipped_;
 }
 
-void Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
+std::int64_t Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
   const std::int64_t start = collectives::steadyNowNs();
-  const models::Batch<float> input = batchView(nextBatch(step));
-  const std::int64_t gathered = collectives::steadyNowNs();
-  traceSpan("data", "data", start);
-
-  exchange_->beginStep(buffers_);
-  models::BatchResult result = computeGradients(input, step);
-  const std::int64_t computed = collectives::steadyNowNs();
+  models::BatchResult result;
+  std::int64_t samples = 0;
+  for (int micro = 0; micro < config_.accumulateSteps; ++micro) {
+    const bool last = micro + 1 == config_.accumulateSteps;
+    const std::int64_t begun = collectives::steadyNowNs();
+    const HostBatch& batch = nextBatch(step, last);
+    const models::Batch<float> input = batchView(batch);
+    const std::int64_t gathered = collectives::steadyNowNs();
+    traceSpan("data", "data", begun);
+    const auto size = static_cast<std::int64_t>(batch.samples);
+    samples += size;
+    if (accumulator_) accumulator_->beginMicroBatch(micro, size, last);
+    if (last) exchange_->beginStep(buffers_);
+    result.add(computeGradients(input, step, last));
+    summary.dataSeconds += secondsBetween(begun, gathered);
+    summary.computeSeconds += secondsBetween(gathered, collectives::steadyNowNs());
+  }
   double optimizerSeconds = 0;
   const std::string problem = averageAndUpdate(step, optimizerSeconds);
   if (!problem.empty()) {
@@ -420,8 +446,6 @@ void Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
   if (gpu_) result = gpu_->lastResult();
   const std::int64_t finished = collectives::steadyNowNs();
 
-  summary.dataSeconds += secondsBetween(start, gathered);
-  summary.computeSeconds += secondsBetween(gathered, computed);
   summary.waitSeconds += exchange_->lastWaitSeconds();
   summary.reduceSeconds += exchange_->lastReduceSeconds();
   summary.optimizerSeconds += optimizerSeconds;
@@ -430,6 +454,7 @@ void Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
   windowSamples_ += result.samples;
   windowCorrect_ += result.correct;
   windowPredictions_ += result.predictions;
+  return samples;
 }
 
 models::BatchResult Trainer::evaluate(bool whole) {
@@ -473,7 +498,7 @@ namespace {
 
 // A resume decision crosses the ranks as int64 words: what it is, the ResumePoint's numbers,
 // and for a refusal its text, packed into words.
-enum ResumeKind : std::int64_t { kFreshStart = 0, kResumed = 1, kRefused = 2 };
+enum ResumeKind : std::int64_t { kFreshStart = 0, kResumed = 1, kRefused = 2, kInitialised = 3 };
 
 void broadcastText(collectives::Communicator& comm, std::string& text) {
   std::int64_t length = static_cast<std::int64_t>(text.size());
@@ -503,12 +528,17 @@ void Trainer::resume() {
   std::string refusal;
   if (control_->rank() == 0) {
     std::optional<ResumePoint> point;
+    bool initialised = false;
     try {
       point = resumePointOnRoot();
+      initialised = !point && initialiseFromFileOnRoot();
     } catch (const std::exception& e) {
       refusal = e.what();
     }
-    words[0] = !refusal.empty() ? kRefused : point ? kResumed : kFreshStart;
+    words[0] = !refusal.empty() ? kRefused
+               : point          ? kResumed
+               : initialised    ? kInitialised
+                                : kFreshStart;
     if (point) {
       words = {kResumed,
                point->step,
@@ -525,8 +555,13 @@ void Trainer::resume() {
     throw ResumeRefused(refusal);
   }
   if (words[0] == kFreshStart) return;
-  // Rank 0 has restored its model and optimiser from the file; the others take them from it.
+  // Rank 0 has restored its model (and, resuming, its optimiser) from the file; the others take
+  // them from it.
   control_->broadcast(model_.parameters(), 0);
+  if (words[0] == kInitialised) {
+    if (gpu_) gpu_->upload(model_, *optimizer_);
+    return;
+  }
   for (const std::span<float> state : optimizer_->state())
     control_->broadcast(state, 0);
   ResumePoint point;
@@ -599,6 +634,14 @@ std::optional<ResumePoint> Trainer::resumePointOnRoot() {
   return point;
 }
 
+bool Trainer::initialiseFromFileOnRoot() {
+  if (config_.initFrom.empty()) return false;
+  loadWeightsFile(config_.initFrom, model_);
+  log("initial weights from " + config_.initFrom + " (" +
+      std::to_string(model_.parameterTable().size()) + " tensors)");
+  return true;
+}
+
 void Trainer::continueAt(const ResumePoint& point) {
   firstStep_ = point.step;
   lastCheckpointStep_ = point.step;
@@ -616,7 +659,7 @@ void Trainer::continueAt(const ResumePoint& point) {
     const data::SamplerPosition at = sampler_.position();
     const std::int64_t left =
         config_.epochs * stepsPerEpoch_ - (at.epoch * stepsPerEpoch_ + at.step);
-    plannedSteps_ = firstStep_ + std::max<std::int64_t>(0, left);
+    plannedSteps_ = firstStep_ + stepsForBatches(std::max<std::int64_t>(0, left));
   }
   schedule_.baseLr = point.baseLr;
   schedule_.totalSteps = plannedSteps_;
@@ -664,6 +707,7 @@ void Trainer::reserveBatch(int batchSize) {
   } else {
     model_.reserve(batchSize);
   }
+  if (config_.accumulateSteps > 1) accumulator_.emplace(model_.parameterCount(), batchSize);
 }
 
 void Trainer::logScalars(std::string_view split, std::int64_t step,
@@ -674,19 +718,24 @@ void Trainer::logScalars(std::string_view split, std::int64_t step,
 }
 
 void Trainer::logStart() const {
-  const std::int64_t globalBatch = static_cast<std::int64_t>(config_.batchSize) * control_->size();
+  const int k = config_.accumulateSteps;
+  const std::int64_t globalBatch =
+      static_cast<std::int64_t>(config_.batchSize) * control_->size() * k;
+  const std::string perRank =
+      k > 1 ? fmt::format("{} micro-batches of {} per rank", k, config_.batchSize)
+            : fmt::format("{} per rank", config_.batchSize);
   log(
       fmt::format("training {} ({} parameters) on {} rank(s), backend {}: {} steps of {} samples "
-                  "({} per rank), {} steps per epoch; {} gradient bucket(s) up to {} KiB, "
+                  "({}), {} {} per epoch; {} gradient bucket(s) up to {} KiB, "
                   "overlap {}, compression {}",
                   nameIn(kModelNames, config_.model), model_.parameterCount(), control_->size(),
                   engine::name(gradientBackend(config_)),
                   firstStep_ > 0 ? fmt::format("{} (from {} to {})", plannedSteps_ - firstStep_,
                                                firstStep_ + 1, plannedSteps_)
                                  : std::to_string(plannedSteps_),
-                  globalBatch, config_.batchSize, stepsPerEpoch_, exchange_->buckets().size(),
-                  config_.fusionThresholdBytes >> 10, config_.overlap ? "on" : "off",
-                  engine::name(config_.compression)));
+                  globalBatch, perRank, stepsPerEpoch_, k > 1 ? "micro-batches" : "steps",
+                  exchange_->buckets().size(), config_.fusionThresholdBytes >> 10,
+                  config_.overlap ? "on" : "off", engine::name(config_.compression)));
   if (!deviceLine_.empty()) log(deviceLine_);
   log("data: " + train_.describe() + "; test: " + test_.describe() +
       (batches_->background() ? "; next batch prefetched on a thread of its own" : ""));
@@ -728,8 +777,9 @@ void Trainer::logTrainingWindow(std::int64_t done, std::int64_t epoch, TrainingS
   progress.steps = plannedSteps_;
   progress.firstStep = firstStep_;
   progress.epoch = epoch + 1;
-  progress.epochs =
-      (plannedSteps_ + stepsPerEpoch_ - 1) / std::max<std::int64_t>(1, stepsPerEpoch_);
+  // The epoch under way when the last step starts (its micro-batches may reach into the next).
+  const std::int64_t lastStepStart = (plannedSteps_ - 1) * config_.accumulateSteps;
+  progress.epochs = lastStepStart / std::max<std::int64_t>(1, stepsPerEpoch_) + 1;
   progress.loss = summary.lastTrainingLoss;
   progress.learningRate = lr;
   progress.samplesPerSecond = rate;
@@ -738,6 +788,13 @@ void Trainer::logTrainingWindow(std::int64_t done, std::int64_t epoch, TrainingS
   progress.elapsedSeconds = secondsBetween(runStartNs_, collectives::steadyNowNs());
   log(progressLine(progress));
   const double reduceMs = 1e3 * windowReduceSeconds_ / static_cast<double>(windowSteps_);
+  // This rank's own pace: the slow rank of a job is the one whose steps take longest.
+  debug([&] {
+    return fmt::format("this rank, steps {} to {}: {:.2f} ms per step, of which {:.2f} ms "
+                       "waiting for averaged gradients",
+                       done - windowSteps_ + 1, done,
+                       1e3 * windowSeconds_ / static_cast<double>(windowSteps_), reduceMs);
+  });
   if (isClassification()) {
     logScalars("train", done,
                {{"loss", summary.lastTrainingLoss},
@@ -776,6 +833,7 @@ bool Trainer::stopAgreed(std::int64_t done, TrainingSummary& summary) {
 void Trainer::finishSummary(std::int64_t step, std::int64_t samplesTrained, std::int64_t wallStart,
                             TrainingSummary& summary) {
   summary.steps = step - firstStep_;
+  summary.samples = samplesTrained;
   summary.lastStep = step;
   // The slowest rank's time is the job's.
   double slowest = summary.trainingSeconds;
@@ -808,20 +866,20 @@ TrainingSummary Trainer::run() {
     const data::SamplerPosition at = sampler_.position();
     const double before = summary.trainingSeconds;
     const double reducedBefore = summary.reduceSeconds;
-    trainStep(step, summary);
+    const std::int64_t samples = trainStep(step, summary);
     if (config_.test.stepSleepMs > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(config_.test.stepSleepMs));
     }
     windowSeconds_ += summary.trainingSeconds - before;
     windowReduceSeconds_ += summary.reduceSeconds - reducedBefore;
     ++windowSteps_;
-    samplesTrained += sampler_.batchSizeAt(at.step) * control_->size();
+    samplesTrained += samples * control_->size();
 
     const std::int64_t done = ++step;
     if (config_.logEvery > 0 && (done % config_.logEvery == 0 || done == plannedSteps_)) {
       logTrainingWindow(done, at.epoch, summary);
     }
-    const bool epochEnd = sampler_.position().step == 0;
+    const bool epochEnd = sampler_.position().epoch > at.epoch;  // an epoch ended in the step
     const bool periodic = config_.evalEvery > 0 && done % config_.evalEvery == 0;
     if (epochEnd || periodic || done == plannedSteps_) evaluateAndLog(done, summary);
     const bool checkpointDue =

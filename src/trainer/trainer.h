@@ -8,7 +8,9 @@
 // average is complete. Every rank applies the same updates,
 // so the replicas stay identical to the bit, and N ranks with batch B per rank train exactly as
 // one rank with batch N*B would (the sampler gives the ranks the same samples, and the loss is a
-// per-batch mean).
+// per-batch mean). With --accumulate-steps K a step is K micro-batches of B: their gradients are
+// summed on each rank (gradient_accumulator.h) and averaged once, after the last one's backward,
+// so R ranks train as one rank with batch R*K*B.
 #pragma once
 
 #include <atomic>
@@ -35,6 +37,7 @@
 #include "src/trainer/config.h"
 #include "src/trainer/consistency_check.h"
 #include "src/trainer/gpu_replica.h"
+#include "src/trainer/gradient_accumulator.h"
 #include "src/trainer/lr_schedule.h"
 #include "src/trainer/optimizer.h"
 #include "src/trainer/stop_agreement.h"
@@ -73,7 +76,8 @@ struct TrainerEnvironment {
 };
 
 struct TrainingSummary {
-  std::int64_t steps = 0;      // trained by this run
+  std::int64_t steps = 0;      // optimiser steps trained by this run
+  std::int64_t samples = 0;    // samples trained by this run, all ranks
   std::int64_t firstStep = 0;  // > 0: resumed there
   std::int64_t lastStep = 0;   // the steps done when the run ended
   bool stoppedBySigterm = false;
@@ -116,7 +120,8 @@ class Trainer {
   // run (src/trainer/training_checkpoint.h) and broadcasts parameters, optimiser state and
   // position. Throws ResumeRefused on every rank when it cannot; also when --checkpoint-dir
   // holds checkpoints newer than where this run starts (a later --resume auto would take them
-  // for this run's).
+  // for this run's). A fresh start with --init-from takes rank 0's weights from that file
+  // (exported_weights.h) instead, and is refused the same way when the file does not fit.
   void resume();
   TrainingSummary run();
   // On every rank: the test set's loss and accuracy, summed over the ranks. `whole`: every
@@ -140,11 +145,18 @@ class Trainer {
   void startGpu();
   void observeLayersForTimeline();
 
-  // One step: gather the batch, forward and backward (announcing each layer's gradients to the
-  // exchange), then average and update.
-  void trainStep(std::int64_t step, TrainingSummary& summary);
-  const HostBatch& nextBatch(std::int64_t step);
-  models::BatchResult computeGradients(const models::Batch<float>& input, std::int64_t step);
+  // One step: for each micro-batch, gather it, forward and backward (the last announcing each
+  // layer's gradients to the exchange), then average and update. Returns this rank's samples.
+  std::int64_t trainStep(std::int64_t step, TrainingSummary& summary);
+  // `lastOfStep`: the step's last micro-batch.
+  const HostBatch& nextBatch(std::int64_t step, bool lastOfStep);
+  models::BatchResult computeGradients(const models::Batch<float>& input, std::int64_t step,
+                                       bool lastOfStep);
+  // The optimiser steps that train `batches` micro-batches: rounded up, the last step takes its
+  // missing micro-batches from the epoch after.
+  std::int64_t stepsForBatches(std::int64_t batches) const {
+    return (batches + config_.accumulateSteps - 1) / config_.accumulateSteps;
+  }
   // --test-fail-at: throws at `point` of step `step` (from 0) on the rank the test chose.
   void failIfAsked(FailurePoint point, std::int64_t step) const;
   // Hands every averaged bucket to the optimiser, unless --check-finite finds a NaN or infinity
@@ -167,7 +179,9 @@ class Trainer {
   void finishSummary(std::int64_t step, std::int64_t samplesTrained, std::int64_t wallStart,
                      TrainingSummary& summary);
 
-  void log(const std::string& line) const;
+  void log(const std::string& line) const;  // rank 0, info
+  // Every rank, --log-level debug; `line` is made only when it will be shown.
+  void debug(const std::function<std::string()>& line) const;
   bool isClassification() const { return train_.classes() > 0; }
   // A language model's tokens per sample (its context); 0 for other models.
   std::int64_t tokensPerSample() const {
@@ -180,6 +194,8 @@ class Trainer {
   void saveCheckpoint(std::int64_t step, TrainingSummary& summary);
   // Rank 0's part of resume(): the point to continue from, or nullopt for a fresh start.
   std::optional<ResumePoint> resumePointOnRoot();
+  // Rank 0's part of a fresh start: the weights of --init-from, if given (false: none given).
+  bool initialiseFromFileOnRoot();
   void continueAt(const ResumePoint& point);
   void logScalars(std::string_view split, std::int64_t step,
                   std::initializer_list<storage::Scalar> scalars) const;
@@ -202,8 +218,10 @@ class Trainer {
   std::unique_ptr<GpuReplica> gpu_;       // --device cuda, else null
   std::string deviceLine_;                // "device cuda: GPU 0 (...), ranks on GPUs 0,1"
   LrScheduleOptions schedule_;
+  // With --accumulate-steps above 1: the sum of a step's earlier micro-batches' gradients.
+  std::optional<GradientAccumulator> accumulator_;
   std::int64_t plannedSteps_ = 0;
-  std::int64_t stepsPerEpoch_ = 0;
+  std::int64_t stepsPerEpoch_ = 0;           // the sampler's: (micro-)batches per epoch
   std::int64_t firstStep_ = 0;               // a resumed run's first step
   std::int64_t lastCheckpointStep_ = -1;     // the step of this run's newest checkpoint
   std::vector<std::string> layerSpanNames_;  // "forward fc1", "backward fc1", ...

@@ -13,7 +13,8 @@ Across objects (what no schema can see):
   - every volumeMount names a volume of its pod; every claimName is a PVC defined in the files;
   - every probe's port and every Service targetPort is a port the container declares;
   - a Service's selector matches the pod labels of a Deployment, whose selector matches its own;
-  - the MPIJob: mpirun -np = Worker replicas x slotsPerWorker = --expect-world-size; the GPU limit
+  - the MPIJob: mpirun -np = Worker replicas x slotsPerWorker = --expect-world-size where the
+    manifest gives them (launcher-entrypoint.sh derives both otherwise); the GPU limit
     of a worker = slotsPerWorker; worker requests = limits; /dev/shm is a memory-backed emptyDir;
     WaitForWorkersReady comes with a worker readiness probe on the SSH port the launcher waits
     for; pods run as non-root.
@@ -174,11 +175,14 @@ def check_mpijob(job, where, claims):
     ranks = worker_replicas * slots
     lc = (containers(launcher) or [{}])[0]
     args = (lc.get("command") or []) + (lc.get("args") or [])
+    # launcher-entrypoint.sh derives -np and the expected world size from the operator's hostfile;
+    # where a manifest still writes them, they must agree with the job's shape.
+    derives = any(str(a).endswith("launcher-entrypoint.sh") for a in args)
     np_value = option_value(args, "-np") or option_value(args, "-n")
-    if np_value is None or int(np_value) != ranks:
+    if (np_value is None and not derives) or (np_value is not None and int(np_value) != ranks):
         problem(where, f"mpirun -np is {np_value} but Worker replicas x slotsPerWorker = {ranks}")
     world = option_value(args, "--expect-world-size")
-    if world is None or int(world) != ranks:
+    if (world is None and not derives) or (world is not None and int(world) != ranks):
         problem(where, f"--expect-world-size is {world} but the job has {ranks} ranks")
     if "mpirun" not in args:
         problem(where, "the launcher does not run mpirun")

@@ -109,6 +109,37 @@ for directive in "--ntasks-per-node=4" "--gpus-per-node=4" "--signal=TERM@120" "
   grep -q "^#SBATCH $directive" "$slurm" || fail "slurm_train.sbatch lacks #SBATCH $directive"
 done
 ok "slurm_train.sbatch: one task per GPU, SIGTERM before the limit, requeue"
+# The script requeues the job itself when the ranks stop for SIGTERM (143), and only then:
+# Slurm's --requeue does not restart a job that ends by itself. srun and scontrol are stand-ins
+# that exit with the status asked for and record their arguments.
+mkdir -p "$work/fake-slurm"
+# shellcheck disable=SC2016  # $* and FAKE_SRUN_STATUS belong to the stand-ins
+printf '#!/bin/sh\necho "srun $*" >>"%s/calls"\nexit "${FAKE_SRUN_STATUS:-0}"\n' "$work" >"$work/fake-slurm/srun"
+# shellcheck disable=SC2016
+printf '#!/bin/sh\necho "scontrol $*" >>"%s/calls"\n' "$work" >"$work/fake-slurm/scontrol"
+chmod +x "$work/fake-slurm/srun" "$work/fake-slurm/scontrol"
+fake_job=(PATH="$work/fake-slurm:$PATH" SLURM_JOB_ID=4242 SLURM_NTASKS=2 SLURM_JOB_NUM_NODES=1
+  SLURM_SUBMIT_DIR="$work" RINGTRAIN_BIN=/opt/ringtrain/bin/ringtrain RINGTRAIN_WORKDIR="$work/runs")
+for case in "143 0 scontrol requeue 4242" "1 1 -" "0 0 -"; do
+  read -r srun_status want_status want_call <<<"$case"
+  rm -f "$work/calls"
+  output="$(env "${fake_job[@]}" FAKE_SRUN_STATUS="$srun_status" bash "$slurm" --data /shared/mnist 2>&1)"
+  status=$?
+  calls="$(cat "$work/calls" 2>/dev/null)"
+  if [ "$want_call" = - ]; then
+    if [ "$status" -eq "$want_status" ] && ! grep -q scontrol <<<"$calls"; then
+      ok "slurm_train.sbatch: ranks exit $srun_status -> job exits $want_status, not requeued"
+    else fail "slurm_train.sbatch: ranks exit $srun_status: status $status, calls: $calls" "$output"; fi
+  else
+    if [ "$status" -eq "$want_status" ] && grep -qx "$want_call" <<<"$calls" && grep -q "requeueing job 4242" <<<"$output"; then
+      ok "slurm_train.sbatch: ranks exit 143 (time limit) -> scontrol requeue 4242"
+    else fail "slurm_train.sbatch: ranks exit 143: status $status, calls: $calls" "$output"; fi
+  fi
+done
+rm -f "$work/calls"
+output="$(env "${fake_job[@]}" FAKE_SRUN_STATUS=143 RINGTRAIN_REQUEUE=0 bash "$slurm" 2>&1)"
+status=$?
+if [ "$status" -eq 143 ] && ! grep -q scontrol "$work/calls"; then ok "slurm_train.sbatch: RINGTRAIN_REQUEUE=0 ends the job with 143"; else fail "slurm_train.sbatch RINGTRAIN_REQUEUE=0: status $status" "$output"; fi
 echo "Slurm itself was not run: no Slurm controller or daemons on this machine"
 
 echo "$passes passed, $failures failed"

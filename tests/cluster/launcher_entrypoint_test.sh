@@ -68,6 +68,7 @@ run() {
 }
 
 port="$(free_port)"
+mkdir -p "$work/bin"
 printf '# written by the MPI operator\n127.0.0.1 slots=2\nlocalhost slots=2\n\n' >"$work/openmpi-hostfile"
 printf '127.0.0.1:2\nlocalhost:2\n' >"$work/intel-hostfile"
 
@@ -117,6 +118,55 @@ else
   indent <"$work/sigterm.log"
   failures=$((failures + 1))
 fi
+
+# The rank count comes from the hostfile: mpirun without -np gets the slots (2 + 2), the ranks
+# the expected world size, and the pod's NCCL_*/RINGTRAIN_* variables are forwarded (-x for Open
+# MPI, -genvlist for MPICH's hydra). The stand-ins print their version, or their arguments.
+for flavour in "mpirun:mpirun (Open MPI) 4.1.4" "mpiexec:HYDRA build details:"; do
+  name="${flavour%%:*}"
+  # shellcheck disable=SC2016  # $1, $* and the variable belong to the stand-in
+  printf '#!/usr/bin/env bash\n[ "$1" != --version ] || { echo "%s"; exit 0; }\necho "args: $*"\necho "world: $RINGTRAIN_EXPECT_WORLD_SIZE"\n' \
+    "${flavour#*:}" >"$work/bin/$name"
+  chmod +x "$work/bin/$name"
+done
+listen "$port" 0
+sleep 0.3
+launch() {
+  env PATH="$work/bin:$PATH" RINGTRAIN_HOSTFILE="$work/openmpi-hostfile" RINGTRAIN_SSH_PORT="$port" \
+    RINGTRAIN_WAIT_SECONDS=10 NCCL_DEBUG=INFO RINGTRAIN_BATCH_SIZE=16 "$@" 2>&1
+}
+# expect NAME OUTPUT PATTERN...: every extended regex PATTERN matches a line of OUTPUT.
+expect() {
+  local name="$1" output="$2" pattern
+  shift 2
+  for pattern in "$@"; do
+    if ! grep -qE -- "$pattern" <<<"$output"; then
+      echo "FAIL $name: no /$pattern/"
+      indent <<<"$output"
+      failures=$((failures + 1))
+      return
+    fi
+  done
+  echo "ok   $name"
+  passes=$((passes + 1))
+}
+output="$(launch bash "$entrypoint" mpirun ringtrain train --epochs 1)"
+expect "Open MPI: -np from the hostfile's slots, NCCL_*/RINGTRAIN_* forwarded with -x" "$output" \
+  "^args: -np 4 .*-x NCCL_DEBUG" "-x RINGTRAIN_BATCH_SIZE" "-x RINGTRAIN_EXPECT_WORLD_SIZE .*ringtrain train --epochs 1$" \
+  "^world: 4$"
+if grep -q -- "-x RINGTRAIN_SSH_PORT" <<<"$output"; then
+  echo "FAIL the launcher's own variables are forwarded to the ranks"
+  failures=$((failures + 1))
+fi
+output="$(launch bash "$entrypoint" mpirun -np 2 ringtrain train)"
+expect "an explicit -np is kept and is the expected world size" "$output" "^args: -np 2 ringtrain train$|^args: -x .* -np 2 ringtrain train$" "^world: 2$"
+output="$(launch bash "$entrypoint" mpiexec ringtrain train)"
+expect "MPICH's mpiexec: -np from the slots, -genvlist for the variables" "$output" \
+  "^args: -np 4 -genvlist ([A-Z_]+,)*NCCL_DEBUG" "RINGTRAIN_BATCH_SIZE" "^world: 4$"
+stop_listener
+printf 'worker-0 slots=two\n' >"$work/bad-slots-hostfile"
+run "a hostfile line with bad slots is named" 1 2 "error: the hostfile .* gives host worker-0 'two' slots" \
+  RINGTRAIN_HOSTFILE="$work/bad-slots-hostfile"
 
 run "a missing hostfile is named" 1 2 "error: cannot read the hostfile $work/none" \
   RINGTRAIN_HOSTFILE="$work/none"

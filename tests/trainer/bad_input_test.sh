@@ -103,6 +103,10 @@ expect "token file shorter than a window" "short/x_train.bin: 10 tokens, shorter
 expect "gpt on image data" "holds no token files" "${gpt[@]}" --data "$good"
 
 expect "batch size 0" "--batch-size must be at least 1 \(got 0\)" --data "$good" --batch-size 0
+expect "accumulate steps 0" "--accumulate-steps must be at least 1 \(got 0\)" --data "$good" --accumulate-steps 0
+expect "negative accumulate steps" "--accumulate-steps must be at least 1 \(got -3\)" --data "$good" --accumulate-steps -3
+expect "fractional accumulate steps" "accumulate-steps.*'2.5'|'2.5'.*accumulate-steps" --data "$good" --accumulate-steps 2.5
+expect "accumulation on cuda" "--accumulate-steps runs on the host only: use --device cpu or auto with it" --data "$good" --device cuda --accumulate-steps 2
 expect "negative learning rate" "--lr must be greater than 0" --data "$good" --lr -1
 expect "infinite learning rate" "--lr must be a finite number \(got inf\)" --data "$good" --lr inf
 expect "infinite stall timeout" "--stall-timeout must be a finite number \(got inf\) \(0 means never\)" --data "$good" --stall-timeout inf
@@ -117,6 +121,14 @@ expect "missing data folder" "--data $work/nowhere: no such folder" --data "$wor
 expect "unknown backend" "--backend 'tcp': expected auto, mpi, ring, hierarchical, shm or nccl" --data "$good" --backend tcp
 expect "wrong world size" "--expect-world-size 4 but MPI started 2 rank" --data "$good" --expect-world-size 4
 expect "unknown device" "--device 'tpu': expected auto, cpu or cuda" --data "$good" --device tpu
+expect "unknown log level" "--log-level 'verbose': expected error, warn, info or debug" --data "$good" --log-level verbose
+expect "log file pattern with a bad placeholder" "--log-file 'train-%x.log': %x is no placeholder" --data "$good" --log-file "train-%x.log"
+expect "one log file for two ranks" "--log-file '$work/train.log' names one file for 2 ranks: put %r" --data "$good" --log-file "$work/train.log"
+expect "one log file for two ranks (%%r is no rank)" "--log-file '$work/train-%%r.log' names one file for 2 ranks" --data "$good" --log-file "$work/train-%%r.log"
+touch "$work/a-file"
+expect "log folder that cannot be made" "--log-file $work/a-file/train-[01].log: cannot create the folder" --data "$good" --log-file "$work/a-file/train-%r.log"
+mkdir -p "$work/taken-1.log"
+expect "log file one rank cannot open" "--log-file $work/taken-1.log: cannot open for writing: Is a directory" --data "$good" --log-file "$work/taken-%r.log"
 expect "unknown prefetch" "--prefetch 'yes': expected auto, on or off" --data "$good" --prefetch yes
 expect "removed shm parameters" "--shm-parameters was removed: --backend shm keeps a copy of the parameters on every rank" --data "$good" --shm-parameters auto
 expect "nccl on the cpu" "--backend nccl averages GPU buffers: it needs --device cuda" --data "$good" --device cpu --backend nccl

@@ -174,6 +174,13 @@ TEST_F(ConfigTest, EveryBadValueGetsOneLineNamingTheOption) {
       {{"--epochs", "0"}, "--epochs must be at least 1"},
       {{"--lr-schedule", "linear"}, "--lr-schedule 'linear': expected constant, step or cosine"},
       {{"--batch-size", "many"}, "batch-size"},
+      {{"--accumulate-steps", "0"}, "--accumulate-steps must be at least 1 (got 0)"},
+      {{"--accumulate-steps", "-2"}, "--accumulate-steps must be at least 1 (got -2)"},
+      {{"--accumulate-steps", "1.5"}, "accumulate-steps"},
+      {{"--device", "cuda", "--accumulate-steps", "2"},
+       "--accumulate-steps runs on the host only: use --device cpu or auto with it"},
+      {{"--backend", "nccl", "--accumulate-steps", "2"},
+       "--accumulate-steps runs on the host only"},
       {{"--no-such-option"}, "no-such-option"},
       {{"--synthetic-shape", "28x28"}, "--synthetic-shape '28x28': expected C,H,W"},
       {{"--prefetch", "yes"}, "--prefetch 'yes': expected auto, on or off"},
@@ -188,6 +195,11 @@ TEST_F(ConfigTest, EveryBadValueGetsOneLineNamingTheOption) {
       {{"--stall-timeout", "inf"},
        "--stall-timeout must be a finite number (got inf) (0 means never)"},
       {{"--sigterm-grace", "inf"}, "--sigterm-grace must be a finite number (got inf)"},
+      {{"--log-level", "verbose"}, "--log-level 'verbose': expected error, warn, info or debug"},
+      {{"--log-file", "train-%q.log"},
+       "--log-file 'train-%q.log': %q is no placeholder (%r the rank, %h the host, %% a percent "
+       "sign)"},
+      {{"--log-file", "train-%r.log%"}, "--log-file 'train-%r.log%': % is no placeholder"},
   };
   for (const auto& [words, expected] : cases) {
     std::vector<std::string> args = {"--data", data()};
@@ -197,6 +209,31 @@ TEST_F(ConfigTest, EveryBadValueGetsOneLineNamingTheOption) {
     EXPECT_NE(p.error->find(expected), std::string::npos) << *p.error;
     EXPECT_EQ(p.error->find('\n'), std::string::npos) << "more than one line: " << *p.error;
   }
+}
+
+// --log-level's four levels, info unless told; --log-file's pattern kept as given (each rank
+// expands it when it opens its file).
+TEST_F(ConfigTest, LogLevelAndLogFileAreRead) {
+  const Parsed defaults = parse({"--data", data()});
+  ASSERT_FALSE(defaults.error) << *defaults.error;
+  EXPECT_EQ(defaults.config.logLevel, collectives::LogLevel::kInfo);
+  EXPECT_EQ(defaults.config.logFile, "");
+  const std::pair<const char*, collectives::LogLevel> levels[] = {
+      {"error", collectives::LogLevel::kError},
+      {"warn", collectives::LogLevel::kWarn},
+      {"info", collectives::LogLevel::kInfo},
+      {"debug", collectives::LogLevel::kDebug}};
+  for (const auto& [text, level] : levels) {
+    const Parsed p = parse({"--data", data(), "--log-level", text});
+    ASSERT_FALSE(p.error) << *p.error;
+    EXPECT_EQ(p.config.logLevel, level) << text;
+  }
+  const Parsed file = parse({"--data", data(), "--log-file", "logs/%h-%r-100%%.log"});
+  ASSERT_FALSE(file.error) << *file.error;
+  EXPECT_EQ(file.config.logFile, "logs/%h-%r-100%%.log");
+  EXPECT_EQ(collectives::expandLogPattern(file.config.logFile, 12, "node7"),
+            "logs/node7-12-100%.log");
+  EXPECT_NE(parse({"--help"}).helpText.find("error | warn | info | debug"), std::string::npos);
 }
 
 // --prefetch auto: a thread for the next batch where the rank's own thread would otherwise wait

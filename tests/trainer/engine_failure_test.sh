@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The gradient engine's ways of not hanging, under mpirun with 2 ranks, on the MNIST-like files of
 # a small folder made here: a rank that skips a collective (test-only fault injection) is named by
-# the stall watchdog and the job ends within the time-out plus a few seconds, for each backend;
+# the stall watchdog, first in a warning at half the time-out (which --log-level error hides),
+# and the job ends within the time-out plus a few seconds, for each backend;
 # ranks started with different options are stopped at start-up with the differing rank and value;
 # a NaN in the averaged gradients stops the job (--check-finite stop) or skips the step (skip);
 # --timeline writes a trace with the expected events on every rank (rank 0's checkpoints included). After every case no ringtrain
@@ -96,6 +97,15 @@ for backend in ring mpi; do
     fail "stall, $backend backend: $warnings early warnings naming rank 1 (want 1)"
   fi
 done
+
+# The warning is a warning: --log-level error hides it, never the abort.
+expect "stall, --log-level error" nonzero 10 \
+  "stall: waited 3 s .*all-reduce #10 .*not reached by rank 1" \
+  -np 2 "${train[@]}" --steps 40 --backend ring --stall-timeout 3 --log-level error \
+  --test-stall-rank 1 --test-stall-collective 10 &&
+  if grep -q "warning: slow" <<<"$output"; then
+    fail "stall, --log-level error: the early warning is shown"
+  fi
 
 # With shared memory the fault stops rank 1 at step 10, before it announces any gradient.
 expect "stall, shm backend" nonzero 10 \

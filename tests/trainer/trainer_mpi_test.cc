@@ -2,8 +2,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <unistd.h>
+
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -16,7 +21,9 @@
 #include "data/synthetic_token_dataset.h"
 #include "models/flush_to_zero.h"
 #include "models/matrix_products.h"
+#include "src/storage/tensorboard_writer.h"
 #include "src/trainer/batch_source.h"
+#include "src/trainer/lr_schedule.h"
 #include "src/trainer/trainer.h"
 #include "tests/support/mpi_test_environment.h"
 
@@ -92,15 +99,17 @@ std::size_t differingBits(std::span<const float> a, std::span<const float> b) {
 
 class ExactDataParallelism : public ::testing::TestWithParam<std::string> {};
 
-// Trains `config` with batch B per rank on every rank, and alone on each rank with batch N·B
-// (the reference), and expects the same parameters to floating-point reassociation, the same
-// bits on every rank, and weights that moved; `tolerance` is that of the parameters' relative
-// difference.
-void expectOneRankWithTheWholeBatch(TrainConfig config, const Sources& sources, int batch,
-                                    double tolerance = 1e-5) {
+// Trains `config` with batch B per rank on every rank (K = config.accumulateSteps micro-batches
+// of B a step), and alone on each rank with batch N·K·B (the reference), and expects the same
+// parameters to floating-point reassociation (or `tolerance`), the same bits on every rank, and
+// weights that moved. Returns the parallel run's summary.
+TrainingSummary expectOneRankWithTheWholeBatch(TrainConfig config, const Sources& sources,
+                                               int batch, double tolerance = 1e-5) {
   const int ranks = testing::mpiEnvironment().worldSize();
   TrainConfig single = config;
-  single.batchSize = batch * ranks;
+  single.batchSize = batch * ranks * config.accumulateSteps;
+  single.accumulateSteps = 1;
+  single.compression = engine::Compression::kNone;
   Trainer reference(single, *sources.train, *sources.test, quiet(MPI_COMM_SELF));
   const std::vector<float> initial = copyOf(reference.model().parameters());
   reference.run();
@@ -111,34 +120,41 @@ void expectOneRankWithTheWholeBatch(TrainConfig config, const Sources& sources, 
 
   const auto expected = reference.model().parameters();
   const auto got = parallel.model().parameters();
-  ASSERT_EQ(got.size(), expected.size());
+  EXPECT_EQ(got.size(), expected.size());
+  if (got.size() != expected.size()) return summary;
   EXPECT_GT(relativeDifference(initial, expected), 1e-2) << "training did not move the weights";
   EXPECT_LE(relativeDifference(got, expected), tolerance)
-      << ranks << " ranks x batch " << batch << " differ from 1 rank x batch " << batch * ranks;
+      << ranks << " ranks x " << config.accumulateSteps << " micro-batches of " << batch
+      << " differ from 1 rank x batch " << single.batchSize;
   EXPECT_TRUE(summary.replicasIdentical);
   const std::vector<int> differing = ranksWithOtherParameters(got);
   EXPECT_TRUE(differing.empty()) << "rank " << differing.front() << " holds other parameters";
+  return summary;
 }
 
 // N ranks with batch B must train exactly as one rank with batch N*B: after 24 steps of SGD with
 // momentum the parameters agree to floating-point reassociation, and every rank holds the same
 // bits.
-TEST_P(ExactDataParallelism, NRanksWithBatchBEqualOneRankWithBatchNB) {
-  models::enableFlushToZero();
-  const Sources sources = syntheticMnistLike();
+// The MLP these equivalences train: SGD with momentum, several buckets reduced while backward
+// runs.
+TrainConfig momentumMlp(std::string_view backend, std::int64_t steps) {
   TrainConfig config;
   config.model = ModelKind::kMlp;
   config.hidden = {512, 512};
   config.optimizer = OptimizerKind::kSgd;
   config.momentum = 0.9;
   config.learningRate = 0.05;
-  config.steps = 24;
+  config.steps = steps;
   config.logEvery = 0;
   config.seed = 11;
-  useBackend(config, GetParam());
-  config.fusionThresholdBytes = 256 << 10;  // several buckets, reduced while backward runs
+  useBackend(config, backend);
+  config.fusionThresholdBytes = 256 << 10;
+  return config;
+}
 
-  expectOneRankWithTheWholeBatch(config, sources, 8);
+TEST_P(ExactDataParallelism, NRanksWithBatchBEqualOneRankWithBatchNB) {
+  models::enableFlushToZero();
+  expectOneRankWithTheWholeBatch(momentumMlp(GetParam(), 24), syntheticMnistLike(), 8);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ExactDataParallelism,
@@ -171,20 +187,21 @@ TEST(ExactDataParallelismInBfloat16, NRanksWithBatchBEqualOneRankWithBatchNB) {
 
 class GptDataParallelism : public ::testing::TestWithParam<std::string> {};
 
-// The same equivalence for the GPT: token windows (96, divisible by 1 to 4 ranks), one label per
-// position, the output head tied to the token embedding, weight decay on matrices only and the
-// gradient clipped to a global norm it exceeds (so the norm of the average must be the same
-// on every rank).
-TEST_P(GptDataParallelism, NRanksWithBatchBEqualOneRankWithBatchNB) {
-  models::enableFlushToZero();
+// Token windows (96, divisible by 1 to 4 ranks) for the GPT below.
+Sources syntheticTokenWindows() {
   data::SyntheticTokenOptions tokens;
   tokens.vocabulary = 97;
   tokens.context = 16;
   tokens.size = 96;
   tokens.seed = 5;
   data::DatasetPair pair = data::makeSyntheticTokenPair(tokens, 8);
-  const Sources sources{classificationSource(std::move(pair.train)),
-                        classificationSource(std::move(pair.test))};
+  return {classificationSource(std::move(pair.train)), classificationSource(std::move(pair.test))};
+}
+
+// A small GPT, its head tied to the token embedding, with weight decay on matrices only and the
+// gradient clipped to a global norm it exceeds (so the norm of the average must be the same on
+// every rank).
+TrainConfig smallGpt(std::string_view backend) {
   TrainConfig config;
   config.model = ModelKind::kGpt;
   config.gpt = {.layers = 2, .heads = 2, .width = 32, .context = 16, .vocabulary = 97};
@@ -195,14 +212,190 @@ TEST_P(GptDataParallelism, NRanksWithBatchBEqualOneRankWithBatchNB) {
   config.steps = 12;
   config.logEvery = 0;
   config.seed = 13;
-  useBackend(config, GetParam());
+  useBackend(config, backend);
   config.fusionThresholdBytes = 32 << 10;
+  return config;
+}
 
-  expectOneRankWithTheWholeBatch(config, sources, 2);
+// The same equivalence for the GPT: one label per position, the tied head, decay and clipping.
+TEST_P(GptDataParallelism, NRanksWithBatchBEqualOneRankWithBatchNB) {
+  models::enableFlushToZero();
+  expectOneRankWithTheWholeBatch(smallGpt(GetParam()), syntheticTokenWindows(), 2);
+}
+
+// And with accumulation (AdamW): the tied head's gradient, made of two layers' parts, and the
+// clipping of the accumulated average.
+TEST_P(GptDataParallelism, NRanksWithTwoMicroBatchesEqualOneRankWithTheWholeBatch) {
+  models::enableFlushToZero();
+  TrainConfig config = smallGpt(GetParam());
+  config.optimizer = OptimizerKind::kAdamW;
+  config.learningRate = 0.003;
+  config.steps = 8;  // 8·2·N·2 windows: one epoch of 96 at most
+  config.accumulateSteps = 2;
+  expectOneRankWithTheWholeBatch(config, syntheticTokenWindows(), 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, GptDataParallelism, ::testing::Values("ring", "shm"),
                          [](const auto& param) { return param.param; });
+
+// --accumulate-steps K: N ranks with K micro-batches of B train as one rank with batch N·K·B,
+// with overlap on (each layer announced on the last micro-batch, its earlier ones added first),
+// and the gradients cross the wire once per step: one all-reduce per bucket and step.
+class AccumulationParallelism : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(AccumulationParallelism, NRanksWithKMicroBatchesOfBEqualOneRankWithBatchNKB) {
+  models::enableFlushToZero();
+  // 12·K·N·8 samples: within the first epoch for K, N up to 3.
+  TrainConfig config = momentumMlp(std::get<0>(GetParam()), 12);
+  config.accumulateSteps = std::get<1>(GetParam());
+  config.overlap = true;
+  const TrainingSummary summary = expectOneRankWithTheWholeBatch(config, syntheticMnistLike(), 8);
+  EXPECT_EQ(summary.steps, 12);
+  EXPECT_EQ(summary.samples,
+            12 * config.accumulateSteps * 8 * testing::mpiEnvironment().worldSize());
+}
+
+INSTANTIATE_TEST_SUITE_P(BackendsAndMicroBatches, AccumulationParallelism,
+                         ::testing::Combine(::testing::Values("ring", "shm"),
+                                            ::testing::Values(2, 3)),
+                         [](const auto& param) {
+                           return std::get<0>(param.param) + "_" +
+                                  std::to_string(std::get<1>(param.param));
+                         });
+
+// The gradients of K micro-batches cross the wire once per optimiser step: the ring exchange's
+// communicator enters one all-reduce per bucket and step, as without accumulation.
+TEST(Accumulation, CommunicatesOncePerOptimiserStep) {
+  const Sources sources = syntheticMnistLike();
+  TrainConfig config;
+  config.model = ModelKind::kMlp;
+  config.hidden = {256, 128};
+  config.batchSize = 8;
+  config.steps = 5;
+  config.logEvery = 0;
+  useBackend(config, "ring");
+  config.fusionThresholdBytes = 64 << 10;
+  std::uint64_t collectives[2] = {};
+  for (const int k : {1, 4}) {
+    config.accumulateSteps = k;
+    Trainer trainer(config, *sources.train, *sources.test, quiet());
+    const std::uint64_t before = trainer.exchange().communicator()->collectiveCount();
+    trainer.run();
+    collectives[k == 4] = trainer.exchange().communicator()->collectiveCount() - before;
+    EXPECT_EQ(collectives[k == 4], 5 * trainer.exchange().buckets().size()) << "K = " << k;
+  }
+  EXPECT_EQ(collectives[0], collectives[1]);
+}
+
+// An epoch whose last batch is smaller: per rank 3 steps of 2 full micro-batches of 8, then a
+// step of one full micro-batch and one of 4. That step's gradient is the mean over its 12
+// samples (the micro-batches weighted 8 : 4), as one rank's last batch of 12·N has it.
+TEST(Accumulation, AnEpochsSmallerLastBatchWeighsByItsSamples) {
+  models::enableFlushToZero();
+  const int ranks = testing::mpiEnvironment().worldSize();
+  data::SyntheticOptions o;
+  o.size = ranks * (3 * 16 + 12);
+  o.seed = 7;
+  data::DatasetPair pair = data::makeSyntheticPair(o, 32);
+  const Sources sources{classificationSource(std::move(pair.train)),
+                        classificationSource(std::move(pair.test))};
+  TrainConfig config;
+  config.model = ModelKind::kMlp;
+  config.hidden = {64};
+  config.optimizer = OptimizerKind::kSgd;
+  config.learningRate = 0.2;
+  config.epochs = 1;
+  config.logEvery = 0;
+  config.seed = 3;
+  config.accumulateSteps = 2;
+
+  const TrainingSummary summary = expectOneRankWithTheWholeBatch(config, sources, 8);
+  EXPECT_EQ(summary.steps, 4);
+  EXPECT_EQ(summary.samples, o.size);
+}
+
+// What the log counts with --accumulate-steps 3 on --epochs 2: optimiser steps, ceil(2·S/3) for
+// S micro-batches an epoch, each of 3·N·8 samples; the training log at every 5th optimiser step
+// with the learning rate the schedule gives that step; an evaluation in each step where an epoch
+// ended, and at the last.
+TEST(Accumulation, TheLogCountsOptimiserStepsAndTheirSamples) {
+  const int ranks = testing::mpiEnvironment().worldSize();
+  const bool root = testing::mpiEnvironment().worldRank() == 0;
+  const Sources sources = syntheticMnistLike();
+  TrainConfig config;
+  config.model = ModelKind::kMlp;
+  config.hidden = {32};
+  config.batchSize = 8;
+  config.epochs = 2;
+  config.logEvery = 5;
+  config.accumulateSteps = 3;
+  const std::int64_t perEpoch = 960 / ranks / 8;
+  const std::int64_t planned = (2 * perEpoch + 2) / 3;
+  const std::filesystem::path logdir =
+      std::filesystem::temp_directory_path() / ("accumulation_log_" + std::to_string(getpid()));
+  TrainingSummary summary;
+  {
+    std::optional<storage::TrainingLog> log;
+    if (root) log.emplace(logdir);
+    TrainerEnvironment environment = quiet();
+    environment.trainingLog = log ? &*log : nullptr;
+    Trainer trainer(config, *sources.train, *sources.test, environment);
+    EXPECT_EQ(trainer.plannedSteps(), planned);
+    summary = trainer.run();
+  }
+  EXPECT_EQ(summary.steps, planned);
+  EXPECT_EQ(summary.samples, planned * 3 * 8 * ranks);
+  if (!root) return;
+  LrScheduleOptions schedule;
+  schedule.kind = config.lrSchedule;
+  schedule.baseLr = config.learningRate;
+  schedule.totalSteps = planned;
+  std::vector<std::int64_t> trainSteps, testSteps, expectedTrain, expectedTest;
+  std::ifstream metrics(logdir / "metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    const nlohmann::json record = nlohmann::json::parse(line);
+    const std::int64_t step = record["step"];
+    if (record["split"] == "train") {
+      trainSteps.push_back(step);
+      EXPECT_EQ(record["learning_rate"].get<float>(),
+                static_cast<float>(learningRateAt(schedule, step - 1)))
+          << "step " << step;
+    } else {
+      testSteps.push_back(step);
+    }
+  }
+  std::filesystem::remove_all(logdir);
+  for (std::int64_t step = 5; step < planned; step += 5)
+    expectedTrain.push_back(step);
+  expectedTrain.push_back(planned);
+  for (const std::int64_t epoch : {1, 2})
+    expectedTest.push_back((epoch * perEpoch + 2) / 3);
+  if (expectedTest.back() != planned) expectedTest.push_back(planned);
+  EXPECT_EQ(trainSteps, expectedTrain);
+  EXPECT_EQ(testSteps, expectedTest);
+}
+
+// With fp16 on the wire, accumulation still trains as the whole batch does (in float32), to
+// within fp16's relative rounding of one value, 2^-11, after 12 steps.
+TEST(Accumulation, WithFp16CompressionStaysCloseToTheWholeBatch) {
+  models::enableFlushToZero();
+  const Sources sources = syntheticMnistLike();
+  TrainConfig config;
+  config.model = ModelKind::kMlp;
+  config.hidden = {128};
+  config.optimizer = OptimizerKind::kSgd;
+  config.momentum = 0.9;
+  config.learningRate = 0.05;
+  config.steps = 12;
+  config.logEvery = 0;
+  config.seed = 11;
+  useBackend(config, "ring");
+  config.compression = engine::Compression::kFloat16;
+  config.accumulateSteps = 3;
+  config.fusionThresholdBytes = 64 << 10;
+
+  expectOneRankWithTheWholeBatch(config, sources, 8, std::ldexp(1.0, -11));
+}
 
 // With overlap each bucket is averaged on the communication thread while backward runs, and its
 // parameters are updated as soon as it is done; without, everything happens after backward. The

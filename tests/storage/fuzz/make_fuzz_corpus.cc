@@ -1,6 +1,6 @@
 // make_fuzz_corpus OUT: writes the seed corpus of the storage fuzz targets -- small valid inputs
-// each reader accepts -- into OUT/idx_reader, OUT/hdf5_dataset, OUT/checkpoint and
-// OUT/token_file. libFuzzer
+// each reader accepts -- into OUT/idx_reader, OUT/hdf5_dataset, OUT/checkpoint, OUT/token_file
+// and OUT/safetensors. libFuzzer
 // mutates them; starting from valid files gets it past the magic numbers and headers at once.
 #include <cstdint>
 #include <cstdio>
@@ -15,6 +15,7 @@
 #include "data/idx_writer.h"
 #include "data/token_file.h"
 #include "src/storage/checkpoint.h"
+#include "src/storage/safetensors.h"
 
 namespace {
 
@@ -113,6 +114,17 @@ void tokenFileSeeds(const fs::path& dir) {
   writeBytes(dir / "tokens-40.bin", ringtrain::data::encodeTokenFile(tokens));
 }
 
+// A GPT-like pair of tensors with metadata, and a file of one scalar without.
+void safetensorsSeeds(const fs::path& dir) {
+  ringtrain::storage::SafetensorsContent c;
+  c.metadata = {{"format", "pt"}, {"ringtrain_step", "3"}};
+  c.tensors = {{"wte.weight", {3, 2}, {1, 2, 3, 4, 5, 6}}, {"h.0.ln_1.bias", {2}, {0.5f, -0.5f}}};
+  writeBytes(dir / "two.safetensors", ringtrain::storage::encodeSafetensors(c));
+  c.metadata.clear();
+  c.tensors = {{"scalar", {}, {7}}};
+  writeBytes(dir / "scalar.safetensors", ringtrain::storage::encodeSafetensors(c));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -122,12 +134,14 @@ int main(int argc, char** argv) {
   }
   try {
     const fs::path out = argv[1];
-    for (const char* kind : {"idx_reader", "hdf5_dataset", "checkpoint", "token_file"})
+    for (const char* kind :
+         {"idx_reader", "hdf5_dataset", "checkpoint", "token_file", "safetensors"})
       fs::create_directories(out / kind);
     idxSeeds(out / "idx_reader");
     hdf5Seeds(out / "hdf5_dataset");
     checkpointSeeds(out / "checkpoint");
     tokenFileSeeds(out / "token_file");
+    safetensorsSeeds(out / "safetensors");
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "make_fuzz_corpus: error: %s\n", e.what());

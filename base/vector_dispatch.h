@@ -1,0 +1,41 @@
+// Run-time choice of vector instructions, so that one binary built for the x86-64 baseline (the
+// default build: it must not die with an illegal instruction on a node whose CPU differs from
+// the build host's) still uses AVX2 or AVX-512 where the CPU has them.
+//
+// RINGTRAIN_VECTOR_CLONES before a hot loop's function (templates too) compiles it three times,
+// for x86-64-v4 (AVX-512), x86-64-v3 (AVX2, FMA) and the baseline; the loader picks one per
+// process from the CPU (GCC's target_clones, an ifunc). It expands to nothing where that choice
+// is already made at build time (-march with AVX-512, e.g. -DRINGTRAIN_ARCH=native here), with
+// compilers other than GCC (Clang 14 cannot clone templates), and in sanitizer builds (an ifunc
+// resolver runs before the sanitizer's runtime is ready).
+//
+// Code with intrinsics cannot be cloned (the baseline clone would not compile): such code has
+// functions with __attribute__((target(...))) chosen by cpuHas() at run time instead.
+#pragma once
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__AVX512F__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define RINGTRAIN_VECTOR_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define RINGTRAIN_VECTOR_CLONES
+#endif
+
+namespace ringtrain::base {
+
+enum class CpuFeature { kF16c, kAvx2, kAvx512f };
+
+// Whether this CPU has the feature (cpuid, through the compiler's built-in; false off x86-64).
+inline bool cpuHas(CpuFeature feature) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  switch (feature) {
+    case CpuFeature::kF16c: return __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+    case CpuFeature::kAvx2: return __builtin_cpu_supports("avx2");
+    case CpuFeature::kAvx512f: return __builtin_cpu_supports("avx512f");
+  }
+#endif
+  (void)feature;
+  return false;
+}
+
+}  // namespace ringtrain::base

@@ -1,0 +1,16 @@
+# `cmake --install BUILD --prefix PREFIX` (for environment modules and container images):
+#   PREFIX/bin                      the programs, the MPIJob launcher's entrypoint and the SIGTERM
+#                                   forwarder it runs beside it;
+#   PREFIX/share/ringtrain/data     the data scripts, with the scripts/lib files they source (they
+#                                   find the programs in PREFIX/bin: scripts/lib/common.sh).
+# The tests, the benchmark scripts and the launch scripts of scripts/mpirun stay in the checkout.
+include(GNUInstallDirs)
+install(TARGETS ringtrain allreduce_perf model_step_perf hdf5_read_perf mnist_json_to_idx
+                idx_to_hdf5 gpt2_tokenize
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(PROGRAMS k8s/launcher-entrypoint.sh scripts/lib/forward_sigterm.sh
+        DESTINATION ${CMAKE_INSTALL_BINDIR})
+set(_ringtrain_share ${CMAKE_INSTALL_DATADIR}/ringtrain)
+install(PROGRAMS data/fetch_mnist.sh data/fetch_gpt2_vocab.sh data/prepare_fortunes.sh
+        DESTINATION ${_ringtrain_share}/data)
+install(FILES scripts/lib/common.sh scripts/lib/fetch.sh DESTINATION ${_ringtrain_share}/scripts/lib)

@@ -1,0 +1,126 @@
+#include "src/trainer/exported_weights.h"
+
+#include <algorithm>
+#include <array>
+#include <boost/program_options.hpp>
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include "src/storage/checkpoint_model.h"
+#include "src/trainer/subcommand.h"
+
+namespace ringtrain {
+namespace {
+
+namespace po = boost::program_options;
+
+// The values of a rows x cols matrix (row-major) as the cols x rows matrix.
+std::vector<float> transposed(std::span<const float> values, std::size_t rows, std::size_t cols) {
+  std::vector<float> out(values.size());
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t c = 0; c < cols; ++c)
+      out[c * rows + r] = values[r * cols + c];
+  return out;
+}
+
+// Whether a tensor of this name and shape is {in, out} in the file and {out, in} in the model.
+template <class Shape>
+bool transposedInFile(std::string_view name, const Shape& shape) {
+  return transposedInWeightsFile(name) && shape.size() == 2;
+}
+
+struct ExportOptions {
+  std::filesystem::path checkpoint;
+  std::filesystem::path out;
+};
+
+std::optional<std::string> parseOptions(int argc, char** argv, ExportOptions& o, bool& help) {
+  po::options_description described(
+      "ringtrain export --format safetensors CHECKPOINT OUT: a checkpoint's weights for other "
+      "tools");
+  std::string format = "safetensors", checkpoint, out;
+  // clang-format off
+  described.add_options()
+      ("help,h", "print this help")
+      ("format", po::value(&format)->default_value(format), "safetensors (the only format)")
+      ("checkpoint", po::value(&checkpoint)->required(), "a checkpoint (ckpt-<step>.h5), or its folder (the newest good one)")
+      ("out", po::value(&out)->required(), "the file to write (replaced if it exists)");
+  // clang-format on
+  po::positional_options_description positional;
+  positional.add("checkpoint", 1).add("out", 1);
+  if (auto error = parseSubcommandLine(argc, argv, described, positional, help)) return error;
+  if (help) return std::nullopt;
+  if (format != "safetensors") return "--format " + format + ": the only format is safetensors";
+  o.checkpoint = checkpoint;
+  o.out = out;
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool transposedInWeightsFile(std::string_view name) {
+  static constexpr std::array<std::string_view, 4> kConv1d = {
+      ".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight"};
+  return name.starts_with("h.") && std::any_of(kConv1d.begin(), kConv1d.end(),
+                                               [&](auto suffix) { return name.ends_with(suffix); });
+}
+
+storage::SafetensorsContent exportedWeights(const storage::CheckpointContent& saved,
+                                            std::string_view version) {
+  storage::SafetensorsContent content;
+  content.metadata = {{"format", "pt"},
+                      {"ringtrain_version", std::string(version)},
+                      {"ringtrain_step", std::to_string(saved.step)},
+                      {"ringtrain_config", saved.config}};
+  for (const storage::Tensor& parameter : saved.parameters) {
+    storage::Tensor& t = content.tensors.emplace_back(parameter);
+    if (transposedInFile(t.name, t.shape)) {
+      t.values = transposed(t.values, static_cast<std::size_t>(t.shape[0]),
+                            static_cast<std::size_t>(t.shape[1]));
+      std::swap(t.shape[0], t.shape[1]);
+    }
+  }
+  return content;
+}
+
+void loadWeightsFile(const std::filesystem::path& file, models::Model<float>& model) {
+  const storage::SafetensorsContent content = storage::readSafetensors(file);
+  // The model's table as the file lays it out: checked, and copied, in the file's shapes.
+  std::vector<models::ParameterEntry> asInFile(model.parameterTable().begin(),
+                                               model.parameterTable().end());
+  for (models::ParameterEntry& entry : asInFile)
+    if (transposedInFile(entry.name, entry.shape)) std::swap(entry.shape[0], entry.shape[1]);
+  storage::copyTensorsToFlat(content.tensors, std::span<const models::ParameterEntry>(asInFile),
+                             model.parameters(), file);
+  for (const models::ParameterEntry& entry : asInFile) {
+    if (!transposedInFile(entry.name, entry.shape)) continue;
+    const std::span<float> values = model.parameters().subspan(entry.offset, entry.count);
+    const std::vector<float> back = transposed(values, static_cast<std::size_t>(entry.shape[0]),
+                                               static_cast<std::size_t>(entry.shape[1]));
+    std::copy(back.begin(), back.end(), values.begin());
+  }
+}
+
+int exportCommand(int argc, char** argv, std::string_view version) {
+  ExportOptions options;
+  bool help = false;
+  try {
+    if (const auto problem = parseOptions(argc, argv, options, help)) {
+      std::cerr << "ringtrain export: " << *problem << "\n";
+      return 2;
+    }
+    if (help) return 0;
+    const storage::ResumePlan plan = checkpointToRead(options.checkpoint);
+    const storage::SafetensorsContent content = exportedWeights(plan.content, version);
+    storage::writeSafetensors(options.out, content);
+    std::cout << options.out.string() << ": " << content.tensors.size() << " tensors of step "
+              << plan.content.step << " from " << plan.path.string() << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "ringtrain export: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace ringtrain
