@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "base/vector_dispatch.h"
+
 // The kernels below are the only code built for AVX512-BF16; they run only where
 // bf16ProductsSupported() said yes.
 #define RINGTRAIN_BF16_TARGET __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl")))
@@ -256,7 +258,7 @@ void columnMajorProduct(const ConstStrided& a, const ConstStrided& b, float* c, 
 }  // namespace
 
 bool bf16ProductsSupported() {
-  return __builtin_cpu_supports("avx512bf16");
+  return base::cpuHas(base::CpuFeature::kAvx512Bf16);
 }
 
 void bf16Product(const ConstStrided& a, const ConstStrided& b, const MutableStrided& c,
