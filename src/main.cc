@@ -161,7 +161,12 @@ std::optional<TrainConfig> settledConfig(int argc, char** argv, collectives::Mpi
     info(fmt::format("device {} (--device {}{}{})", nameIn(kDeviceNames, device.device),
                      nameIn(kDeviceNames, asked), device.reason.empty() ? "" : ": ",
                      device.reason));
-    if (device.device == Device::kCpu) info("matrix products: " + models::matrixProducts().name);
+    if (device.device == Device::kCpu) {
+      info("matrix products: " + models::matrixProducts().name +
+           (config.precision == models::Precision::kBfloat16
+                ? "; bfloat16 inputs, float32 accumulation (AVX512-BF16 kernel)"
+                : ""));
+    }
   }
   return config;
 }

@@ -82,6 +82,7 @@ struct RawOptions {
   std::string overlap = "on";
   std::string fusionThreshold = "8M";
   std::string compression = "none";
+  std::string precision = "fp32";
   std::string checkFinite = "off";
   std::string optimizer = "sgd";
   std::string lrSchedule = "cosine";
@@ -128,6 +129,7 @@ po::options_description runOptions(TrainConfig& c, RawOptions& raw) {
       ("log-every", po::value(&c.logEvery)->default_value(c.logEvery), "log the training loss every N steps")
       ("device", po::value(&raw.device)->default_value(raw.device), choicesHelp(kDeviceNames, "train on the CPU or on one GPU per rank; auto takes cuda when the build has the GPU path and every node has a GPU for each of its ranks").c_str())
       ("tf32", po::value(&c.tf32)->implicit_value(true)->default_value(false), "cuda: TF32 tensor-core matrix products (faster, with a larger rounding error in the products)")
+      ("precision", po::value(&raw.precision)->default_value(raw.precision), choicesHelp(kPrecisionNames, "the CPU's matrix products: float32, or bfloat16 inputs with float32 accumulation (needs a CPU with AVX512-BF16; weights, optimiser state, loss and softmax stay float32)").c_str())
       ("expect-world-size", po::value(&c.expectWorldSize)->default_value(c.expectWorldSize), "refuse to run unless mpirun started exactly this many ranks (0: any)");
   // clang-format on
   return run;
@@ -217,6 +219,7 @@ po::options_description hiddenOptions(TrainConfig& c, RawOptions& raw) {
                                                              po::value(&c.test.nanStep))(
       "test-step-sleep-ms", po::value(&c.test.stepSleepMs))("test-fail-at", po::value(&raw.failAt))(
       "test-fail-rank", po::value(&c.test.failRank))("test-fail-step", po::value(&c.test.failStep))(
+      "test-no-avx512-bf16", po::bool_switch(&c.test.noAvx512Bf16))(
       "shm-parameters", po::value(&raw.removedShmParameters));
   return hidden;
 }
@@ -342,6 +345,7 @@ std::optional<std::string> convertModes(const RawOptions& raw, TrainConfig& c) {
   parse("prefetch", raw.prefetch, kPrefetchNames, c.prefetch);
   parse("device", raw.device, kDeviceNames, c.device);
   if (!error) error = convertExchangeOptions(raw, c);
+  parse("precision", raw.precision, kPrecisionNames, c.precision);
   parse("check-finite", raw.checkFinite, kCheckFiniteNames, c.checkFinite);
   parse("optimizer", raw.optimizer, kOptimizerNames, c.optimizer);
   parse("lr-schedule", raw.lrSchedule, kLrScheduleNames, c.lrSchedule);
@@ -449,6 +453,9 @@ std::optional<std::string> deviceAndBackendProblem(const TrainConfig& c) {
   if (c.device == Device::kCuda && c.model == ModelKind::kGpt)
     return "--model gpt trains on the CPU only (the GPU path has no transformer layers yet): use "
            "--device cpu or auto";
+  if (c.device == Device::kCuda && c.precision != models::Precision::kFloat32)
+    return "--precision bf16 is for the CPU's matrix products: use --device cpu or auto with it "
+           "(--tf32 is the GPU's reduced precision)";
   if (c.device == Device::kCuda && c.clipGradNorm > 0)
     return "--clip-grad-norm runs on the host only: use --device cpu or auto with it";
   if ((c.device == Device::kCuda || c.backend == ExchangeBackend::kNccl) && c.accumulateSteps > 1)
@@ -702,6 +709,7 @@ std::vector<std::pair<std::string, std::string>> comparableOptions(const TrainCo
       {"--scale-lr", c.scaleLr ? "true" : "false"},
       {"--device", std::string(nameIn(kDeviceNames, c.device))},
       {"--tf32", c.tf32 ? "true" : "false"},
+      {"--precision", std::string(nameIn(kPrecisionNames, c.precision))},
       {"--backend", std::string(name(c.backend))},
       {"--overlap", c.overlap ? "on" : "off"},
       {"--fusion-threshold", std::to_string(c.fusionThresholdBytes)},
@@ -769,6 +777,8 @@ std::string describe(const TrainConfig& c) {
   if (c.warmupSteps > 0) out << " warm-up " << c.warmupSteps;
   if (c.scaleLr) out << " (scaled by ranks)";
   out << ", device " << nameIn(kDeviceNames, c.device) << (c.tf32 ? " tf32" : "");
+  if (c.precision != models::Precision::kFloat32)
+    out << " precision " << nameIn(kPrecisionNames, c.precision);
   out << ", backend " << name(c.backend) << (c.overlap ? " overlap" : " no overlap") << " fusion "
       << (c.fusionThresholdBytes >> 10) << " KiB";
   if (c.compression != engine::Compression::kNone)

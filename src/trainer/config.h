@@ -16,6 +16,7 @@
 #include "engine/gradient_reducer.h"
 #include "collectives/log.h"
 #include "collectives/named_values.h"
+#include "models/matrix_products.h"
 #include "models/model_factory.h"
 #include "src/trainer/lr_schedule.h"
 #include "src/trainer/optimizer.h"
@@ -40,6 +41,11 @@ models::GptShape presetShape(GptPreset preset);
 enum class Device { kAuto, kCpu, kCuda };  // kCuda: one GPU per rank
 inline constexpr NamedValue<Device> kDeviceNames[] = {
     {Device::kAuto, "auto"}, {Device::kCpu, "cpu"}, {Device::kCuda, "cuda"}};
+
+// The CPU's matrix products (models/matrix_products.h): float32, or bfloat16 inputs with float32
+// accumulation on CPUs with AVX512-BF16.
+inline constexpr NamedValue<models::Precision> kPrecisionNames[] = {
+    {models::Precision::kFloat32, "fp32"}, {models::Precision::kBfloat16, "bf16"}};
 
 // Gather the next batch on a thread of its own while the step trains.
 enum class Prefetch { kAuto, kOn, kOff };
@@ -81,6 +87,7 @@ struct TrainTestHooks {
   FailurePoint failAt = FailurePoint::kNone;
   int failRank = 0;
   std::int64_t failStep = 1;
+  bool noAvx512Bf16 = false;  // act as if this CPU lacked AVX512-BF16 (--precision bf16 refused)
 };
 
 struct TrainConfig {
@@ -129,6 +136,7 @@ struct TrainConfig {
   // Device (src/trainer/device_choice.h settles auto before training)
   Device device = Device::kAuto;
   bool tf32 = false;  // cuda: TF32 tensor-core matrix products
+  models::Precision precision = models::Precision::kFloat32;  // cpu matrix products
 
   // Communication
   // nullopt: auto, which chooseDevice (device_choice.h) settles before training.

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <limits>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 #include <variant>
 
@@ -21,6 +22,7 @@
 #include "collectives/mpi_check.h"
 #include "collectives/steady_clock.h"
 #include "engine/exchange_factory.h"
+#include "models/matrix_products.h"
 #include "src/storage/checkpoint.h"
 #include "src/trainer/device_choice.h"
 #include "src/trainer/exported_weights.h"
@@ -125,6 +127,10 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
       log_(environment.log && control_->rank() == 0),
       model_(allocateModel(config, modelSpecFor(config, train))),
       sampler_(samplerOptions(config, train.size(), *control_)) {
+  // Process-wide (models/matrix_products.h): every product this trainer's model computes.
+  if (config.precision == models::Precision::kBfloat16 && !models::bf16ProductsSupported())
+    throw std::runtime_error("--precision bf16 needs a CPU with AVX512-BF16 instructions");
+  models::setMatrixPrecision(config.precision);
   stepsPerEpoch_ = sampler_.stepsPerEpoch();
   plannedSteps_ = config.steps > 0 ? config.steps : stepsForBatches(config.epochs * stepsPerEpoch_);
   OptimizerOptions optimizerChoice = optimizerOptions(config);
