@@ -23,7 +23,7 @@
 
 namespace ringtrain::base {
 
-enum class CpuFeature { kF16c, kAvx2, kAvx512f };
+enum class CpuFeature { kF16c, kAvx2, kAvx512f, kAvx512Bf16 };
 
 // Whether this CPU has the feature (cpuid, through the compiler's built-in; false off x86-64).
 inline bool cpuHas(CpuFeature feature) {
@@ -32,6 +32,9 @@ inline bool cpuHas(CpuFeature feature) {
     case CpuFeature::kF16c: return __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
     case CpuFeature::kAvx2: return __builtin_cpu_supports("avx2");
     case CpuFeature::kAvx512f: return __builtin_cpu_supports("avx512f");
+    case CpuFeature::kAvx512Bf16:
+      return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl");
   }
 #endif
   (void)feature;

@@ -2,7 +2,9 @@
 #   PREFIX/bin                      the programs, the MPIJob launcher's entrypoint and the SIGTERM
 #                                   forwarder it runs beside it;
 #   PREFIX/share/ringtrain/data     the data scripts, with the scripts/lib files they source (they
-#                                   find the programs in PREFIX/bin: scripts/lib/common.sh).
+#                                   find the programs in PREFIX/bin: scripts/lib/common.sh);
+#   PREFIX/share/ringtrain/profiles the gradient profiles `ringtrain bench --profile NAME` reads
+#                                   (it looks beside its bin/, as in the build folder).
 # The tests, the benchmark scripts and the launch scripts of scripts/mpirun stay in the checkout.
 include(GNUInstallDirs)
 install(TARGETS ringtrain allreduce_perf model_step_perf hdf5_read_perf mnist_json_to_idx
@@ -14,3 +16,4 @@ set(_ringtrain_share ${CMAKE_INSTALL_DATADIR}/ringtrain)
 install(PROGRAMS data/fetch_mnist.sh data/fetch_gpt2_vocab.sh data/prepare_fortunes.sh
         DESTINATION ${_ringtrain_share}/data)
 install(FILES scripts/lib/common.sh scripts/lib/fetch.sh DESTINATION ${_ringtrain_share}/scripts/lib)
+install(DIRECTORY bench/profiles DESTINATION ${_ringtrain_share} FILES_MATCHING PATTERN "*.txt")

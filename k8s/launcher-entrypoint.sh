@@ -83,10 +83,16 @@ done
 # mpirun without -np gets the hostfile's slots; the ranks get the expected world size and the
 # pod's NCCL_* and RINGTRAIN_* variables (the entrypoint's own three are the launcher's only).
 if [[ "$(basename "$1")" =~ ^(mpirun|mpiexec)$ ]]; then
+  # mpirun's own -np, not one of the program's arguments (`sh -c ...`): the scan stops at the
+  # program, the first word that is a command on PATH and no option's value.
   np=""
   previous=""
-  for arg in "$@"; do
-    case "$previous" in -np | -n | --np | -c) np="$arg" ;; esac
+  for arg in "${@:2}"; do
+    case "$previous" in
+      -np | -n | --np | -c) np="$arg" ;;
+      -*) ;;
+      *) [[ "$arg" != -* ]] && command -v "$arg" >/dev/null 2>&1 && break ;;
+    esac
     previous="$arg"
   done
   mpi=("$1")

@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "models/matrix_products.h"
+
 namespace ringtrain::models {
 namespace {
 
@@ -168,7 +170,8 @@ void Conv2d<Scalar>::forward(ConstBatchView<Scalar> x, BatchView<Scalar> y) {
   im2col(x.data(), x.cols(), cols);
   BatchView<Scalar> outputs(y.data(), options_.outChannels, fields);
   outputs.colwise() = bias();
-  outputs.noalias() += weight() * ConstBatchView<Scalar>(cols, fieldSize(), fields);
+  product(outputs, weight(), ConstBatchView<Scalar>(cols, fieldSize(), fields),
+          /*accumulate=*/true);
 }
 
 template <class Scalar>
@@ -176,7 +179,7 @@ void Conv2d<Scalar>::backwardParameters(ConstBatchView<Scalar> x, ConstBatchView
   const Index fields = x.cols() * outputPixels();
   const ConstBatchView<Scalar> gradOut(dy.data(), options_.outChannels, fields);
   const ConstBatchView<Scalar> cols(columns_.data(), fieldSize(), fields);
-  weightGradient().noalias() = gradOut * cols.transpose();
+  product(weightGradient(), gradOut, cols.transpose());
   biasGradient().noalias() = gradOut.rowwise().sum();
 }
 
@@ -188,7 +191,7 @@ void Conv2d<Scalar>::backwardInput(ConstBatchView<Scalar> x, ConstBatchView<Scal
   // The fields are no longer needed once the weight gradient exists: their gradients reuse the
   // buffer, which at K×N is the largest this layer has.
   BatchView<Scalar> gradCols(columns_.data(), fieldSize(), fields);
-  gradCols.noalias() = weight().transpose() * gradOut;
+  product(gradCols, weight().transpose(), gradOut);
   col2im(gradCols.data(), x.cols(), dx.data());
 }
 

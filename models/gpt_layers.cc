@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "models/matrix_products.h"
 #include "models/transformer_kernels.h"
 
 namespace ringtrain::models {
@@ -173,21 +174,21 @@ double TiedOutputHead<Scalar>::forwardFlopsPerSample() const {
 template <class Scalar>
 void TiedOutputHead<Scalar>::forward(ConstBatchView<Scalar> x, BatchView<Scalar> y) {
   const ConstWeightView<Scalar> weight(this->parameterData(), vocabulary_, width_);
-  columns(y, vocabulary_).noalias() = weight * columns(x, width_);
+  product(columns(y, vocabulary_), weight, columns(x, width_));
 }
 
 template <class Scalar>
 void TiedOutputHead<Scalar>::backwardParameters(ConstBatchView<Scalar> x,
                                                 ConstBatchView<Scalar> dy) {
-  WeightView<Scalar>(this->gradientData(), vocabulary_, width_).noalias() =
-      columns(dy, vocabulary_) * columns(x, width_).transpose();
+  product(WeightView<Scalar>(this->gradientData(), vocabulary_, width_), columns(dy, vocabulary_),
+          columns(x, width_).transpose());
 }
 
 template <class Scalar>
 void TiedOutputHead<Scalar>::backwardInput(ConstBatchView<Scalar>, ConstBatchView<Scalar>,
                                            ConstBatchView<Scalar> dy, BatchView<Scalar> dx) {
   const ConstWeightView<Scalar> weight(this->parameterData(), vocabulary_, width_);
-  columns(dx, width_).noalias() = weight.transpose() * columns(dy, vocabulary_);
+  product(columns(dx, width_), weight.transpose(), columns(dy, vocabulary_));
 }
 
 template class TokenEmbedding<float>;

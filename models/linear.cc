@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "models/matrix_products.h"
+
 namespace ringtrain::models {
 
 template <class Scalar>
@@ -37,19 +39,19 @@ void Linear<Scalar>::forward(ConstBatchView<Scalar> x, BatchView<Scalar> y) {
   // The bias goes in first and the product adds onto it: a matrix product accumulates into its
   // destination at no cost, which saves a separate pass over y.
   y.colwise() = bias();
-  y.noalias() += weight() * x;
+  product(y, weight(), x, /*accumulate=*/true);
 }
 
 template <class Scalar>
 void Linear<Scalar>::backwardParameters(ConstBatchView<Scalar> x, ConstBatchView<Scalar> dy) {
-  weightGradient().noalias() = dy * x.transpose();
+  product(weightGradient(), dy, x.transpose());
   biasGradient().noalias() = dy.rowwise().sum();
 }
 
 template <class Scalar>
 void Linear<Scalar>::backwardInput(ConstBatchView<Scalar> /*x*/, ConstBatchView<Scalar> /*y*/,
                                    ConstBatchView<Scalar> dy, BatchView<Scalar> dx) {
-  dx.noalias() = weight().transpose() * dy;
+  product(dx, weight().transpose(), dy);
 }
 
 template class Linear<float>;

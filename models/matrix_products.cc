@@ -15,6 +15,17 @@ void openblas_set_num_threads(int);
 
 namespace ringtrain::models {
 
+namespace {
+Precision precision = Precision::kFloat32;
+}  // namespace
+
+void setMatrixPrecision(Precision p) {
+  precision = p;
+}
+Precision matrixPrecision() {
+  return precision;
+}
+
 MatrixProducts matrixProducts() {
   MatrixProducts m;
 #ifdef EIGEN_USE_BLAS

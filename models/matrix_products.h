@@ -1,9 +1,14 @@
 // Which library computes the models' matrix products: Eigen's own kernels, or OpenBLAS when the
 // build hands them over (RINGTRAIN_BLAS, EIGEN_USE_BLAS). Only the serial build of OpenBLAS is
-// linked, so that a rank keeps to one thread.
+// linked, so that a rank keeps to one thread. With bfloat16 precision the float32 products go to
+// bf16_gemm.h instead: every layer multiplies through product() below, the one place that
+// knows the precision.
 #pragma once
 
 #include <string>
+#include <type_traits>
+
+#include "models/bf16_gemm.h"
 
 namespace ringtrain::models {
 
@@ -20,5 +25,40 @@ MatrixProducts matrixProducts();
 // place of the serial one (the alternatives of a Debian system can do that when the binary has
 // lost its run path); nothing to do for Eigen's own kernels or the serial build.
 void keepMatrixProductsOnOneThread();
+
+// The float32 models' matrix products: float32 throughout, or bfloat16 inputs with float32
+// accumulation (bf16_gemm.h). Double models always multiply in double.
+enum class Precision { kFloat32, kBfloat16 };
+
+// Process-wide, like OpenBLAS's thread count: set once before training (or around a test).
+// kBfloat16 needs bf16ProductsSupported(); the caller checks that and refuses otherwise.
+void setMatrixPrecision(Precision precision);
+Precision matrixPrecision();
+
+// An Eigen expression with direct access as bf16_gemm.h's operand (const data when it is const).
+template <class Expression>
+auto strided(Expression&& m) {
+  using Pointer = decltype(m.data());
+  return StridedMatrix<Pointer>{m.data(), m.rows(), m.cols(), m.rowStride(), m.colStride()};
+}
+
+// dst = lhs·rhs, or dst += lhs·rhs with `accumulate`, in matrixPrecision(). The float32 path is
+// exactly Eigen's product. Operands are Eigen expressions with direct access (matrices, maps,
+// blocks of them, their transposes); dst must not alias them.
+template <class Dst, class Lhs, class Rhs>
+void product(Dst&& dst, const Lhs& lhs, const Rhs& rhs, bool accumulate = false) {
+  using Scalar = typename std::decay_t<Dst>::Scalar;
+  if constexpr (std::is_same_v<Scalar, float>) {
+    if (matrixPrecision() == Precision::kBfloat16) {
+      bf16Product(strided(lhs), strided(rhs), strided(dst), accumulate);
+      return;
+    }
+  }
+  if (accumulate) {
+    dst.noalias() += lhs * rhs;
+  } else {
+    dst.noalias() = lhs * rhs;
+  }
+}
 
 }  // namespace ringtrain::models

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "models/gpt_layers.h"
+#include "models/matrix_products.h"
 
 namespace ringtrain::models {
 
@@ -100,7 +101,7 @@ void TransformerBlock<Scalar>::denseForward(const Dense& dense, ConstBatchView<S
                                             BatchView<Scalar> y) const {
   y.colwise() = VectorView<Scalar>(this->parameterData() + dense.offset + dense.in * dense.out,
                                    dense.out);
-  y.noalias() += weight(dense) * x;
+  product(y, weight(dense), x, /*accumulate=*/true);
 }
 
 template <class Scalar>
@@ -108,7 +109,7 @@ void TransformerBlock<Scalar>::denseBackwardParameters(const Dense& dense,
                                                        ConstBatchView<Scalar> x,
                                                        ConstBatchView<Scalar> dy) const {
   Scalar* g = this->gradientData() + dense.offset;
-  WeightView<Scalar>(g, dense.out, dense.in).noalias() = dy * x.transpose();
+  product(WeightView<Scalar>(g, dense.out, dense.in), dy, x.transpose());
   VectorView<Scalar>(g + dense.in * dense.out, dense.out).noalias() = dy.rowwise().sum();
 }
 
@@ -152,11 +153,11 @@ void TransformerBlock<Scalar>::backwardMlp(ConstBatchView<Scalar> dy) {
   const ConstBatchView<Scalar> x2 = asConst(stored(x2_, c));
   denseBackwardParameters(mlpProj_, asConst(stored(geluOut_, 4 * c)), dy);
   BatchView<Scalar> dh = stored(scratch_->hidden, 4 * c);
-  dh.noalias() = weight(mlpProj_).transpose() * dy;
+  product(dh, weight(mlpProj_).transpose(), dy);
   geluBackward(fcOut_.data(), dh.data(), dh.data(), dh.size());
   denseBackwardParameters(fc_, a2, asConst(dh));
   BatchView<Scalar> da2 = stored(scratch_->narrow, c);
-  da2.noalias() = weight(fc_).transpose() * dh;
+  product(da2, weight(fc_).transpose(), dh);
   const Scalar* s2 = ln2Stats_.data();
   Scalar* g = this->gradientData();
   layerNormBackwardParameters(x2, asConst(da2), s2, s2 + columns_, g + ln2_, g + ln2_ + c);
@@ -173,14 +174,14 @@ void TransformerBlock<Scalar>::backwardAttention() {
   const ConstBatchView<Scalar> dx2 = asConst(stored(scratch_->residual, c));
   denseBackwardParameters(attnProj_, asConst(stored(attnOut_, c)), dx2);
   BatchView<Scalar> dAttended = stored(scratch_->narrow, c);
-  dAttended.noalias() = weight(attnProj_).transpose() * dx2;
+  product(dAttended, weight(attnProj_).transpose(), dx2);
   BatchView<Scalar> dqkv = stored(scratch_->qkv, 3 * c);
   attentionBackward(shape_, asConst(stored(qkv_, 3 * c)), probabilities_.data(),
                     asConst(dAttended), dqkv,
                     scratch_->scores.reserve(shape_.context * shape_.context));
   denseBackwardParameters(attn_, asConst(stored(ln1Out_, c)), asConst(dqkv));
   BatchView<Scalar> da1 = stored(scratch_->narrow, c);
-  da1.noalias() = weight(attn_).transpose() * dqkv;
+  product(da1, weight(attn_).transpose(), dqkv);
 }
 
 template <class Scalar>

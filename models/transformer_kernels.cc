@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "models/matrix_products.h"
+
 namespace ringtrain::models {
 namespace {
 
@@ -122,9 +124,9 @@ void attentionForward(const AttentionShape& shape, ConstBatchView<Scalar> qkv,
   for (Index b = 0; b < sequences; ++b) {
     for (Index h = 0; h < shape.heads; ++h) {
       BatchView<Scalar> p(probabilities + (b * shape.heads + h) * t * t, t, t);
-      p.noalias() = headBlock(qkv, 1, shape, b, h).transpose() * headBlock(qkv, 0, shape, b, h);
+      product(p, headBlock(qkv, 1, shape, b, h).transpose(), headBlock(qkv, 0, shape, b, h));
       causalSoftmax(p, scale);
-      headBlock(out, 0, shape, b, h).noalias() = headBlock(qkv, 2, shape, b, h) * p;
+      product(headBlock(out, 0, shape, b, h), headBlock(qkv, 2, shape, b, h), p);
     }
   }
 }
@@ -141,8 +143,8 @@ void attentionBackward(const AttentionShape& shape, ConstBatchView<Scalar> qkv,
     for (Index h = 0; h < shape.heads; ++h) {
       const ConstBatchView<Scalar> p(probabilities + (b * shape.heads + h) * t * t, t, t);
       const auto dO = headBlock(dOut, 0, shape, b, h);
-      headBlock(dqkv, 2, shape, b, h).noalias() = dO * p.transpose();
-      dScores.noalias() = headBlock(qkv, 2, shape, b, h).transpose() * dO;
+      product(headBlock(dqkv, 2, shape, b, h), dO, p.transpose());
+      product(dScores, headBlock(qkv, 2, shape, b, h).transpose(), dO);
       // Softmax backward per column, then the 1/sqrt(d) of the scores.
       for (Index i = 0; i < t; ++i) {
         auto ds = dScores.col(i).head(i + 1).array();
@@ -150,9 +152,8 @@ void attentionBackward(const AttentionShape& shape, ConstBatchView<Scalar> qkv,
         ds = pi * (ds - (pi * ds).sum()) * scale;
         dScores.col(i).tail(t - i - 1).setZero();
       }
-      headBlock(dqkv, 0, shape, b, h).noalias() = headBlock(qkv, 1, shape, b, h) * dScores;
-      headBlock(dqkv, 1, shape, b, h).noalias() =
-          headBlock(qkv, 0, shape, b, h) * dScores.transpose();
+      product(headBlock(dqkv, 0, shape, b, h), headBlock(qkv, 1, shape, b, h), dScores);
+      product(headBlock(dqkv, 1, shape, b, h), headBlock(qkv, 0, shape, b, h), dScores.transpose());
     }
   }
 }

@@ -27,6 +27,7 @@
 #include "data/synthetic_token_dataset.h"
 #include "models/flush_to_zero.h"
 #include "models/matrix_products.h"
+#include "src/bench/profile_bench.h"
 #include "src/common/startup_errors.h"
 #include "src/storage/checkpoint.h"
 #include "src/storage/checkpoint_folder_lock.h"
@@ -53,6 +54,8 @@ void info(std::string_view line) {
 constexpr const char* kUsage =
     "usage: ringtrain <command> [options]\n"
     "  train      train a model, data-parallel over the MPI ranks (ringtrain train --help)\n"
+    "  bench      a model's gradient exchange with timed stand-ins for its computation:\n"
+    "             mpirun -np 2 ringtrain bench --profile resnet50 (bench --help)\n"
     "  generate   text from a GPT checkpoint: --checkpoint FILE --prompt TEXT (generate --help)\n"
     "  export --format safetensors CHECKPOINT OUT\n"
     "             the checkpoint's weights as a safetensors file other tools read (export --help)\n"
@@ -112,20 +115,14 @@ Sources loadData(const TrainConfig& config) {
 // The options, with --device and --backend auto settled to what this job can run, the same on
 // every rank; nullopt after --help. A bad option ends the job on every rank.
 std::optional<TrainConfig> settledConfig(int argc, char** argv, collectives::MpiEnvironment& env) {
-  TrainConfig config;
-  bool help = false;
-  std::string helpText;
+  std::optional<TrainConfig> parsed = parseOnEveryRank<TrainConfig>(
+      [&](TrainConfig& config, bool& help, std::string& helpText) {
+        return parseTrainConfig(argc, argv, config, help, helpText);
+      },
+      env.worldRank());
+  if (!parsed) return std::nullopt;  // --help
+  TrainConfig& config = *parsed;
   std::optional<std::string> error;
-  try {
-    error = parseTrainConfig(argc, argv, config, help, helpText);
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  exitEverywhereOnError(error);
-  if (help) {
-    if (env.worldRank() == 0) std::cout << helpText;
-    return std::nullopt;
-  }
   // Before anything else is logged; a file one rank cannot open ends the job on every rank.
   collectives::setLogLevel(config.logLevel);
   if (!config.logFile.empty()) {
@@ -164,7 +161,12 @@ std::optional<TrainConfig> settledConfig(int argc, char** argv, collectives::Mpi
     info(fmt::format("device {} (--device {}{}{})", nameIn(kDeviceNames, device.device),
                      nameIn(kDeviceNames, asked), device.reason.empty() ? "" : ": ",
                      device.reason));
-    if (device.device == Device::kCpu) info("matrix products: " + models::matrixProducts().name);
+    if (device.device == Device::kCpu) {
+      info("matrix products: " + models::matrixProducts().name +
+           (config.precision == models::Precision::kBfloat16
+                ? "; bfloat16 inputs, float32 accumulation (AVX512-BF16 kernel)"
+                : ""));
+    }
   }
   return config;
 }
@@ -367,13 +369,17 @@ int main(int argc, char** argv) {
   if (std::strcmp(argv[1], "export") == 0) {
     return ringtrain::exportCommand(argc, argv, RINGTRAIN_VERSION);
   }
-  if (std::strcmp(argv[1], "train") != 0) {
+  const bool bench = std::strcmp(argv[1], "bench") == 0;
+  if (!bench && std::strcmp(argv[1], "train") != 0) {
     std::cerr << "ringtrain: unknown command '" << argv[1] << "'\n" << ringtrain::kUsage;
     return 2;
   }
   ringtrain::data::setFileCheckProgram(ringtrain::thisProgram(argv[0]));
   ringtrain::collectives::MpiEnvironment env(&argc, &argv);
   try {
+    if (bench)
+      return ringtrain::bench::benchCommand(argc - 1, argv + 1, env,
+                                            ringtrain::thisProgram(argv[0]));
     // argv[1] is "train": the options start after it.
     return ringtrain::train(argc - 1, argv + 1, env);
   } catch (const std::exception& e) {

@@ -66,7 +66,7 @@ def train(rank, ranks, args, torch):
                                                args.seed + 1 + rank)
 
     def step(i):
-        return reference.train_step(model, optimizer, inputs[i], targets[i])
+        return reference.train_step(model, optimizer, inputs[i], targets[i], args.precision)
 
     def barrier():
         if ranks > 1:

@@ -40,6 +40,9 @@ def add_run_arguments(p):
     p.add_argument("--steps", type=int, default=20, help="timed steps")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps before them")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="bf16: forward under torch.autocast('cpu', dtype=torch.bfloat16), as "
+                        "ringtrain's --precision bf16 (bfloat16 products, float32 weights)")
 
 
 def parse_args():
@@ -124,10 +127,13 @@ def adamw(torch, model):
                              lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
 
 
-def train_step(model, optimizer, inputs, targets):
-    """One timed step: zero_grad, forward, backward, the AdamW step; returns the loss."""
+def train_step(model, optimizer, inputs, targets, precision="fp32"):
+    """One timed step: zero_grad, forward (autocast to bfloat16 with precision bf16), backward,
+    the AdamW step; returns the loss."""
+    import torch
     optimizer.zero_grad(set_to_none=True)
-    loss = model(inputs, targets)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+        loss = model(inputs, targets)
     loss.backward()
     optimizer.step()
     return float(loss)
@@ -175,7 +181,7 @@ def main():
     inputs, targets = random_batches(torch, args, total, args.seed + 1)
 
     def step(i):
-        return train_step(model, optimizer, inputs[i], targets[i])
+        return train_step(model, optimizer, inputs[i], targets[i], args.precision)
 
     losses, times, cpu_times = [], [], []
     for i in range(total):
@@ -193,6 +199,7 @@ def main():
     parameters = sum(p.numel() for p in model.parameters())
     result = {
         "framework": "pytorch", "torch": torch.__version__, "threads": args.threads,
+        "precision": args.precision,
         "layers": args.layers, "heads": args.heads, "width": args.width,
         "context": args.context, "vocab": args.vocab, "batch": args.batch,
         "parameters": parameters, "warmup": args.warmup, "steps": args.steps,
@@ -203,7 +210,7 @@ def main():
         "model_flops_per_second": flops_per_step * args.steps / seconds,
         "first_loss": losses[0], "last_loss": losses[-1],
     }
-    emit(f"pytorch {torch.__version__}, {args.threads} thread(s), gpt L{args.layers} "
+    emit(f"pytorch {torch.__version__} {args.precision}, {args.threads} thread(s), gpt L{args.layers} "
          f"H{args.heads} C{args.width} T{args.context} V{args.vocab} "
          f"({parameters / 1e6:.2f}M parameters), batch {args.batch}: {args.steps} steps in "
          f"{seconds:.2f} s ({1e3 * seconds / args.steps:.0f} ms/step, median "

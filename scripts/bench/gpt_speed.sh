@@ -29,6 +29,7 @@
 #   scripts/bench/gpt_speed.sh [--build-dir DIR] [--rounds R] [--steps S] [--warmup W]
 #                              [--batch B] [--backend shm|ring|mpi] [--model-args "ARGS"]
 #                              [--out DIR] [--json FILE] [--no-pytorch] [--quick]
+#                              [--precision fp32|bf16] [--one-rank]
 # Defaults: build/, 3 rounds, 12 timed steps after 3 warm-up steps, batch 8, shm (what auto takes
 # on one node), --model-args "--model gpt-mini". --model-args is passed to ringtrain as it is
 # (gpt2-124m, or --model gpt --layers L --heads H --width C --context T --vocab V) and the same
@@ -36,7 +37,8 @@
 # measurement; use it with a tiny --model-args. Without PyTorch for /usr/bin/python3 (Debian's
 # python3-torch), the PyTorch runs are skipped with a message under --quick or --no-pytorch and
 # installed (python3-torch, libopenblas0-pthread) otherwise, as scaling_efficiency.sh --pytorch
-# does. Prints a table; writes every run's JSON line to OUT/results.jsonl and the summary to
+# does. --precision bf16: ringtrain's --precision bf16 against PyTorch's forward under
+# torch.autocast("cpu", dtype=torch.bfloat16). --one-rank leaves the 2-rank runs out. Prints a table; writes every run's JSON line to OUT/results.jsonl and the summary to
 # --json (default OUT/summary.json); logs in OUT (default BUILD_DIR/gpt-speed).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -56,6 +58,8 @@ out=""
 json=""
 pytorch=1
 quick=0
+precision=fp32
+two_ranks=1
 set_rounds="" set_steps="" set_warmup=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -70,6 +74,8 @@ while [ $# -gt 0 ]; do
     --json) json="$2"; shift 2 ;;
     --no-pytorch) pytorch=0; shift ;;
     --quick) quick=1; shift ;;
+    --precision) precision="$2"; shift 2 ;;
+    --one-rank) two_ranks=0; shift ;;
     *) echo "gpt_speed.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -79,6 +85,8 @@ for value in "$rounds" "$steps" "$batch"; do
   [[ "$value" =~ ^[1-9][0-9]*$ ]] ||
     { echo "gpt_speed.sh: --rounds, --steps and --batch must be positive integers" >&2; exit 2; }
 done
+[[ "$precision" =~ ^(fp32|bf16)$ ]] ||
+  { echo "gpt_speed.sh: --precision must be fp32 or bf16" >&2; exit 2; }
 [[ "$warmup" =~ ^[0-9]+$ ]] || { echo "gpt_speed.sh: --warmup must be an integer >= 0" >&2; exit 2; }
 build_dir="$(cd "$build_dir" 2>/dev/null && pwd)" ||
   { echo "gpt_speed.sh: no build folder $build_dir" >&2; exit 2; }
@@ -224,7 +232,7 @@ ringtrain_run() {
     "${ringtrain_model[@]}" --synthetic --synthetic-size $((batch * np * (warmup + steps))) \
     --batch-size "$batch" --steps $((warmup + steps)) --log-every $((warmup > 0 ? warmup : steps)) \
     --eval-every 0 --optimizer adamw --lr 3e-4 --beta1 0.9 --beta2 0.95 --epsilon 1e-8 \
-    --weight-decay 0.1 "${engine[@]}"
+    --weight-decay 0.1 --precision "$precision" "${engine[@]}"
 }
 
 peak_run() {
@@ -255,23 +263,25 @@ for round in $(seq "$rounds"); do
   ringtrain_run "$round" 1
   if [ "$pytorch" = 1 ]; then
     run "$round" pytorch-1 "${mpirun_cmd[@]}" -np 1 "$torch_python" "$bench/gpt_pytorch_reference.py" \
-      "${shape[@]}" --batch "$batch" --steps "$steps" --warmup "$warmup"
+      "${shape[@]}" --batch "$batch" --steps "$steps" --warmup "$warmup" --precision "$precision"
   fi
-  ringtrain_run "$round" 2
-  if [ "$pytorch" = 1 ]; then
-    run "$round" pytorch-ddp-2 "${mpirun_cmd[@]}" -np 2 "$torch_python" \
-      "$bench/gpt_pytorch_ddp_reference.py" "${shape[@]}" --batch "$batch" --steps "$steps" \
-      --warmup "$warmup" --port $((20000 + RANDOM % 20000))
+  if [ "$two_ranks" = 1 ]; then
+    ringtrain_run "$round" 2
+    if [ "$pytorch" = 1 ]; then
+      run "$round" pytorch-ddp-2 "${mpirun_cmd[@]}" -np 2 "$torch_python" \
+        "$bench/gpt_pytorch_ddp_reference.py" "${shape[@]}" --batch "$batch" --steps "$steps" \
+        --warmup "$warmup" --port $((20000 + RANDOM % 20000)) --precision "$precision"
+    fi
   fi
   peak_run "$round"
 done
 
 python3 - "$results" "$json" "$bench" "$model_args" "$batch" "$steps" "$warmup" "$backend" \
-  "$peak_source" "$pytorch_note" "${shape[@]}" <<'EOF'
+  "$peak_source" "$pytorch_note" "$precision" "${shape[@]}" <<'EOF'
 import json, statistics, sys
 (results, json_path, bench, model_args, batch, steps, warmup, backend, peak_source,
- pytorch_note) = sys.argv[1:11]
-shape = dict(zip(sys.argv[11::2], (int(v) for v in sys.argv[12::2])))
+ pytorch_note, precision) = sys.argv[1:12]
+shape = dict(zip(sys.argv[12::2], (int(v) for v in sys.argv[13::2])))
 sys.path.insert(0, bench)
 from gpt_pytorch_reference import model_flops_per_sample  # ringtrain's count; no torch needed
 L, H, C, T, V = (shape[k] for k in ("--layers", "--heads", "--width", "--context", "--vocab"))
@@ -302,7 +312,7 @@ tok = lambda r, c: by[(r, c)]["tokens_per_second"]
 peak = lambda r: by[(r, "peak")]["gflops"]
 summary = {"model_args": model_args, "layers": L, "heads": H, "width": C, "context": T,
            "vocab": V, "batch_per_rank": int(batch), "steps": int(steps), "warmup": int(warmup),
-           "rounds": len(rounds), "backend_2_ranks": backend,
+           "rounds": len(rounds), "backend_2_ranks": backend, "precision": precision,
            "model_flops_per_token": flops_per_token, "peak_source": peak_source,
            "configurations": {}, "ratios": {}, "scaling_efficiency": {}}
 if pytorch_note:
@@ -332,7 +342,8 @@ json.dump(summary, open(json_path, "w"), indent=1)
 
 fmt = lambda s, p=0: f"{s['median']:,.{p}f} ({s['min']:,.{p}f}-{s['max']:,.{p}f})"
 print(f"# gpt L{L} H{H} C{C} T{T} V{V} ({model_args}), batch {batch} per rank, {steps} timed "
-      f"steps after {warmup} warm-up, {len(rounds)} round(s) interleaved, one thread per rank "
+      f"steps after {warmup} warm-up, precision {precision}, {len(rounds)} round(s) interleaved, "
+      f"one thread per rank "
       f"bound to a core; model FLOPs per token {flops_per_token / 1e6:.2f} M")
 if pytorch_note:
     print(f"# {pytorch_note}")

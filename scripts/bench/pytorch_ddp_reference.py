@@ -7,6 +7,7 @@ cross-entropy, on 60,000 random MNIST-shaped samples held in memory, each epoch 
 shared by all ranks and cut into disjoint shards. Gradients are averaged by
 DistributedDataParallel over gloo (its defaults: 25 MiB buckets, overlap with backward); with
 one rank the model trains without DDP, as ringtrain's one rank trains without an exchange.
+With --precision bf16 the forward runs under torch.autocast("cpu", dtype=torch.bfloat16).
 
 Started by mpirun, as ringtrain is, so that both are placed on the cores the same way; the rank
 and the number of ranks come from Open MPI's environment and the ranks meet over TCP on
@@ -36,6 +37,9 @@ def parse_args():
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--port", type=int, default=29517, help="rendezvous port on 127.0.0.1")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="bf16: forward under torch.autocast('cpu', dtype=torch.bfloat16), as "
+                        "ringtrain's --precision bf16")
     p.add_argument("--json", help="rank 0 writes the result here")
     return p.parse_args()
 
@@ -107,7 +111,8 @@ def main():
     def step():
         x, y = next_batch()
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+            loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
         return loss
@@ -127,10 +132,10 @@ def main():
     total = ranks * args.batch_size * args.steps / seconds
     if rank == 0:
         result = {"framework": "pytorch-ddp-gloo", "torch": torch.__version__, "ranks": ranks,
-                  "hidden": hidden, "batch_per_rank": args.batch_size, "steps": args.steps,
+                  "hidden": hidden, "precision": args.precision, "batch_per_rank": args.batch_size, "steps": args.steps,
                   "seconds": seconds, "samples_per_second": total,
                   "samples_per_second_per_rank": total / ranks, "final_loss": float(loss)}
-        print(f"pytorch {torch.__version__} DDP (gloo), {ranks} rank(s), mlp 784-"
+        print(f"pytorch {torch.__version__} {args.precision} DDP (gloo), {ranks} rank(s), mlp 784-"
               f"{'-'.join(map(str, hidden))}-10, batch {args.batch_size} per rank: "
               f"{args.steps} steps in {seconds:.3f} s, {total:.0f} samples/s "
               f"({total / ranks:.0f} per rank)", flush=True)

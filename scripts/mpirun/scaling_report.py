@@ -5,7 +5,7 @@ and PNG plots.
     scaling_report.py --raw RAW --out OUT [--machine TEXT] [--quick 0|1]
 
 Reads RAW/runs.jsonl (one record per measurement; the last record of a name wins), the
-allreduce_perf JSON files and the ringtrain logs it names (scaling_sweep.sh keeps RAW outside
+allreduce_perf and `ringtrain bench` JSON files and the ringtrain logs it names (scaling_sweep.sh keeps RAW outside
 the repository, in build/scaling-raw/ by default). Writes:
     OUT/scaling.json    every measurement, parsed, and the two targets with their verdicts
     OUT/tables.md       every table (docs/scaling.md shows the main ones)
@@ -113,6 +113,46 @@ def parse_train(raw, run):
         if m := ALLREDUCE.search(line):
             entry.update(allreduce_ms_per_step=float(m.group(1)), allreduce_not_hidden_percent=int(m.group(2)))
     return entry
+
+
+def parse_bench(raw, run):
+    """A `ringtrain bench` run (docs/bench.md): its JSON as written, with the run's record."""
+    entry = {"name": run["name"], "hosts": run["hosts"], "rate": run["rate"], "profile": run["profile"],
+             "status": run["status"], "options": run.get("options", "")}
+    path = os.path.join(raw, run["json"])
+    if run["status"] == 0 and os.path.exists(path):
+        with open(path) as f:
+            entry["result"] = json.load(f)
+    return entry
+
+
+def bench_rows(bench):
+    """Per profile and link rate, each host count's samples/s, scaling efficiency (per-rank
+    samples/s against the profile's 1-host run at the same rate, else any rate: one rank sends
+    nothing) and fraction of the analytic bound."""
+    done = [b for b in bench if "result" in b]
+    one = {}
+    for b in sorted(done, key=lambda b: b["rate"] != "unshaped"):
+        if b["hosts"] == 1:
+            one.setdefault((b["profile"], b["rate"]), b)
+            one.setdefault((b["profile"], None), b)
+    rows = []
+    for b in sorted(done, key=lambda b: (b["profile"], -(rate_gbps(b["rate"]) or 1e9), b["hosts"])):
+        r = b["result"]
+        base = one.get((b["profile"], b["rate"])) or one.get((b["profile"], None))
+        per_rank = r["samples_per_s"]["per_rank_mean"]
+        base_rate = base["result"]["samples_per_s"]["per_rank_mean"] if base else None
+        rows.append({"profile": b["profile"], "rate": b["rate"], "hosts": b["hosts"],
+                     "backend": r["backend"], "compute_ms": r["compute_ms"], "step_ms_p50": r["step_ms"]["p50"],
+                     "step_ms_p95": r["step_ms"]["p95"],
+                     "exposed_communication_ms": r["exposed_communication_ms"]["mean"],
+                     "samples_per_s_total": r["samples_per_s"]["total"],
+                     "samples_per_s_per_rank": per_rank,
+                     "samples_per_s_per_rank_ci95": r["samples_per_s"]["per_rank_ci95"],
+                     "scaling_efficiency": per_rank / base_rate if base_rate else None,
+                     "bound_step_ms": r["bound"]["step_ms"],
+                     "fraction_of_bound": r["bound"]["fraction_of_bound"]})
+    return rows
 
 
 def best(rows, backend, size, placement="out_of_place"):
@@ -331,6 +371,8 @@ def main():
     failed = [r["name"] for r in runs.values() if r["status"] != 0]
     allreduce = [a for a in (parse_allreduce(args.raw, r) for r in runs.values() if r["kind"] == "allreduce") if a]
     train = [parse_train(args.raw, r) for r in runs.values() if r["kind"] == "train"]
+    bench = [parse_bench(args.raw, r) for r in runs.values() if r["kind"] == "bench"]
+    b_profile_rows = bench_rows(bench)
     ones = [e["samples_per_second"] for e in train if e["name"].startswith("train-1host") and "samples_per_second" in e]
     one_rank = max(ones) if ones else None  # the better of the two baselines: efficiencies err low
     grid = train_grid(train, one_rank)
@@ -346,6 +388,7 @@ def main():
         "machine": args.machine, "cores": cores, "quick": args.quick == "1", "failed_runs": failed,
         "link_rate_units": "tc: 1gbit = 1e9 bit/s = 0.125 GB/s; bandwidths in GB/s (1e9 B/s)",
         "allreduce": allreduce, "train": train, "train_one_rank_samples_per_second": one_rank,
+        "bench": bench, "bench_rows": b_profile_rows,
         "targets": {
             "a_ring_busbw_share_of_link": {
                 "want": TARGET_BUSBW_SHARE, "rows": a_rows,
@@ -414,6 +457,18 @@ def main():
               if r["allreduce_ms_per_step"] is not None else "",
               f"{r['speedup_over_ring_per_layer']:.2f}" if r["speedup_over_ring_per_layer"] else "",
               f"{r['speedup_over_mpi_per_layer']:.2f}" if r["speedup_over_mpi_per_layer"] else ""] for r in b_rows]))
+    if b_profile_rows:
+        md.append("### Gradient profiles (`ringtrain bench`, sleeping stand-in), one rank per host\n\n"
+                  "Efficiency: samples/s per rank against the profile's 1-host run; bound: max(compute, "
+                  "ring all-reduce at the link rate), unshaped links the compute alone.\n\n" + table(
+            ["profile", "links", "hosts", "backend", "compute ms", "step ms p50 (p95)", "exposed comm. ms",
+             "samples/s total", "per rank (± 1.96σ)", "efficiency", "bound ms", "fraction of bound"],
+            [[r["profile"], rate_label(r["rate"]), r["hosts"], r["backend"], f"{r['compute_ms']:g}",
+              f"{r['step_ms_p50']:.0f} ({r['step_ms_p95']:.0f})", f"{r['exposed_communication_ms']:.0f}",
+              f"{r['samples_per_s_total']:,.1f}",
+              f"{r['samples_per_s_per_rank']:,.1f} ± {r['samples_per_s_per_rank_ci95']:,.1f}",
+              f"{r['scaling_efficiency']:.2f}" if r["scaling_efficiency"] is not None else "",
+              f"{r['bound_step_ms']:.0f}", f"{r['fraction_of_bound']:.2f}"] for r in b_profile_rows]))
     with open(os.path.join(args.out, "tables.md"), "w") as f:
         f.write("\n\n".join(m for m in md if m) + "\n")
 

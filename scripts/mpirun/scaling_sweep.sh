@@ -14,8 +14,8 @@
 #   scripts/mpirun/scaling_sweep.sh --lock /tmp/ringtrain-cpu.lock path allreduce
 #   scripts/mpirun/scaling_sweep.sh --quick --out /tmp/sweep   # CI smoke test, tiny sizes
 #
-# Parts, in this order when none is named (path targets allreduce baseline train baseline report;
-# each can run alone, and results accumulate in OUT):
+# Parts, in this order when none is named (path targets allreduce baseline train baseline
+# profiles report; each can run alone, and results accumulate in OUT):
 #   path       the unshaped namespace path: allreduce_perf on 2 hosts without shaping, to know
 #              the rate above which a shaped link would measure the machine, not the link
 #   targets    the issue's two targets in one run, on 1 Gbit/s links (also separately, as
@@ -30,6 +30,9 @@
 #   baseline   the training benchmark on 1 host (the denominator of scaling efficiency)
 #   train      ringtrain train --synthetic on 2 and 4 hosts per rate, both backends, engine
 #              settings per-layer (no fusion, no overlap), overlap, overlap+fp16
+#   profiles   ringtrain bench (docs/bench.md) for resnet50 and gpt2-124m on 1, 2, 4, 8 and 16
+#              hosts (16 only where the memory holds every rank's gradients) per rate of
+#              --profile-rates, the computation a sleeping stand-in
 #   report     scaling.json, tables.md and the plots from what RAW holds
 #
 # Options:
@@ -40,6 +43,7 @@
 #   --rates LIST  shaped link rates for allreduce and train (default 1gbit,300mbit,100mbit; the
 #                 word "unshaped" adds runs without shaping)
 #   --hosts LIST  host counts above 1 (default 2,4; 1 host is always the training baseline)
+#   --profile-rates LIST  link rates of the profiles part (default 1gbit,unshaped)
 #   --quick       tiny sizes and few steps, 2 hosts, 1gbit only: checks the machinery, measures
 #                 nothing worth keeping
 #   --lock FILE   hold `flock -x FILE` around each part (the training part: each link rate),
@@ -56,6 +60,7 @@ say() { printf '[scaling-sweep] %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 2; }
 
 out="$root/docs/scaling" raw="" bin="" rates="1gbit,300mbit,100mbit" host_counts="2,4" quick=0 lock="" fresh=0
+profile_rates="1gbit,unshaped"
 parts=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -64,16 +69,17 @@ while [ $# -gt 0 ]; do
     --bin) bin="${2:?--bin needs a folder}"; shift 2 ;;
     --rates) rates="${2:?--rates needs a list like 1gbit,100mbit}"; shift 2 ;;
     --hosts) host_counts="${2:?--hosts needs a list like 2,4}"; shift 2 ;;
+    --profile-rates) profile_rates="${2:?--profile-rates needs a list like 1gbit,unshaped}"; shift 2 ;;
     --quick) quick=1; shift ;;
     --lock) lock="${2:?--lock needs a file}"; shift 2 ;;
     --fresh) fresh=1; shift ;;
     -h | --help) usage; exit 0 ;;
-    path | allreduce | baseline | train | target-a | target-a-repeat | target-b | report) parts+=("$1"); shift ;;
+    path | allreduce | baseline | train | profiles | target-a | target-a-repeat | target-b | report) parts+=("$1"); shift ;;
     targets) parts+=(target-a target-a-repeat target-b); shift ;;
     *) die "unknown option or part '$1' (see --help)" ;;
   esac
 done
-[ "${#parts[@]}" -gt 0 ] || parts=(path target-a target-a-repeat target-b allreduce baseline train baseline report)
+[ "${#parts[@]}" -gt 0 ] || parts=(path target-a target-a-repeat target-b allreduce baseline train baseline profiles report)
 if [ -z "$bin" ]; then
   bin="$root/build-cluster/bin"
   [ -x "$bin/ringtrain" ] || bin="$root/build/bin"
@@ -83,7 +89,8 @@ for program in ringtrain allreduce_perf; do
 done
 IFS=, read -r -a rate_list <<<"$rates"
 IFS=, read -r -a host_list <<<"$host_counts"
-for rate in "${rate_list[@]}"; do
+IFS=, read -r -a profile_rate_list <<<"$profile_rates"
+for rate in "${rate_list[@]}" "${profile_rate_list[@]}"; do
   [[ "$rate" =~ ^(unshaped|[0-9]+(\.[0-9]+)?[kmg]?bit)$ ]] || die "--rates: '$rate' is not a rate like 1gbit"
 done
 for hosts in "${host_list[@]}"; do
@@ -108,6 +115,8 @@ if [ "$quick" -eq 1 ]; then
   target_model=(--model mlp --hidden "512,512" --batch-size 32) target_steps=(--steps 4)
   target_sizes=(-b 1M -e 4M -f 4 -w 1 -n 2)
   repeat_sizes=(-b 1M -e 1M -w 1 -n 2) repeats=1
+  profile_rate_list=(1gbit) profile_hosts=(1 2) profiles=(resnet50)
+  bench_steps=(--warmup-steps 0 --chunks 2 --steps-per-chunk 1)
 else
   allreduce_sizes=(-b 64K -e 16M -f 4 -w 2 -n 5)
   path_sizes=(-b 64K -e 64M -f 4 -w 2 -n 10)
@@ -117,6 +126,8 @@ else
   target_model=(--model mlp --hidden "4096,4096,2048" --batch-size 64) target_steps=(--steps 12)
   target_sizes=(-b 1M -e 32M -f 2 -w 2 -n 5)
   repeat_sizes=(-b 16M -e 16M -w 2 -n 20) repeats=3
+  profile_hosts=(1 2 4 8 16) profiles=(resnet50 gpt2-124m)
+  bench_steps=(--warmup-steps 2 --chunks 3 --steps-per-chunk 3)
 fi
 common_train=(train --synthetic --log-every 0 --lr 0.01 --seed 1)
 eager_mca=(--mca btl_tcp_eager_limit 1048576 --mca btl_tcp_rndv_eager_limit 1048576
@@ -183,6 +194,58 @@ train() {
     "\"kind\":\"train\",\"backend\":\"$backend\",\"engine\":\"$engine\",\"model_args\":\"$*\"" \
     mpirun -np "$hosts" "$bin/ringtrain" "${common_train[@]}" --expect-world-size "$hosts" \
     --backend "$backend" "${engine_args[@]}" "$@"
+}
+
+# Each profile's stand-in computation per step, batch per rank, and the memory one rank needs (MB:
+# its gradients and their averages in float32, and the process).
+#   resnet50   64 images of 224x224, 200 ms
+#   gpt2-124m  8 sequences of 1024 tokens, 1000 ms
+bench_args() {
+  case "$1" in
+    resnet50) echo "--compute-ms 200 --batch-size 64" ;;
+    gpt2-124m) echo "--compute-ms 1000 --batch-size 8" ;;
+    *) die "no bench settings for profile $1" ;;
+  esac
+}
+bench_rank_mb() {
+  case "$1" in
+    resnet50) echo 400 ;;
+    gpt2-124m) echo 1200 ;;
+  esac
+}
+
+# bench NAME HOSTS RATE PROFILE: ringtrain bench, one rank per host, its JSON in RAW/NAME.json.
+bench() {
+  local name="$1" hosts="$2" rate="$3" profile="$4" link=0 args
+  [ "$rate" = unshaped ] || link="$(rate_gbit "$rate")"
+  read -r -a args <<<"$(bench_args "$profile")"
+  measure "$name" "$hosts" "$rate" \
+    "\"kind\":\"bench\",\"profile\":\"$profile\",\"json\":\"$name.json\",\"options\":\"${args[*]} ${bench_steps[*]}\"" \
+    mpirun -np "$hosts" "$bin/ringtrain" bench --profile "$profile" "${args[@]}" "${bench_steps[@]}" \
+    --link-gbit "$link" --json "$raw/$name.json"
+}
+
+# "1gbit" -> 1, "300mbit" -> 0.3: tc's units, Gbit/s for --link-gbit.
+rate_gbit() {
+  awk -v r="$1" 'BEGIN { n = r + 0; u = substr(r, length(n "") + 1);
+    print (u == "gbit" ? n : u == "mbit" ? n / 1e3 : u == "kbit" ? n / 1e6 : n / 1e9) }'
+}
+
+part_profiles() {
+  local rate profile hosts available_mb
+  for rate in "${profile_rate_list[@]}"; do
+    for profile in "${profiles[@]}"; do
+      for hosts in "${profile_hosts[@]}"; do
+        available_mb=$(($(sed -n 's/^MemAvailable: *\([0-9]*\) kB/\1/p' /proc/meminfo) / 1024))
+        if [ $((hosts * $(bench_rank_mb "$profile"))) -gt "$available_mb" ]; then
+          [ "$counting" -eq 1 ] ||
+            say "profile-$profile-${hosts}hosts-$rate skipped: $hosts ranks of $(bench_rank_mb "$profile") MB, $available_mb MB available"
+          continue
+        fi
+        bench "profile-$profile-${hosts}hosts-$rate" "$hosts" "$rate" "$profile"
+      done
+    done
+  done
 }
 
 part_path() {
@@ -290,6 +353,11 @@ for part in "${parts[@]}"; do
   if [ -z "$lock" ] || [ "$part" = report ]; then
     say "part $part"
     "part_$part"
+  elif [ "$part" = profiles ]; then
+    for rate in "${profile_rate_list[@]}"; do
+      say "part profiles, links $rate: waiting for the lock $lock"
+      sweep_child --profile-rates "$rate" profiles
+    done
   elif [ "$part" = train ]; then
     for rate in "${rate_list[@]}"; do
       say "part train, links $rate: waiting for the lock $lock"

@@ -1,11 +1,17 @@
 // model_step_perf: how fast one rank computes a training step (forward + backward, with the
-// gradient-ready callbacks the engine uses) of the mlp and cnn models, on one thread.
+// gradient-ready callbacks the engine uses) of the mlp, cnn and gpt models, on one thread.
+//
+// --precision fp32,bf16 times each model in both matrix precisions (models/matrix_products.h),
+// the rounds interleaved (fp32, bf16, fp32, ...) so that both see the same machine, and adds
+// the bare square product of --gemm N in each precision: OpenBLAS's sgemm against the bfloat16
+// kernel. --json FILE writes every row as a JSON line beside the table.
 //
 // For the mlp the same run also times the bare matrix products of such a step (three forward,
 // three weight gradients, two input gradients) as plain Eigen calls on the same shapes: the gap
 // between the two rows is everything else a step does (bias, ReLU, loss, bookkeeping).
 //
 //   build/bin/model_step_perf --batch 64 --hidden 512,512
+//   build/bin/model_step_perf --models mlp,cnn,gpt --precision fp32,bf16 --json steps.jsonl
 //   build/bin/model_step_perf --device cuda   (GPU builds: the GPU model on the current device)
 //
 // On the GPU a step is what the trainer does: copy the batch in, forward, backward, an SGD
@@ -19,12 +25,14 @@
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdint>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "models/flush_to_zero.h"
@@ -52,6 +60,11 @@ struct Options {
   int repeats = 5;
   bool flushToZero = true;
   std::string device = "cpu";
+  std::vector<models::Precision> precisions{models::Precision::kFloat32};
+  models::GptShape gpt{};  // gpt-mini; its batch is --gpt-batch sequences
+  Index gptBatch = 8;
+  Index gemm = 1024;  // 0: no bare product rows
+  std::string json;   // "" : no JSON
 };
 
 // The comma-separated items of `text`, empty ones skipped.
@@ -65,12 +78,18 @@ std::vector<std::string> commaSeparated(const std::string& text) {
 
 // Returns an error message for the first bad option, or nullopt; sets `help` for --help.
 std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool& help) {
-  std::string hidden = "512,512", modelList = "mlp,cnn";
+  std::string hidden = "512,512", modelList = "mlp,cnn", precisionList = "fp32";
   po::options_description description("model_step_perf options");
   description.add_options()("help,h", "print this help")(
       "batch,b", po::value(&o.batch)->default_value(o.batch), "samples per step")(
       "hidden", po::value(&hidden)->default_value(hidden), "mlp hidden widths")(
-      "models", po::value(&modelList)->default_value(modelList), "comma-separated: mlp, cnn")(
+      "models", po::value(&modelList)->default_value(modelList), "comma-separated: mlp, cnn, gpt")(
+      "precision", po::value(&precisionList)->default_value(precisionList),
+      "comma-separated: fp32, bf16 (cpu)")(
+      "gpt-batch", po::value(&o.gptBatch)->default_value(o.gptBatch), "gpt: sequences per step")(
+      "vocab", po::value(&o.gpt.vocabulary)->default_value(o.gpt.vocabulary), "gpt: vocabulary")(
+      "gemm", po::value(&o.gemm)->default_value(o.gemm), "size N of the bare N^3 product rows")(
+      "json", po::value(&o.json), "also write each row as a JSON line to this file")(
       "seconds", po::value(&o.seconds)->default_value(o.seconds), "least time per round")(
       "repeats", po::value(&o.repeats)->default_value(o.repeats), "timed rounds")(
       "device", po::value(&o.device)->default_value(o.device), "cpu, or cuda (GPU builds)")(
@@ -100,7 +119,15 @@ std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool&
   if (o.batch < 1) return "--batch must be at least 1";
   if (o.repeats < 1 || o.seconds <= 0) return "--repeats and --seconds must be positive";
   for (const std::string& m : o.models)
-    if (m != "mlp" && m != "cnn") return "--models: unknown model '" + m + "' (mlp, cnn)";
+    if (m != "mlp" && m != "cnn" && m != "gpt")
+      return "--models: unknown model '" + m + "' (mlp, cnn, gpt)";
+  o.precisions.clear();
+  for (const std::string& p : commaSeparated(precisionList)) {
+    if (p != "fp32" && p != "bf16") return "--precision: unknown '" + p + "' (fp32, bf16)";
+    o.precisions.push_back(p == "fp32" ? models::Precision::kFloat32
+                                       : models::Precision::kBfloat16);
+  }
+  if (o.precisions.empty()) return "--precision: name fp32, bf16 or both";
   return std::nullopt;
 }
 
@@ -109,71 +136,136 @@ struct Timing {
   double bestSeconds = 0;
 };
 
-// Runs `step` in rounds of at least `seconds` and returns the median and best time per step.
-Timing timeSteps(const std::function<void()>& step, const Options& o) {
+// Runs each of `variants` in rounds of at least `seconds`, the variants' rounds interleaved, and
+// returns each one's median and best time per step.
+std::vector<Timing> timeInterleaved(const std::vector<std::function<void()>>& variants,
+                                    const Options& o) {
   using Clock = std::chrono::steady_clock;
-  for (int i = 0; i < 3; ++i)
-    step();  // warm-up: first-touch of buffers, caches, the CPU's clock
-  std::vector<double> perStep;
+  for (const auto& step : variants)
+    for (int i = 0; i < 3; ++i)
+      step();  // warm-up: first-touch of buffers, caches, the CPU's clock
+  std::vector<std::vector<double>> perStep(variants.size());
   for (int r = 0; r < o.repeats; ++r) {
-    const auto start = Clock::now();
-    std::int64_t steps = 0;
-    double elapsed = 0;
-    do {
-      step();
-      ++steps;
-      elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-    } while (elapsed < o.seconds);
-    perStep.push_back(elapsed / static_cast<double>(steps));
+    for (std::size_t v = 0; v < variants.size(); ++v) {
+      const auto start = Clock::now();
+      std::int64_t steps = 0;
+      double elapsed = 0;
+      do {
+        variants[v]();
+        ++steps;
+        elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+      } while (elapsed < o.seconds);
+      perStep[v].push_back(elapsed / static_cast<double>(steps));
+    }
   }
-  std::sort(perStep.begin(), perStep.end());
-  return {perStep[perStep.size() / 2], perStep.front()};
+  std::vector<Timing> timings;
+  for (std::vector<double>& times : perStep) {
+    std::sort(times.begin(), times.end());
+    timings.push_back({times[times.size() / 2], times.front()});
+  }
+  return timings;
 }
 
-void printHeader() {
-  fmt::print("{:<28} {:>6} {:>10} {:>10} {:>12} {:>12} {:>9} {:>9}\n", "what", "batch", "params",
-             "ms/step", "samples/s", "best", "GFLOP/s", "best");
+Timing timeSteps(const std::function<void()>& step, const Options& o) {
+  return timeInterleaved({step}, o).front();
 }
 
-void printRow(const std::string& what, Index batch, std::size_t params, double flopsPerStep,
-              const Timing& t) {
-  const auto b = static_cast<double>(batch);
-  fmt::print("{:<28} {:>6} {:>10} {:>10.3f} {:>12.0f} {:>12.0f} {:>9.1f} {:>9.1f}\n", what, batch,
-             params, t.medianSeconds * 1e3, b / t.medianSeconds, b / t.bestSeconds,
-             flopsPerStep / t.medianSeconds * 1e-9, flopsPerStep / t.bestSeconds * 1e-9);
+std::string_view precisionName(models::Precision p) {
+  return p == models::Precision::kFloat32 ? "fp32" : "bf16";
 }
 
-// Inputs in [0, 1) and labels, as data/ delivers them.
+// The table on stdout and, with --json, the same rows as JSON lines.
+class Report {
+ public:
+  explicit Report(const std::string& jsonPath) {
+    if (jsonPath.empty()) return;
+    json_.open(jsonPath);
+    if (!json_) throw std::runtime_error("--json " + jsonPath + ": cannot open the file");
+  }
+
+  void header() const {
+    fmt::print("{:<28} {:>5} {:>6} {:>10} {:>10} {:>12} {:>12} {:>9} {:>9}\n", "what", "prec",
+               "batch", "params", "ms/step", "samples/s", "best", "GFLOP/s", "best");
+  }
+
+  void row(const std::string& what, models::Precision precision, Index batch, std::size_t params,
+           double flopsPerStep, const Timing& t) {
+    const auto b = static_cast<double>(batch);
+    const double gflops = flopsPerStep / t.medianSeconds * 1e-9;
+    fmt::print("{:<28} {:>5} {:>6} {:>10} {:>10.3f} {:>12.0f} {:>12.0f} {:>9.1f} {:>9.1f}\n", what,
+               precisionName(precision), batch, params, t.medianSeconds * 1e3, b / t.medianSeconds,
+               b / t.bestSeconds, gflops, flopsPerStep / t.bestSeconds * 1e-9);
+    if (json_.is_open()) {
+      json_ << fmt::format(
+          "{{\"what\": \"{}\", \"precision\": \"{}\", \"batch\": {}, \"params\": {}, "
+          "\"median_ms\": {:.4f}, \"best_ms\": {:.4f}, \"gflops\": {:.2f}}}\n",
+          what, precisionName(precision), batch, params, t.medianSeconds * 1e3, t.bestSeconds * 1e3,
+          gflops);
+    }
+  }
+
+ private:
+  std::ofstream json_;
+};
+
+// Inputs as data/ delivers them, and labels: values in [0, 1) and one class per sample, or (with
+// `tokens`) token ids below `classes` and one label per position.
 struct SyntheticBatch {
   std::vector<float> inputs;
   std::vector<std::int32_t> labels;
 };
 
-SyntheticBatch makeBatch(Index sampleSize, Index batch, Index classes) {
+SyntheticBatch makeBatch(Index sampleSize, Index batch, Index classes, bool tokens) {
   SyntheticBatch data;
   models::SplitMix64 generator(42);
   data.inputs.resize(static_cast<std::size_t>(sampleSize * batch));
-  for (float& v : data.inputs)
-    v = static_cast<float>(0.5 + generator.symmetric(0.5));
-  for (Index b = 0; b < batch; ++b)
+  for (float& v : data.inputs) {
+    v = tokens ? static_cast<float>(generator.next() % classes)
+               : static_cast<float>(0.5 + generator.symmetric(0.5));
+  }
+  for (Index b = 0; b < (tokens ? sampleSize * batch : batch); ++b)
     data.labels.push_back(static_cast<std::int32_t>(generator.next() % classes));
   return data;
 }
 
-Timing timeModel(models::Model<float>& model, const SyntheticBatch& data, const Options& o) {
+// A step (forward, backward) of `model` in each of --precision's precisions, interleaved.
+std::vector<Timing> timeModel(models::Model<float>& model, const SyntheticBatch& data,
+                              Index batchSize, const Options& o) {
   model.initialize(1);
-  model.reserve(o.batch);
+  model.reserve(batchSize);
   const models::Batch<float> batch{data.inputs, data.labels, {}};
   std::size_t announced = 0;  // what an engine would hand to its communication thread
   const models::GradientReadyCallback onReady = [&](const models::LayerParameters& layer) {
     announced += layer.count;
   };
-  return timeSteps(
-      [&] {
-        model.forward(batch);
-        model.backward(onReady);
-      },
-      o);
+  std::vector<std::function<void()>> variants;
+  for (const models::Precision p : o.precisions) {
+    variants.emplace_back([&, p] {
+      models::setMatrixPrecision(p);
+      model.forward(batch);
+      model.backward(onReady);
+    });
+  }
+  return timeInterleaved(variants, o);
+}
+
+// The bare product C = A B of N x N matrices through models::product in each precision.
+void reportBareProduct(Index n, const Options& o, Report& report) {
+  const models::Matrix<float> a = models::Matrix<float>::Random(n, n);
+  const models::Matrix<float> b = models::Matrix<float>::Random(n, n);
+  models::Matrix<float> c(n, n);
+  std::vector<std::function<void()>> variants;
+  for (const models::Precision p : o.precisions) {
+    variants.emplace_back([&, p] {
+      models::setMatrixPrecision(p);
+      models::product(c, a, b);
+    });
+  }
+  const std::vector<Timing> timings = timeInterleaved(variants, o);
+  for (std::size_t v = 0; v < timings.size(); ++v) {
+    report.row(fmt::format("bare product {}^3", n), o.precisions[v], 1, 0,
+               2.0 * double(n) * double(n) * double(n), timings[v]);
+  }
 }
 
 #ifdef RINGTRAIN_MODEL_STEP_PERF_CUDA
@@ -182,7 +274,8 @@ Timing timeGpuModel(models::Model<float>& model, const SyntheticBatch& data, con
   models::cuda::GpuModel gpu(model);
   gpu.reserve(o.batch);
   float* velocity = nullptr;
-  RINGTRAIN_MODELS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&velocity), gpu.parameterCount() * sizeof(float)));
+  RINGTRAIN_MODELS_CUDA_CHECK(
+      cudaMalloc(reinterpret_cast<void**>(&velocity), gpu.parameterCount() * sizeof(float)));
   RINGTRAIN_MODELS_CUDA_CHECK(cudaMemset(velocity, 0, gpu.parameterCount() * sizeof(float)));
   const models::Batch<float> batch{data.inputs, data.labels, {}};
   std::size_t announced = 0;
@@ -231,6 +324,26 @@ Timing timeBareProducts(const std::vector<Index>& widths, const SyntheticBatch& 
       o);
 }
 
+// The model a --models name stands for, with its batch in samples (sequences for the gpt).
+models::ModelSpec specFor(const std::string& name, const Options& o) {
+  if (name == "gpt") return {.name = "gpt", .input = {1, o.gpt.context, 1}, .gpt = o.gpt};
+  return {.name = name, .input = {1, 28, 28}, .classes = 10, .hidden = o.hidden};
+}
+
+std::string labelFor(const models::ModelSpec& spec) {
+  std::string label = spec.name;
+  if (spec.name == "mlp") {
+    label += " 784";
+    for (const Index w : spec.hidden)
+      label += "-" + std::to_string(w);
+    label += "-10";
+  }
+  if (spec.name == "gpt")
+    label += fmt::format(" L{} C{} T{} V{}", spec.gpt.layers, spec.gpt.width, spec.gpt.context,
+                         spec.gpt.vocabulary);
+  return label;
+}
+
 int run(const Options& o) {
   if (o.device != "cpu" && o.device != "cuda")
     throw std::invalid_argument("--device must be cpu or cuda, not '" + o.device + "'");
@@ -238,43 +351,51 @@ int run(const Options& o) {
   if (o.device == "cuda")
     throw std::invalid_argument("--device cuda needs a GPU build (RINGTRAIN_CUDA, see README)");
 #endif
+  const bool bf16 = std::find(o.precisions.begin(), o.precisions.end(),
+                              models::Precision::kBfloat16) != o.precisions.end();
+  if (bf16 && (o.device != "cpu" || !models::bf16ProductsSupported()))
+    throw std::invalid_argument("--precision bf16 needs --device cpu and a CPU with AVX512-BF16");
+  if (o.device == "cuda" && std::find(o.models.begin(), o.models.end(), "gpt") != o.models.end())
+    throw std::invalid_argument("--models gpt runs on the CPU only (no GPU transformer layers)");
   const bool ftz = o.flushToZero && models::enableFlushToZero();
   models::keepMatrixProductsOnOneThread();
   fmt::print("model_step_perf: one thread, Eigen {}.{}.{}, products by {}, flush-to-zero {}\n",
              EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION,
              models::matrixProducts().name, ftz ? "on" : "off");
-  printHeader();
+  Report report(o.json);
+  report.header();
   for (const std::string& name : o.models) {
-    models::ModelSpec spec{.name = name, .input = {1, 28, 28}, .classes = 10, .hidden = o.hidden};
+    const models::ModelSpec spec = specFor(name, o);
     models::Model<float> model = models::makeModel<float>(spec);
-    const SyntheticBatch data = makeBatch(spec.input.size(), o.batch, spec.classes);
-    const double flops = model.trainingFlopsPerSample() * static_cast<double>(o.batch);
-    std::string label = name;
-    if (name == "mlp") {
-      label += " 784";
-      for (const Index w : o.hidden)
-        label += "-" + std::to_string(w);
-      label += "-10";
-    }
+    const bool gpt = name == "gpt";
+    const Index batch = gpt ? o.gptBatch : o.batch;
+    const SyntheticBatch data =
+        makeBatch(spec.input.size(), batch, gpt ? spec.gpt.vocabulary : spec.classes, gpt);
+    const double flops = model.trainingFlopsPerSample() * static_cast<double>(batch);
+    const std::string label = labelFor(spec);
 #ifdef RINGTRAIN_MODEL_STEP_PERF_CUDA
     if (o.device == "cuda") {
-      printRow(label + " GPU step", o.batch, model.parameterCount(), flops,
-               timeGpuModel(model, data, o));
+      report.row(label + " GPU step", models::Precision::kFloat32, batch, model.parameterCount(),
+                 flops, timeGpuModel(model, data, o));
       continue;
     }
 #endif
-    const Timing step = timeModel(model, data, o);
-    printRow(label + " step", o.batch, model.parameterCount(), flops, step);
-    if (name == "mlp") {
+    const std::vector<Timing> steps = timeModel(model, data, batch, o);
+    for (std::size_t v = 0; v < steps.size(); ++v)
+      report.row(label + " step", o.precisions[v], batch, model.parameterCount(), flops, steps[v]);
+    if (name == "mlp" && o.precisions.front() == models::Precision::kFloat32) {
       std::vector<Index> widths{spec.input.size()};
       widths.insert(widths.end(), o.hidden.begin(), o.hidden.end());
       widths.push_back(spec.classes);
       const Timing bare = timeBareProducts(widths, data, o);
-      printRow("  bare products only", o.batch, model.parameterCount(), flops, bare);
-      fmt::print("  the rest of the step (bias, ReLU, loss, callbacks): {:.1f}% of its time\n",
-                 100 * (step.medianSeconds - bare.medianSeconds) / step.medianSeconds);
+      report.row("  bare products only", models::Precision::kFloat32, batch, model.parameterCount(),
+                 flops, bare);
+      fmt::print(
+          "  the rest of the step (bias, ReLU, loss, callbacks): {:.1f}% of its time\n",
+          100 * (steps.front().medianSeconds - bare.medianSeconds) / steps.front().medianSeconds);
     }
   }
+  if (o.gemm > 0 && o.device == "cpu") reportBareProduct(o.gemm, o, report);
   return 0;
 }
 

@@ -82,6 +82,7 @@ struct RawOptions {
   std::string overlap = "on";
   std::string fusionThreshold = "8M";
   std::string compression = "none";
+  std::string precision = "fp32";
   std::string checkFinite = "off";
   std::string optimizer = "sgd";
   std::string lrSchedule = "cosine";
@@ -128,20 +129,29 @@ po::options_description runOptions(TrainConfig& c, RawOptions& raw) {
       ("log-every", po::value(&c.logEvery)->default_value(c.logEvery), "log the training loss every N steps")
       ("device", po::value(&raw.device)->default_value(raw.device), choicesHelp(kDeviceNames, "train on the CPU or on one GPU per rank; auto takes cuda when the build has the GPU path and every node has a GPU for each of its ranks").c_str())
       ("tf32", po::value(&c.tf32)->implicit_value(true)->default_value(false), "cuda: TF32 tensor-core matrix products (faster, with a larger rounding error in the products)")
+      ("precision", po::value(&raw.precision)->default_value(raw.precision), choicesHelp(kPrecisionNames, "the CPU's matrix products: float32, or bfloat16 inputs with float32 accumulation (needs a CPU with AVX512-BF16; weights, optimiser state, loss and softmax stay float32)").c_str())
       ("expect-world-size", po::value(&c.expectWorldSize)->default_value(c.expectWorldSize), "refuse to run unless mpirun started exactly this many ranks (0: any)");
   // clang-format on
   return run;
 }
 
-po::options_description engineOptions(TrainConfig& c, RawOptions& raw) {
+// The gradient exchange's options, which `ringtrain bench` takes too.
+void addExchangeOptions(po::options_description& engine, TrainConfig& c, RawOptions& raw) {
   // clang-format off
-  po::options_description engine("Gradient engine");
   engine.add_options()
       ("backend", po::value(&raw.backend)->default_value(raw.backend), choicesHelp(backendChoices(), "how gradients are averaged; auto: shm where every rank shares one node (cpu), ring across nodes, nccl on cuda; mpi, ring, hierarchical, shm average host buffers, nccl GPU buffers").c_str())
       ("overlap", po::value(&raw.overlap)->default_value(raw.overlap), "on | off: average gradients while backward still runs")
       ("fusion-threshold", po::value(&raw.fusionThreshold)->default_value(raw.fusionThreshold), "largest gradient bucket (bytes; 64K, 8M, ...)")
       ("compression", po::value(&raw.compression)->default_value(raw.compression), choicesHelp(engine::kCompressionNames, "gradients cross the wire in 16 bits (ring, mpi, hierarchical)").c_str())
-      ("stall-timeout", po::value(&c.stallTimeoutSeconds)->default_value(c.stallTimeoutSeconds), "abort the job, naming the missing ranks, when a collective waits this many seconds (a warning at half of it; 0: never)")
+      ("stall-timeout", po::value(&c.stallTimeoutSeconds)->default_value(c.stallTimeoutSeconds), "abort the job, naming the missing ranks, when a collective waits this many seconds (a warning at half of it; 0: never)");
+  // clang-format on
+}
+
+po::options_description engineOptions(TrainConfig& c, RawOptions& raw) {
+  po::options_description engine("Gradient engine");
+  addExchangeOptions(engine, c, raw);
+  // clang-format off
+  engine.add_options()
       ("check-finite", po::value(&raw.checkFinite)->default_value(raw.checkFinite), choicesHelp(kCheckFiniteNames, "stop the job or skip the step on NaN/Inf averaged gradients").c_str())
       ("timeline", po::value(&c.timeline), "write a Chrome trace (Perfetto, chrome://tracing) of every rank to this file");
   // clang-format on
@@ -209,6 +219,7 @@ po::options_description hiddenOptions(TrainConfig& c, RawOptions& raw) {
                                                              po::value(&c.test.nanStep))(
       "test-step-sleep-ms", po::value(&c.test.stepSleepMs))("test-fail-at", po::value(&raw.failAt))(
       "test-fail-rank", po::value(&c.test.failRank))("test-fail-step", po::value(&c.test.failStep))(
+      "test-no-avx512-bf16", po::bool_switch(&c.test.noAvx512Bf16))(
       "shm-parameters", po::value(&raw.removedShmParameters));
   return hidden;
 }
@@ -296,6 +307,23 @@ std::optional<std::string> storeConfigFile(const std::string& path,
   return std::nullopt;
 }
 
+// The exchange options' texts into their values; the first bad one's error.
+std::optional<std::string> convertExchangeOptions(const RawOptions& raw, TrainConfig& c) {
+  if (auto error = parseChoice("backend", raw.backend, backendChoices(), c.backend)) return error;
+  if (auto error =
+          parseChoice("compression", raw.compression, engine::kCompressionNames, c.compression))
+    return error;
+  if (raw.overlap != "on" && raw.overlap != "off")
+    return "--overlap '" + raw.overlap + "': expected on or off";
+  c.overlap = raw.overlap == "on";
+  const auto threshold = parseByteSize(raw.fusionThreshold);
+  if (!threshold || *threshold == 0) {
+    return "--fusion-threshold '" + raw.fusionThreshold + "': expected a size like 64K or 8M";
+  }
+  c.fusionThresholdBytes = *threshold;
+  return std::nullopt;
+}
+
 // The modes' texts into their enums; the first bad one's error.
 std::optional<std::string> convertModes(const RawOptions& raw, TrainConfig& c) {
   std::optional<std::string> error;
@@ -316,18 +344,14 @@ std::optional<std::string> convertModes(const RawOptions& raw, TrainConfig& c) {
   }
   parse("prefetch", raw.prefetch, kPrefetchNames, c.prefetch);
   parse("device", raw.device, kDeviceNames, c.device);
-  parse("backend", raw.backend, backendChoices(), c.backend);
-  parse("compression", raw.compression, engine::kCompressionNames, c.compression);
+  if (!error) error = convertExchangeOptions(raw, c);
+  parse("precision", raw.precision, kPrecisionNames, c.precision);
   parse("check-finite", raw.checkFinite, kCheckFiniteNames, c.checkFinite);
   parse("optimizer", raw.optimizer, kOptimizerNames, c.optimizer);
   parse("lr-schedule", raw.lrSchedule, kLrScheduleNames, c.lrSchedule);
   parse("on-resize", raw.onResize, kOnResizeNames, c.onResize);
   parse("log-level", raw.logLevel, collectives::kLogLevelNames, c.logLevel);
   parse("test-fail-at", raw.failAt, kFailurePointNames, c.test.failAt);
-  if (!error && raw.overlap != "on" && raw.overlap != "off") {
-    error = "--overlap '" + raw.overlap + "': expected on or off";
-  }
-  c.overlap = raw.overlap == "on";
   return error;
 }
 
@@ -353,11 +377,6 @@ std::optional<std::string> convertSizes(const RawOptions& raw, TrainConfig& c) {
     return "--synthetic-shape '" + raw.syntheticShape + "': expected C,H,W like 1,28,28";
   }
   c.syntheticShape = *parsedShape;
-  const auto threshold = parseByteSize(raw.fusionThreshold);
-  if (!threshold || *threshold == 0) {
-    return "--fusion-threshold '" + raw.fusionThreshold + "': expected a size like 64K or 8M";
-  }
-  c.fusionThresholdBytes = *threshold;
   return std::nullopt;
 }
 
@@ -434,6 +453,9 @@ std::optional<std::string> deviceAndBackendProblem(const TrainConfig& c) {
   if (c.device == Device::kCuda && c.model == ModelKind::kGpt)
     return "--model gpt trains on the CPU only (the GPU path has no transformer layers yet): use "
            "--device cpu or auto";
+  if (c.device == Device::kCuda && c.precision != models::Precision::kFloat32)
+    return "--precision bf16 is for the CPU's matrix products: use --device cpu or auto with it "
+           "(--tf32 is the GPU's reduced precision)";
   if (c.device == Device::kCuda && c.clipGradNorm > 0)
     return "--clip-grad-norm runs on the host only: use --device cpu or auto with it";
   if ((c.device == Device::kCuda || c.backend == ExchangeBackend::kNccl) && c.accumulateSteps > 1)
@@ -547,6 +569,88 @@ std::optional<std::string> validateTrainConfig(const TrainConfig& c) {
   return std::nullopt;
 }
 
+namespace {
+
+po::options_description benchOptions(BenchConfig& b, RawOptions& raw, std::string& standIn) {
+  po::options_description bench("Benchmark");
+  // clang-format off
+  bench.add_options()
+      ("profile", po::value(&b.profile)->default_value(b.profile), "resnet50 | resnet101 | vgg16 | bert-large | gpt2-124m (bench/profiles/NAME.txt), or a profile file: the gradient tensors whose exchange is measured")
+      ("compute-ms", po::value(&b.computeMs)->default_value(b.computeMs, shortest(b.computeMs)), "a step's forward and backward per rank, stood in for layer by layer in proportion to their FLOPs")
+      ("stand-in", po::value(&standIn)->default_value(standIn), choicesHelp(kStandInNames, "how the computation is stood in for: sleep leaves the core free (many ranks on few cores), spin keeps it busy").c_str())
+      ("warmup-steps", po::value(&b.warmupSteps)->default_value(b.warmupSteps), "steps run before timing starts")
+      ("chunks", po::value(&b.chunks)->default_value(b.chunks), "timed chunks of steps; the throughput's spread is over them")
+      ("steps-per-chunk", po::value(&b.stepsPerChunk)->default_value(b.stepsPerChunk), "steps in each timed chunk")
+      ("batch-size", po::value(&b.batchSize)->default_value(b.batchSize), "samples per rank per step, to report samples/s (0: steps/s only)")
+      ("link-gbit", po::value(&b.linkGbit)->default_value(b.linkGbit), "the link's rate in Gbit/s for the analytic bound on the step (0: unshaped, the bound is the computation)")
+      ("link-latency-us", po::value(&b.linkLatencyUs)->default_value(b.linkLatencyUs), "one message's latency in microseconds for the bound")
+      ("json", po::value(&b.json), "rank 0 writes the results to this file as JSON");
+  // clang-format on
+  po::options_description engine("Gradient engine (as ringtrain train takes them)");
+  addExchangeOptions(engine, b.engine, raw);
+  bench.add(engine);
+  return bench;
+}
+
+std::optional<std::string> validateBenchConfig(const BenchConfig& b) {
+  if (!std::isfinite(b.computeMs) || b.computeMs < 0)
+    return fmt::format("--compute-ms must be a finite number, at least 0 (got {})", b.computeMs);
+  if (b.warmupSteps < 0) return "--warmup-steps must not be negative";
+  if (b.chunks < 1) return "--chunks must be at least 1";
+  if (b.stepsPerChunk < 1) return "--steps-per-chunk must be at least 1";
+  if (b.batchSize < 0) return "--batch-size must not be negative (0: steps/s only)";
+  if (!std::isfinite(b.linkGbit) || b.linkGbit < 0)
+    return "--link-gbit must be a finite number, at least 0 (0: unshaped)";
+  if (!std::isfinite(b.linkLatencyUs) || b.linkLatencyUs < 0)
+    return "--link-latency-us must be a finite number, at least 0";
+  if (!std::isfinite(b.engine.stallTimeoutSeconds) || b.engine.stallTimeoutSeconds < 0)
+    return "--stall-timeout must be a finite number, at least 0 (0 means never)";
+  if (b.engine.backend == engine::ExchangeBackend::kNccl)
+    return "--backend nccl averages GPU buffers, and ringtrain bench averages host buffers: use "
+           "mpi, ring, hierarchical, shm or auto";
+  return deviceAndBackendProblem(b.engine);
+}
+
+}  // namespace
+
+std::optional<std::string> parseBenchConfig(int argc, const char* const* argv, BenchConfig& b,
+                                            bool& help, std::string& helpText) {
+  RawOptions raw;
+  std::string standIn = "sleep";
+  const po::options_description options = benchOptions(b, raw, standIn);
+  try {
+    po::options_description everything;
+    everything.add_options()("help,h", "print this help");
+    everything.add(options);
+    po::variables_map values;
+    po::store(po::command_line_parser(argc, argv).options(everything).run(), values);
+    if (values.count("help")) {
+      help = true;
+      helpText = "usage: mpirun -np N ringtrain bench [options]\n\n" + optionsText(everything);
+      return std::nullopt;
+    }
+    po::notify(values);
+  } catch (const po::error& e) {
+    return std::string(e.what());
+  }
+  if (auto error = parseChoice("stand-in", standIn, kStandInNames, b.standIn)) return error;
+  if (auto error = convertExchangeOptions(raw, b.engine)) return error;
+  b.engine.device = Device::kCpu;
+  return validateBenchConfig(b);
+}
+
+engine::ExchangeOptions exchangeOptions(const TrainConfig& c) {
+  engine::ExchangeOptions options;
+  options.fusionThresholdBytes = c.fusionThresholdBytes;
+  options.overlap = c.overlap;
+  options.compression = c.compression;
+  options.stallTimeoutSeconds = c.stallTimeoutSeconds;
+  options.test.stallRank = c.test.stallRank;
+  options.test.stallCollective = c.test.stallCollective;
+  options.test.stallSeconds = c.test.stallSeconds;
+  return options;
+}
+
 std::optional<std::size_t> parseByteSize(const std::string& text) {
   std::size_t digits = 0;
   while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits])))
@@ -605,6 +709,7 @@ std::vector<std::pair<std::string, std::string>> comparableOptions(const TrainCo
       {"--scale-lr", c.scaleLr ? "true" : "false"},
       {"--device", std::string(nameIn(kDeviceNames, c.device))},
       {"--tf32", c.tf32 ? "true" : "false"},
+      {"--precision", std::string(nameIn(kPrecisionNames, c.precision))},
       {"--backend", std::string(name(c.backend))},
       {"--overlap", c.overlap ? "on" : "off"},
       {"--fusion-threshold", std::to_string(c.fusionThresholdBytes)},
@@ -672,6 +777,8 @@ std::string describe(const TrainConfig& c) {
   if (c.warmupSteps > 0) out << " warm-up " << c.warmupSteps;
   if (c.scaleLr) out << " (scaled by ranks)";
   out << ", device " << nameIn(kDeviceNames, c.device) << (c.tf32 ? " tf32" : "");
+  if (c.precision != models::Precision::kFloat32)
+    out << " precision " << nameIn(kPrecisionNames, c.precision);
   out << ", backend " << name(c.backend) << (c.overlap ? " overlap" : " no overlap") << " fusion "
       << (c.fusionThresholdBytes >> 10) << " KiB";
   if (c.compression != engine::Compression::kNone)

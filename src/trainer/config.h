@@ -16,6 +16,7 @@
 #include "engine/gradient_reducer.h"
 #include "collectives/log.h"
 #include "collectives/named_values.h"
+#include "models/matrix_products.h"
 #include "models/model_factory.h"
 #include "src/trainer/lr_schedule.h"
 #include "src/trainer/optimizer.h"
@@ -40,6 +41,11 @@ models::GptShape presetShape(GptPreset preset);
 enum class Device { kAuto, kCpu, kCuda };  // kCuda: one GPU per rank
 inline constexpr NamedValue<Device> kDeviceNames[] = {
     {Device::kAuto, "auto"}, {Device::kCpu, "cpu"}, {Device::kCuda, "cuda"}};
+
+// The CPU's matrix products (models/matrix_products.h): float32, or bfloat16 inputs with float32
+// accumulation on CPUs with AVX512-BF16.
+inline constexpr NamedValue<models::Precision> kPrecisionNames[] = {
+    {models::Precision::kFloat32, "fp32"}, {models::Precision::kBfloat16, "bf16"}};
 
 // Gather the next batch on a thread of its own while the step trains.
 enum class Prefetch { kAuto, kOn, kOff };
@@ -81,6 +87,7 @@ struct TrainTestHooks {
   FailurePoint failAt = FailurePoint::kNone;
   int failRank = 0;
   std::int64_t failStep = 1;
+  bool noAvx512Bf16 = false;  // act as if this CPU lacked AVX512-BF16 (--precision bf16 refused)
 };
 
 struct TrainConfig {
@@ -129,6 +136,7 @@ struct TrainConfig {
   // Device (src/trainer/device_choice.h settles auto before training)
   Device device = Device::kAuto;
   bool tf32 = false;  // cuda: TF32 tensor-core matrix products
+  models::Precision precision = models::Precision::kFloat32;  // cpu matrix products
 
   // Communication
   // nullopt: auto, which chooseDevice (device_choice.h) settles before training.
@@ -160,6 +168,34 @@ struct TrainConfig {
   std::string configFile;
 };
 
+// How `ringtrain bench` stands in for a layer's computation: sleep (the core stays free, so many
+// ranks can share few cores) or spin (the core is busy, as real computation would keep it).
+enum class StandIn { kSleep, kSpin };
+inline constexpr NamedValue<StandIn> kStandInNames[] = {{StandIn::kSleep, "sleep"},
+                                                        {StandIn::kSpin, "spin"}};
+
+// Everything `ringtrain bench` is told (src/bench/profile_bench.h runs it).
+struct BenchConfig {
+  std::string profile = "resnet50";  // a profile's name (bench/profiles/NAME.txt) or a file
+  double computeMs = 100;            // one step's forward and backward, per rank
+  StandIn standIn = StandIn::kSleep;
+  std::int64_t warmupSteps = 5;  // not timed
+  int chunks = 5;                // timed chunks, for the spread of the throughput
+  std::int64_t stepsPerChunk = 10;
+  int batchSize = 0;         // samples per rank per step, for samples/s (0: none reported)
+  double linkGbit = 0;       // the link's rate for the analytic bound (0: unshaped)
+  double linkLatencyUs = 0;  // one message's latency on the link, for the bound
+  std::string json;          // rank 0 writes the results here as JSON ("" : none)
+  // The gradient engine's settings as `ringtrain train` takes them (--backend, --overlap,
+  // --fusion-threshold, --compression, --stall-timeout); the other fields keep their defaults
+  // but for device, always cpu.
+  TrainConfig engine;
+};
+
+// Parses argv (without the "bench" word) like parseTrainConfig, from the command line only.
+std::optional<std::string> parseBenchConfig(int argc, const char* const* argv, BenchConfig& config,
+                                            bool& help, std::string& helpText);
+
 // Parses argv (without the "train" word), the environment and --config. Returns the error of the
 // first bad value as one line naming the option, or nullopt. `help` is set (and the help text
 // written to helpText) when --help was given.
@@ -189,6 +225,9 @@ std::vector<std::pair<std::string, std::string>> comparableOptions(const TrainCo
 // stores it: the comparable options, --data and the checkpoint options (not --resume, --config,
 // --timeline, which say how a run was started rather than what it trains).
 std::string configLines(const TrainConfig& config);
+
+// The gradient exchange's settings (and test hooks) of a configuration.
+engine::ExchangeOptions exchangeOptions(const TrainConfig& config);
 
 // "8M" -> 8388608; "64K", "1G", plain bytes.
 std::optional<std::size_t> parseByteSize(const std::string& text);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "collectives/mpi_check.h"
+#include "models/matrix_products.h"
 #include "src/trainer/gpu_replica.h"
 
 namespace ringtrain {
@@ -62,6 +63,10 @@ std::variant<DeviceChoice, std::string> chooseDevice(const TrainConfig& config,
         "--backend ring, hierarchical or auto across nodes",
         facts.ranks, facts.nodes);
   }
+  if (config.precision == models::Precision::kBfloat16 && !facts.bf16Everywhere) {
+    return "--precision bf16 needs a CPU with AVX512-BF16 instructions, and this job's (on one "
+           "rank at least) has none: use --precision fp32";
+  }
   const std::string why = whyNotGpus(facts);
   constexpr auto kNccl = engine::ExchangeBackend::kNccl;
   if (config.device == Device::kCpu)
@@ -82,6 +87,9 @@ std::variant<DeviceChoice, std::string> chooseDevice(const TrainConfig& config,
   if (config.accumulateSteps > 1)
     return DeviceChoice{Device::kCpu, hostBackend(config, facts),
                         "--accumulate-steps runs on the host only"};
+  if (config.precision == models::Precision::kBfloat16)
+    return DeviceChoice{Device::kCpu, hostBackend(config, facts),
+                        "--precision bf16 is for the CPU's matrix products"};
   if (config.backend) {
     return DeviceChoice{
         Device::kCpu, *config.backend,
@@ -105,9 +113,12 @@ DeviceFacts deviceFacts(const TrainConfig& config, const collectives::MpiEnviron
   if (facts.gpuPathBuilt && config.device != Device::kCpu) {
     facts.visibleGpus = visibleGpus(&facts.noGpuReason);
   }
-  int fits = nodeFitsOnGpus(facts) ? 1 : 0;
-  RINGTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &fits, 1, MPI_INT, MPI_MIN, env.world()));
-  facts.everyNodeFits = fits == 1;
+  // Every rank: its node fits on GPUs, its CPU has AVX512-BF16; the minimum says "all do".
+  int all[2] = {nodeFitsOnGpus(facts) ? 1 : 0,
+                models::bf16ProductsSupported() && !config.test.noAvx512Bf16 ? 1 : 0};
+  RINGTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, all, 2, MPI_INT, MPI_MIN, env.world()));
+  facts.everyNodeFits = all[0] == 1;
+  facts.bf16Everywhere = all[1] == 1;
   facts.nodes = env.nodeCount();
   facts.ranks = env.worldSize();
   return facts;

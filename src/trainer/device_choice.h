@@ -25,6 +25,7 @@ struct DeviceFacts {
   bool everyNodeFits = true;  // on every node: GPU path, and ranks <= visible GPUs
   int nodes = 1;              // nodes the job's ranks are on
   int ranks = 1;              // ranks in the job
+  bool bf16Everywhere = true;  // every rank's CPU has AVX512-BF16 (--precision bf16)
   // Several ranks, all on one node: the host backend can be shm.
   bool sharedNode() const { return ranks > 1 && nodes == 1; }
 };

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <limits>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 #include <variant>
 
@@ -21,6 +22,7 @@
 #include "collectives/mpi_check.h"
 #include "collectives/steady_clock.h"
 #include "engine/exchange_factory.h"
+#include "models/matrix_products.h"
 #include "src/storage/checkpoint.h"
 #include "src/trainer/device_choice.h"
 #include "src/trainer/exported_weights.h"
@@ -125,6 +127,10 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
       log_(environment.log && control_->rank() == 0),
       model_(allocateModel(config, modelSpecFor(config, train))),
       sampler_(samplerOptions(config, train.size(), *control_)) {
+  // Process-wide (models/matrix_products.h): every product this trainer's model computes.
+  if (config.precision == models::Precision::kBfloat16 && !models::bf16ProductsSupported())
+    throw std::runtime_error("--precision bf16 needs a CPU with AVX512-BF16 instructions");
+  models::setMatrixPrecision(config.precision);
   stepsPerEpoch_ = sampler_.stepsPerEpoch();
   plannedSteps_ = config.steps > 0 ? config.steps : stepsForBatches(config.epochs * stepsPerEpoch_);
   OptimizerOptions optimizerChoice = optimizerOptions(config);
@@ -161,16 +167,9 @@ void Trainer::buildExchange() {
     segmentOfLayer_[static_cast<std::size_t>(layer.layerIndex)] = static_cast<int>(segments.size());
     segments.push_back({layer.name, layer.offset, layer.count});
   }
-  engine::ExchangeOptions options;
-  options.fusionThresholdBytes = config_.fusionThresholdBytes;
-  options.overlap = config_.overlap;
-  options.compression = config_.compression;
-  options.stallTimeoutSeconds = config_.stallTimeoutSeconds;
-  options.test.stallRank = config_.test.stallRank;
-  options.test.stallCollective = config_.test.stallCollective;
-  options.test.stallSeconds = config_.test.stallSeconds;
-  exchange_ = engine::makeGradientExchange(gradientBackend(config_), environment_.comm,
-                                           std::move(segments), options, environment_.timeline);
+  exchange_ =
+      engine::makeGradientExchange(gradientBackend(config_), environment_.comm, std::move(segments),
+                                   exchangeOptions(config_), environment_.timeline);
   if (config_.device == Device::kCuda) return;  // startGpu brings the device buffers
   buffers_ = exchange_->hostBuffers(model_.gradients());
   // An exchange that reads the gradients where backward writes them keeps them itself.

@@ -5,8 +5,9 @@
 # the same configurations, positive, with the model's FLOPs per token as ringtrain counts them. PyTorch's rows (1 thread, DDP gloo on 2 ranks, the
 # ratios) are checked where /usr/bin/python3 imports torch; elsewhere the script must say that it
 # skipped them, and so does this test. No speed is judged: benchmarks are not timed tests.
-# Then --no-pytorch, an interpreter without torch (RINGTRAIN_TORCH_PYTHON), and bad options
-# (exit status 2).
+# Then --no-pytorch, an interpreter without torch (RINGTRAIN_TORCH_PYTHON), --precision bf16
+# --one-rank on a CPU with AVX512-BF16 (ringtrain and PyTorch at 1 rank only, the JSON says
+# bf16), and bad options (exit status 2).
 #   gpt_speed_test.sh GPT_SPEED_SH BUILD_DIR RINGTRAIN
 set -uo pipefail
 script="$1"
@@ -103,6 +104,23 @@ check no-torch 0
 grep -q "^# PyTorch runs skipped: /bin/false cannot import torch" "$work/no-torch.out" &&
   ok "no-torch: names the missing torch" || fail "no-torch: does not name the missing torch"
 
+if grep -qw avx512_bf16 /proc/cpuinfo; then
+  run bf16 --precision bf16 --one-rank
+  grep -qF "| ringtrain, 1 rank |" "$work/bf16.out" && ok "bf16: ringtrain's 1-rank row" ||
+    fail "bf16: no ringtrain 1-rank row"
+  grep -qF "| ringtrain, 2 ranks" "$work/bf16.out" && fail "bf16: a 2-rank row with --one-rank" ||
+    ok "bf16: no 2-rank row with --one-rank"
+  python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); assert s["precision"] == "bf16"
+assert set(s["configurations"]) == {"ringtrain-1"} | ({"pytorch-1"} if sys.argv[2] == "1" else set())' \
+    "$work/bf16.json" "$torch" && ok "bf16: JSON" || fail "bf16: JSON"
+  grep -q "device cpu precision bf16" "$work/bf16/r1-ringtrain-1.log" &&
+    ok "bf16: ringtrain ran in bf16" || fail "bf16: ringtrain's log does not say bf16"
+else
+  echo "skipping --precision bf16: this CPU has no AVX512-BF16"
+fi
+bash "$script" --quick --build-dir "$build_dir" --precision fp8 >"$work/bad.out" 2>&1
+status=$?
+[ "$status" -eq 2 ] && ok "--precision fp8: exit status 2" || fail "--precision fp8: exit status $status"
 bash "$script" --quick --build-dir "$build_dir" --rounds 0 >"$work/bad.out" 2>&1
 status=$?
 [ "$status" -eq 2 ] && ok "--rounds 0: exit status 2" || fail "--rounds 0: exit status $status, want 2"

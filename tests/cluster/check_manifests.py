@@ -16,13 +16,14 @@ Across objects (what no schema can see):
   - the MPIJob: mpirun -np = Worker replicas x slotsPerWorker = --expect-world-size where the
     manifest gives them (launcher-entrypoint.sh derives both otherwise); the GPU limit
     of a worker = slotsPerWorker; worker requests = limits; /dev/shm is a memory-backed emptyDir;
-    WaitForWorkersReady comes with a worker readiness probe on the SSH port the launcher waits
+    a launcher's `bash -c` script parses; WaitForWorkersReady comes with a worker readiness probe on the SSH port the launcher waits
     for; pods run as non-root.
 Not checkable offline: defaulting and admission by a real API server (quotas, storage classes,
 pod security admission), and fields newer than API 1.22.
 Exits 0 when all is well, 1 with one line per problem, 77 when python3-yaml is missing.
 """
 import re
+import subprocess
 import sys
 
 try:
@@ -184,8 +185,16 @@ def check_mpijob(job, where, claims):
     world = option_value(args, "--expect-world-size")
     if (world is None and not derives) or (world is not None and int(world) != ranks):
         problem(where, f"--expect-world-size is {world} but the job has {ranks} ranks")
-    if "mpirun" not in args:
+    # mpirun as an argument, or in a script the launcher runs (bash -c "... mpirun ...").
+    if not any(a == "mpirun" or (" " in str(a) and "mpirun " in str(a)) for a in args):
         problem(where, "the launcher does not run mpirun")
+    # A script the launcher runs with bash -c must at least parse.
+    for i, a in enumerate(args[:-1]):
+        if str(a).endswith("bash") and str(args[i + 1]).startswith("-") and "c" in str(args[i + 1]):
+            script = str(args[i + 2]) if i + 2 < len(args) else ""
+            checked = subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True)
+            if checked.returncode != 0:
+                problem(where, f"the launcher's bash script does not parse: {checked.stderr.strip()}")
     for c in containers(launcher):
         if "nvidia.com/gpu" in (c.get("resources") or {}).get("limits", {}):
             problem(where, "the launcher asks for a GPU; it only runs mpirun")

@@ -12,22 +12,8 @@ run_hosts="$root/scripts/mpirun/run_hosts.sh"
 slurm="$root/scripts/mpirun/slurm_train.sbatch"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-failures=0 passes=0
-ok() { echo "ok   $1"; passes=$((passes + 1)); }
-fail() {
-  echo "FAIL $1"
-  [ -z "${2:-}" ] || printf '%s\n' "$2" | tail -30 | while IFS= read -r line; do printf '     | %s\n' "$line"; done
-  failures=$((failures + 1))
-}
-# check NAME OUTPUT PATTERN...: every fixed string PATTERN occurs in OUTPUT.
-check() {
-  local name="$1" output="$2" pattern
-  shift 2
-  for pattern in "$@"; do
-    grep -qF -- "$pattern" <<<"$output" || { fail "$name: no '$pattern'" "$output"; return; }
-  done
-  ok "$name"
-}
+# shellcheck source=tests/support/checks.sh
+source "$root/tests/support/checks.sh"
 
 # 1. Syntax and shellcheck of every shell script of the cluster work.
 scripts=("$root"/scripts/mpirun/*.sh "$slurm" "$root"/scripts/lib/forward_sigterm.sh "$root"/k8s/*.sh

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `cmake --install` into a temporary prefix: the programs, the launcher's entrypoint and its
-# SIGTERM forwarder in PREFIX/bin, the data scripts and what they source in PREFIX/share/ringtrain;
+# SIGTERM forwarder in PREFIX/bin, the data scripts and what they source and the gradient profiles
+# in PREFIX/share/ringtrain;
 # the installed programs run, and the installed scripts find the programs in PREFIX/bin.
 #   install_tree_test.sh BUILD_DIR
 set -uo pipefail
@@ -30,6 +31,13 @@ if version="$("$prefix/bin/ringtrain" --version 2>&1)" && grep -q '^ringtrain [0
   ok "the installed ringtrain runs: $version"
 else
   fail "installed ringtrain --version: $version"
+fi
+# The installed ringtrain bench finds a profile by name in PREFIX/share/ringtrain/profiles.
+if output="$("$prefix/bin/ringtrain" bench --profile resnet50 --compute-ms 0 --warmup-steps 0 \
+  --chunks 1 --steps-per-chunk 1 2>&1)" && grep -q "ringtrain bench: resnet50 (161 tensors" <<<"$output"; then
+  ok "the installed ringtrain bench finds its profiles"
+else
+  fail "installed ringtrain bench --profile resnet50: $output"
 fi
 # The installed scripts take PREFIX as their build folder (its bin/ holds the converters).
 found="$(env -u RINGTRAIN_BUILD_DIR bash -c "source '$prefix/share/ringtrain/scripts/lib/common.sh' && ringtrain_default_build_dir")"

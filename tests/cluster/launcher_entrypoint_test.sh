@@ -160,6 +160,8 @@ if grep -q -- "-x RINGTRAIN_SSH_PORT" <<<"$output"; then
 fi
 output="$(launch bash "$entrypoint" mpirun -np 2 ringtrain train)"
 expect "an explicit -np is kept and is the expected world size" "$output" "^args: -np 2 ringtrain train$|^args: -x .* -np 2 ringtrain train$" "^world: 2$"
+output="$(launch bash "$entrypoint" mpirun --map-by slot sh -c 'echo hi' -n)"
+expect "the program's own -c and -n are not mpirun's -np" "$output" "^args: -np 4 .*--map-by slot sh -c" "^world: 4$"
 output="$(launch bash "$entrypoint" mpiexec ringtrain train)"
 expect "MPICH's mpiexec: -np from the slots, -genvlist for the variables" "$output" \
   "^args: -np 4 -genvlist ([A-Z_]+,)*NCCL_DEBUG" "RINGTRAIN_BATCH_SIZE" "^world: 4$"

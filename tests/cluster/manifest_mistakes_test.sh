@@ -18,6 +18,9 @@ sed -i 's/^\( *\)- mpirun$/&\n\1- -np\n\1- "8"/; s/^\( *\)- train$/&\n\1- --expe
 sed -i 's/^      replicas: 2$/      replicas: 3/; s/claimName: ringtrain-shared/claimName: ringtrain-shard/' "$work/mpijob.yaml"
 sed -i 's/readinessProbe:/readinesProbe:/; s/targetPort: http/targetPort: web/' "$work/tensorboard.yaml"
 sed -i 's/- ReadWriteMany/- ReadWriteOnce/' "$work/pvc.yaml"
+# A benchmark job's launcher script broken by an edit.
+# shellcheck disable=SC2016  # the $out is the script's, not this test's
+sed -i 's/^\( *\)ls -l "\$out"$/\1ls -l "$out" (/' "$work/bench-mpijob.yaml"
 output="$("$python" "$root/tests/cluster/check_manifests.py" "$work"/*.yaml 2>&1)"
 status=$?
 echo "$output"
@@ -31,6 +34,7 @@ expect "--expect-world-size is 8 but the job has 12 ranks"
 expect "uses claim 'ringtrain-shard', which no file defines"
 expect "targetPort 'web' is not a port of the selected pods"
 expect "must be ReadWriteMany"
+expect "the launcher's bash script does not parse"
 if "$python" -c 'import kubernetes' 2>/dev/null; then
   expect "unknown field 'readinesProbe'"
 else

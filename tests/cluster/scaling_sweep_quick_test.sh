@@ -34,7 +34,7 @@ expected="$(for k in $(seq "$recorded"); do printf 'run %d/%d ' "$k" "$recorded"
 if [ "$announced" = "$expected" ]; then ok "each run announced as [run k/$recorded]"; else fail "runs announced as: $announced (want $expected)"; fi
 
 # What the report must hold, checked by python (json) rather than by pattern.
-if /usr/bin/env python3 - "$work/out/scaling.json" <<'EOF'; then ok "scaling.json: both targets, training rows, allreduce rows, no failed run"; else fail "scaling.json incomplete"; fi
+if /usr/bin/env python3 - "$work/out/scaling.json" <<'EOF'; then ok "scaling.json: both targets, training rows, allreduce rows, profile rows, no failed run"; else fail "scaling.json incomplete"; fi
 import json, sys
 r = json.load(open(sys.argv[1]))
 problems = []
@@ -58,12 +58,19 @@ if not any(x["name"].startswith("path-") for x in r["allreduce"]):
     problems.append("no unshaped path measurement")
 if any(x["wrong"] for x in r["allreduce"]):
     problems.append("allreduce_perf counted wrong results")
+rows = {(b["profile"], b["hosts"]): b for b in r["bench_rows"]}
+if sorted(rows) != [("resnet50", 1), ("resnet50", 2)]:
+    problems.append(f"profiles part: want resnet50 on 1 and 2 hosts, got {sorted(rows)}")
+elif not (rows[("resnet50", 1)]["scaling_efficiency"] == 1.0
+          and rows[("resnet50", 2)]["scaling_efficiency"] > 0
+          and all(0 < b["fraction_of_bound"] and b["step_ms_p50"] >= b["compute_ms"] for b in rows.values())):
+    problems.append(f"profiles part: implausible rows {list(rows.values())}")
 for p in problems:
     print("  " + p)
 sys.exit(1 if problems else 0)
 EOF
 if grep -q "Target (a)" "$work/out/tables.md" && grep -q "Target (b)" "$work/out/tables.md" &&
-  grep -q "Training scaling" "$work/out/tables.md"; then ok "tables.md has the scaling and target tables"; else fail "tables.md lacks a table"; fi
+  grep -q "Training scaling" "$work/out/tables.md" && grep -q "Gradient profiles" "$work/out/tables.md"; then ok "tables.md has the scaling, target and profile tables"; else fail "tables.md lacks a table"; fi
 if command -v gnuplot >/dev/null 2>&1; then
   for png in allreduce_busbw train_throughput train_efficiency; do
     if [ "$(head -c 4 "$work/out/$png.png" 2>/dev/null | od -An -c | tr -d ' ')" = "211PNG" ]; then ok "$png.png is a PNG"; else fail "$png.png missing or not a PNG"; fi

@@ -134,6 +134,14 @@ expect "removed shm parameters" "--shm-parameters was removed: --backend shm kee
 expect "nccl on the cpu" "--backend nccl averages GPU buffers: it needs --device cuda" --data "$good" --device cpu --backend nccl
 expect "host backend on cuda" "--backend mpi averages host buffers: with --device cuda use --backend nccl" --data "$good" --device cuda --backend mpi
 expect "compression on cuda" "--compression fp16 is not supported on the GPU yet" --data "$good" --device cuda --compression fp16
+expect "unknown precision" "--precision 'fp8': expected fp32 or bf16" --data "$good" --precision fp8
+expect "bf16 on cuda" "--precision bf16 is for the CPU's matrix products: use --device cpu or auto" --data "$good" --device cuda --precision bf16
+# --test-no-avx512-bf16: the rank acts as if its CPU lacked the instructions.
+no_bf16="--precision bf16 needs a CPU with AVX512-BF16 instructions, and this job's \(on one rank at least\) has none: use --precision fp32"
+expect "bf16 on a CPU without AVX512-BF16" "$no_bf16" --data "$good" --precision bf16 --test-no-avx512-bf16
+bf16_rank=(-np 1 "$ringtrain" train --log-every 0 --steps 2 --data "$good" --precision bf16)
+expect_job "bf16 where one rank's CPU lacks AVX512-BF16" "$no_bf16" \
+  "${bf16_rank[@]}" : "${bf16_rank[@]}" --test-no-avx512-bf16
 # Two ranks on a machine without two GPUs (or a build without the GPU path): refused, never a hang.
 if ! command -v nvidia-smi >/dev/null 2>&1 || [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -lt 2 ]; then
   expect "cuda without a GPU per rank" "--device cuda: (this build has no GPU path|no GPU visible|2 ranks on this node but)" --data "$good" --device cuda

@@ -100,7 +100,8 @@ TEST_F(ConfigTest, ModesAreReadFromTheTablesThatHelpLists) {
                           "--optimizer",    "adamw",
                           "--lr-schedule",  "step",
                           "--on-resize",    "keep-per-rank-batch",
-                          "--prefetch",     "off"});
+                          "--prefetch",     "off",
+                          "--precision",    "bf16"});
   ASSERT_FALSE(p.error) << *p.error;
   EXPECT_EQ(p.config.model, ModelKind::kCnn);
   EXPECT_EQ(p.config.device, Device::kCpu);
@@ -111,6 +112,7 @@ TEST_F(ConfigTest, ModesAreReadFromTheTablesThatHelpLists) {
   EXPECT_EQ(p.config.lrSchedule, LrScheduleKind::kStep);
   EXPECT_EQ(p.config.onResize, OnResize::kKeepPerRankBatch);
   EXPECT_EQ(p.config.prefetch, Prefetch::kOff);
+  EXPECT_EQ(p.config.precision, models::Precision::kBfloat16);
   // --help wraps its lines: compare with every run of spaces and line breaks as one space.
   std::string help;
   for (const char ch : parse({"--help"}).helpText) {
@@ -122,7 +124,7 @@ TEST_F(ConfigTest, ModesAreReadFromTheTablesThatHelpLists) {
         "where every rank shares one node",
         "none | fp16 | bf16", "off | stop | skip", "linreg | mlp | cnn", "sgd | adam | adamw",
         "constant | step | cosine", "keep-global-batch | keep-per-rank-batch", "auto | cpu | cuda",
-        "auto | on | off"}) {
+        "auto | on | off", "fp32 | bf16"}) {
     EXPECT_NE(help.find(listed), std::string::npos) << "--help does not say: " << listed;
   }
   EXPECT_EQ(help.find("shm-parameters"), std::string::npos) << "a removed option in --help";
@@ -145,6 +147,9 @@ TEST_F(ConfigTest, EveryBadValueGetsOneLineNamingTheOption) {
       {{"--backend", "tcp"},
        "--backend 'tcp': expected auto, mpi, ring, hierarchical, shm or nccl"},
       {{"--compression", "int8"}, "--compression 'int8': expected none, fp16 or bf16"},
+      {{"--precision", "fp8"}, "--precision 'fp8': expected fp32 or bf16"},
+      {{"--device", "cuda", "--precision", "bf16"},
+       "--precision bf16 is for the CPU's matrix products: use --device cpu or auto with it"},
       {{"--check-finite", "warn"}, "--check-finite 'warn': expected off, stop or skip"},
       {{"--on-resize", "grow"},
        "--on-resize 'grow': expected keep-global-batch or keep-per-rank-batch"},

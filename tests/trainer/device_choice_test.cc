@@ -150,6 +150,23 @@ TEST(DeviceChoice, AutoKeepsAccumulationOnTheHost) {
   EXPECT_EQ(deviceName(chosen(accumulating, gpus(1, 1)).device), "cuda");
 }
 
+// --precision bf16 keeps auto on the host, and is refused where a rank's CPU (any rank's: the
+// facts are gathered over the job) has no AVX512-BF16.
+TEST(DeviceChoice, Bfloat16StaysOnTheCpuAndNeedsItsInstructionsOnEveryRank) {
+  TrainConfig c = options("auto");
+  c.precision = models::Precision::kBfloat16;
+  const DeviceChoice choice = chosen(c, gpus(1, 1));
+  EXPECT_EQ(deviceName(choice.device), "cpu");
+  EXPECT_NE(choice.reason.find("--precision bf16"), std::string::npos) << choice.reason;
+  DeviceFacts noBf16 = cpuOnlyBuild();
+  noBf16.bf16Everywhere = false;
+  EXPECT_EQ(refusal(c, noBf16),
+            "--precision bf16 needs a CPU with AVX512-BF16 instructions, and this job's (on one "
+            "rank at least) has none: use --precision fp32");
+  c.precision = models::Precision::kFloat32;
+  EXPECT_EQ(deviceName(chosen(c, noBf16).device), "cpu");
+}
+
 TEST(DeviceChoice, BackendsOfTheCommunicators) {
   EXPECT_EQ(engine::name(gradientBackend(options("cpu"))), "ring");
   EXPECT_EQ(engine::name(gradientBackend(options("cuda"))), "nccl");
