@@ -15,7 +15,8 @@
 #   scripts/test.sh --full             afterwards the heavy checks: build the container image and
 #                                      run it as an MPIJob would (scripts/image/; many minutes;
 #                                      skipped, saying why, without root, mmdebstrap or buildah),
-#                                      then the MPI tests under MPICH (scripts/test_mpich.sh)
+#                                      then the MPI tests under MPICH (scripts/test_mpich.sh;
+#                                      without --full, its quick --ci form runs after the tests)
 # RINGTRAIN_BUILD_DIR chooses the build folder (default: build/ in the repository);
 # RINGTRAIN_SANITIZE_BUILD_DIR, RINGTRAIN_TSAN_BUILD_DIR and RINGTRAIN_FUZZ_BUILD_DIR those of
 # --sanitize (build-sanitize/), of the ThreadSanitizer step (build-tsan/) and of the fuzzers
@@ -89,6 +90,11 @@ if [ "$tests" -eq 1 ]; then
   else
     ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" "${ctest_args[@]}"
   fi
+fi
+
+# A second MPI: a quick form of the MPICH suite (about a minute; --full runs the whole suite).
+if [ "$tests" -eq 1 ] && [ "$sanitize" -eq 0 ] && [ "$full" -eq 0 ] && [ "${#ctest_args[@]}" -eq 0 ]; then
+  "$root/scripts/test_mpich.sh" --ci
 fi
 
 if [ "$tests" -eq 1 ] && [ "$tsan" -eq 1 ]; then

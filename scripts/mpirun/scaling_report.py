@@ -9,7 +9,8 @@ allreduce_perf and `ringtrain bench` JSON files and the ringtrain logs it names 
 the repository, in build/scaling-raw/ by default). Writes:
     OUT/scaling.json    every measurement, parsed, and the two targets with their verdicts
     OUT/tables.md       every table (docs/scaling.md shows the main ones)
-    OUT/*.png           plots (gnuplot; skipped, saying so, when gnuplot is missing)
+    OUT/*.png           plots (gnuplot; skipped, saying so, when gnuplot is missing), among them
+                        profiles_scaling.png: each profile against ideal and against the bound
 Link rates are tc's units: 1gbit = 1e9 bit/s = 0.125 GB/s; bandwidths are in GB/s = 1e9 B/s,
 as allreduce_perf and nccl-tests print them.
 """
@@ -151,6 +152,8 @@ def bench_rows(bench):
                      "samples_per_s_per_rank_ci95": r["samples_per_s"]["per_rank_ci95"],
                      "scaling_efficiency": per_rank / base_rate if base_rate else None,
                      "bound_step_ms": r["bound"]["step_ms"],
+                     "bound_samples_per_s_total": b["hosts"] * r["batch_size"] * 1000 / r["bound"]["step_ms"],
+                     "one_host_samples_per_s": base_rate,
                      "fraction_of_bound": r["bound"]["fraction_of_bound"]})
     return rows
 
@@ -255,6 +258,37 @@ def plot_allreduce(runs, out, work, cores):
                   'set ylabel "bus bandwidth, % of link rate"\nset yrange [0:110]\n' \
                   'set xtics ("64K" 65536, "256K" 262144, "1M" 1048576, "4M" 4194304, "16M" 16777216, "64M" 67108864)\n' \
                   'set key bottom right\n'
+        script += "plot " + ", \\\n     ".join(plots) + "\n"
+    script += "unset multiplot\n"
+    return script
+
+
+def plot_profiles(rows, out, work):
+    """Per profile, total samples/s against hosts at each link rate, with the ideal (hosts x the
+    1-host run) and the analytic bound of that rate."""
+    profiles = sorted({r["profile"] for r in rows})
+    if not profiles:
+        return None
+    script = PREAMBLE.format(w=max(520 * len(profiles), 720), h=480, out=os.path.join(out, "profiles_scaling.png"))
+    script += f'set multiplot layout 1,{len(profiles)} title "ringtrain bench: gradient profiles, sleeping ' \
+              'stand-in, one rank per simulated host"\n'
+    for profile in profiles:
+        plots = []
+        mine = [r for r in rows if r["profile"] == profile]
+        for n, rate in enumerate(ordered_rates({r["rate"] for r in mine})):
+            these = sorted((r for r in mine if r["rate"] == rate), key=lambda r: r["hosts"])
+            data = os.path.join(work, f"profile-{profile}-{rate}.dat")
+            with open(data, "w") as f:
+                for r in these:
+                    ideal = r["hosts"] * r["one_host_samples_per_s"] if r["one_host_samples_per_s"] else 0
+                    f.write(f"{r['hosts']} {r['samples_per_s_total']} {ideal} {r['bound_samples_per_s_total']}\n")
+            colour = n + 1
+            plots.append(f'"{data}" using 1:2 with linespoints lw 2 lc {colour} title "measured, {rate_label(rate)}"')
+            plots.append(f'"{data}" using 1:4 with lines dt 2 lc {colour} title "bound, {rate_label(rate)}"')
+            if n == 0:
+                plots.append(f'"{data}" using 1:3 with lines dt 3 lc rgb "gray40" title "ideal (hosts x 1 host)"')
+        script += f'set title "{profile}"\nset logscale x 2\nset logscale y\nset xlabel "hosts (ranks)"\n' \
+                  'set ylabel "samples/s, all ranks"\nset key top left font ",8"\n'
         script += "plot " + ", \\\n     ".join(plots) + "\n"
     script += "unset multiplot\n"
     return script
@@ -476,7 +510,8 @@ def main():
     try:
         for script in (plot_allreduce([r for r in allreduce if r["name"].startswith("allreduce-")], args.out, work, cores),
                        plot_training(grid, one_rank, args.out, work, cores, "throughput"),
-                       plot_training(grid, one_rank, args.out, work, cores, "efficiency")):
+                       plot_training(grid, one_rank, args.out, work, cores, "efficiency"),
+                       plot_profiles(b_profile_rows, args.out, work)):
             if script and not gnuplot(script, work):
                 break
     finally:

@@ -72,7 +72,7 @@ EOF
 if grep -q "Target (a)" "$work/out/tables.md" && grep -q "Target (b)" "$work/out/tables.md" &&
   grep -q "Training scaling" "$work/out/tables.md" && grep -q "Gradient profiles" "$work/out/tables.md"; then ok "tables.md has the scaling, target and profile tables"; else fail "tables.md lacks a table"; fi
 if command -v gnuplot >/dev/null 2>&1; then
-  for png in allreduce_busbw train_throughput train_efficiency; do
+  for png in allreduce_busbw train_throughput train_efficiency profiles_scaling; do
     if [ "$(head -c 4 "$work/out/$png.png" 2>/dev/null | od -An -c | tr -d ' ')" = "211PNG" ]; then ok "$png.png is a PNG"; else fail "$png.png missing or not a PNG"; fi
   done
 else
