@@ -21,20 +21,34 @@
 #define RINGTRAIN_VECTOR_CLONES
 #endif
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
+
 namespace ringtrain::base {
 
 enum class CpuFeature { kF16c, kAvx2, kAvx512f, kAvx512Bf16 };
 
-// Whether this CPU has the feature (cpuid, through the compiler's built-in; false off x86-64).
+#if defined(__x86_64__) && defined(__GNUC__)
+// Bit `bit` of register `reg` (0 eax, 1 ebx, 2 ecx, 3 edx) of cpuid leaf `leaf`, `subleaf`: for the
+// features Clang's __builtin_cpu_supports does not know (f16c, avx512bf16).
+inline bool cpuidBit(unsigned leaf, unsigned subleaf, int reg, unsigned bit) {
+  unsigned r[4] = {};
+  if (!__get_cpuid_count(leaf, subleaf, &r[0], &r[1], &r[2], &r[3])) return false;
+  return ((r[reg] >> bit) & 1u) != 0;
+}
+#endif
+
+// Whether this CPU (and the OS, for the vector registers) has the feature; false off x86-64.
 inline bool cpuHas(CpuFeature feature) {
 #if defined(__x86_64__) && defined(__GNUC__)
   switch (feature) {
-    case CpuFeature::kF16c: return __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+    case CpuFeature::kF16c: return __builtin_cpu_supports("avx") && cpuidBit(1, 0, 2, 29);
     case CpuFeature::kAvx2: return __builtin_cpu_supports("avx2");
     case CpuFeature::kAvx512f: return __builtin_cpu_supports("avx512f");
     case CpuFeature::kAvx512Bf16:
-      return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512vl");
+      return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+             cpuidBit(7, 1, 0, 5);
   }
 #endif
   (void)feature;
