@@ -8,9 +8,8 @@ set -uo pipefail
 build="${1:?usage: install_tree_test.sh BUILD_DIR}"
 prefix="$(mktemp -d)"
 trap 'rm -rf "$prefix"' EXIT
-failures=0
-ok() { echo "ok   $1"; }
-fail() { echo "FAIL $1"; failures=$((failures + 1)); }
+# shellcheck source=../support/checks.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/checks.sh"
 
 if ! output="$(cmake --install "$build" --prefix "$prefix" 2>&1)"; then
   echo "$output"

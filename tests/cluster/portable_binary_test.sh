@@ -20,22 +20,16 @@ if ! command -v qemu-x86_64 >/dev/null 2>&1; then
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 emulate=(qemu-x86_64 -cpu Westmere)
-failures=0
-check() {
-  local name="$1" output status
+# shellcheck source=../support/checks.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/checks.sh"
+# runs NAME COMMAND...: ok when COMMAND exits 0, else fail with its output.
+runs() {
+  local name="$1" output
   shift
-  output="$("$@" 2>&1)"
-  status=$?
-  if [ "$status" -eq 0 ]; then
-    echo "ok   $name"
-  else
-    echo "FAIL $name: status $status"
-    printf '%s\n' "$output" | tail -20 | sed 's/^/     | /'
-    failures=$((failures + 1))
-  fi
+  if output="$("$@" 2>&1)"; then ok "$name"; else fail "$name: status $?" "$output"; fi
 }
-check "collectives unit tests on a Westmere" timeout 300 "${emulate[@]}" "$bin/collectives_unit_tests"
-check "trainer unit tests on a Westmere" timeout 300 "${emulate[@]}" "$bin/trainer_unit_tests"
+runs "collectives unit tests on a Westmere" timeout 300 "${emulate[@]}" "$bin/collectives_unit_tests"
+runs "trainer unit tests on a Westmere" timeout 300 "${emulate[@]}" "$bin/trainer_unit_tests"
 # qemu has no process_vm_readv: Open MPI's shared-memory transport copies through its buffers.
 for case in "ring --compression fp16" "shm"; do
   read -ra options <<<"$case"
@@ -44,11 +38,9 @@ for case in "ring --compression fp16" "shm"; do
     --log-every 10 --backend "${options[@]}" 2>&1)"
   status=$?
   if [ "$status" -eq 0 ] && grep -q "done: 20 steps.*replicas identical" <<<"$output"; then
-    echo "ok   2 ranks train on emulated Westmeres (--backend $case): $(grep -o 'final accuracy [0-9.]*' <<<"$output")"
+    ok "2 ranks train on emulated Westmeres (--backend $case): $(grep -o 'final accuracy [0-9.]*' <<<"$output")"
   else
-    echo "FAIL 2 ranks on emulated Westmeres (--backend $case): status $status"
-    printf '%s\n' "$output" | tail -20 | sed 's/^/     | /'
-    failures=$((failures + 1))
+    fail "2 ranks on emulated Westmeres (--backend $case): status $status" "$output"
   fi
 done
 [ "$failures" -eq 0 ]
