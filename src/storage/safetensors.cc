@@ -123,6 +123,8 @@ json parseHeaderJson(std::string_view text, const fs::path& file) {
     // e.byte counts from 1, and is one past the end when the text ends too early.
     fail(file, "the header is not valid JSON (at byte " + std::to_string(e.byte - 1) + " of " +
                    std::to_string(text.size()) + ")");
+  } catch (const json::out_of_range&) {
+    fail(file, "the header holds a number too large for JSON's numbers");
   }
   if (!header.is_object()) fail(file, "the header is not a JSON object");
   if (!repeated.empty()) fail(file, "the header names " + repeated + " twice");

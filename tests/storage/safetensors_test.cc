@@ -154,6 +154,7 @@ TEST(Safetensors, EveryBrokenFileIsRefusedNamingIt) {
       {"[1, 2]", "the header does not start with '{'"},
       {"{\"a\": ", "the header is not valid JSON (at byte 6 of 6)"},
       {"{\"a\" 1}", "the header is not valid JSON (at byte 5 of 7)"},
+      {R"({"a":2e2222})", "the header holds a number too large for JSON's numbers"},
       {R"({"a":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})",
        "tensor a is F16; ringtrain reads F32 tensors only"},
       {R"({"a":{"shape":[2],"data_offsets":[0,8]}})", "tensor a: no dtype"},
