@@ -51,6 +51,7 @@
 #include "collectives/hierarchical_communicator.h"
 #include "collectives/mpi_check.h"
 #include "src/bench/bench_device.h"
+#include "src/bench/line_round_trip.h"
 #include "src/common/physical_memory.h"
 #include "src/common/startup_errors.h"
 
@@ -995,6 +996,7 @@ struct Row {
   Measurement outOfPlace;
   Measurement inPlace;
   std::optional<double> copyGbps;  // on device buffers
+  double lineRoundTripNs = -1;      // measured just before the row (LineRoundTrip)
 };
 
 // A row as nccl-tests prints it; root is -1, as for every collective without one.
@@ -1022,6 +1024,7 @@ nlohmann::json toJson(const Row& row) {
                       {"out_of_place", toJson(row.outOfPlace)},
                       {"in_place", toJson(row.inPlace)}};
   if (row.copyGbps) json["d2d_copy_gbps"] = *row.copyGbps;
+  if (row.lineRoundTripNs >= 0) json["line_round_trip_ns"] = row.lineRoundTripNs;
   return json;
 }
 
@@ -1061,8 +1064,10 @@ struct Table {
   int measurements = 0;
   int failedMeasurements = 0;  // with any wrong value
   std::uint64_t wrongValues = 0;
+  std::vector<double> lineRoundTripsNs;  // one per row
 
   void add(const Row& row) {
+    if (row.lineRoundTripNs >= 0) lineRoundTripsNs.push_back(row.lineRoundTripNs);
     for (const Measurement* m : {&row.outOfPlace, &row.inPlace}) {
       busbwSum += m->busbw;
       ++measurements;
@@ -1079,6 +1084,7 @@ struct SweepContext {
   const std::map<std::size_t, double>& copyGbps;  // on device buffers
   Progress& progress;
   nlohmann::json& rows;
+  bench::LineRoundTrip& lineRoundTrip;
 };
 
 // One backend's table: every case, every size; rank 0 prints the rows as they come.
@@ -1094,6 +1100,7 @@ Table runTable(const SweepContext& s, Communicator& comm, const std::string& bac
       row.bytes = row.count * sizeOf(c.type);
       if (const auto copy = s.copyGbps.find(size); copy != s.copyGbps.end())
         row.copyGbps = copy->second;
+      row.lineRoundTripNs = s.lineRoundTrip.measureNs();
       row.outOfPlace = measure(s.bench, comm, c, row.count, false);
       row.inPlace = measure(s.bench, comm, c, row.count, true);
       if (root) printRow(row);
@@ -1111,8 +1118,15 @@ void printTableSummary(const Table& table, int ranks) {
   const int errors = table.failedMeasurements * ranks;
   std::cout << fmt::format("# Out of bounds values : {} {}\n", errors, errors ? "FAILED" : "OK")
             << fmt::format("# Avg bus bandwidth    : {:g} \n",
-                           table.busbwSum / std::max(1, table.measurements))
-            << "#\n";
+                           table.busbwSum / std::max(1, table.measurements));
+  const auto& trips = table.lineRoundTripsNs;
+  if (!trips.empty()) {
+    const auto [least, most] = std::minmax_element(trips.begin(), trips.end());
+    std::cout << fmt::format(
+        "# Cache-line round trip between the first two ranks, before each row: {:.0f}-{:.0f} ns\n",
+        *least, *most);
+  }
+  std::cout << "#\n";
 }
 
 // Each backend's out-of-place busbw divided by the first backend's, size by size (one case).
@@ -1188,7 +1202,8 @@ int run(int argc, char** argv) {
       onDevice ? measureDeviceCopies(buffers, o, root) : std::map<std::size_t, double>{};
   Progress progress(comms.size() * cases.size() * sweepSizes(o).size(), o.progressSeconds, root);
   json["results"] = nlohmann::json::array();
-  const SweepContext sweep{bench, cases, copyGbps, progress, json["results"]};
+  bench::LineRoundTrip lineRoundTrip;
+  const SweepContext sweep{bench, cases, copyGbps, progress, json["results"], lineRoundTrip};
   std::uint64_t wrongValues = 0;
   for (std::size_t b = 0; b < comms.size(); ++b) {
     if (root) printTableHeader(o.backends[b]);
