@@ -10,6 +10,7 @@
 
 #include <cstddef>
 
+#include "collectives/neighbour_caches.h"
 #include "collectives/ring_pipeline.h"
 
 namespace ringtrain::collectives {
@@ -18,7 +19,14 @@ class RingAllreduce {
  public:
   explicit RingAllreduce(RingPipeline& pipeline) : pipeline_(pipeline) {}
   // `send` == `recv` reduces in place. No agreement check here: RingCommunicator does that first.
-  void run(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op);
+  // `caches` only changes how results are written (the messages and the bits are the same):
+  // kShared receives in place straight into `recv`, and stores reductions of at least
+  // kCachedStoreBytes through the cache; kSeparate streams past it (reduce_kernels.h).
+  void run(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op,
+           NeighbourCaches caches = NeighbourCaches::kSeparate);
+
+  // Below this, streaming stores were faster even where the cores share a cache (2 ranks).
+  static constexpr std::size_t kCachedStoreBytes = 512 * 1024;
 
  private:
   RingPipeline& pipeline_;

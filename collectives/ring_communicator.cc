@@ -8,7 +8,8 @@ RingCommunicator::RingCommunicator(MPI_Comm comm, const CommunicatorOptions& opt
       pipeline_(this->comm(), ringChunking(this->comm(), options), waitMode()),
       allreduce_(pipeline_),
       allgather_(pipeline_),
-      mpi_(comm, withoutTestFault(options)) {}
+      mpi_(comm, withoutTestFault(options)),
+      caches_(this->comm(), waitMode()) {}
 
 void RingCommunicator::allreduceImpl(const void* send, void* recv, std::size_t count, DataType type,
                                      ReduceOp op) {
@@ -20,7 +21,8 @@ void RingCommunicator::allreduceImpl(const void* send, void* recv, std::size_t c
     return;
   }
   agreement_.agree(signature);
-  allreduce_.run(send, recv, count, type, op);
+  const NeighbourCaches caches = caches_.update();
+  allreduce_.run(send, recv, count, type, op, options_.test.neighbourCaches.value_or(caches));
 }
 
 void RingCommunicator::broadcastImpl(void* buffer, std::size_t count, DataType type, int root) {
