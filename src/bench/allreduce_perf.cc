@@ -49,9 +49,9 @@
 #include "collectives/fingerprint.h"
 #include "collectives/float16.h"
 #include "collectives/hierarchical_communicator.h"
+#include "collectives/neighbour_caches.h"
 #include "collectives/mpi_check.h"
 #include "src/bench/bench_device.h"
-#include "src/bench/line_round_trip.h"
 #include "src/common/physical_memory.h"
 #include "src/common/startup_errors.h"
 
@@ -996,7 +996,7 @@ struct Row {
   Measurement outOfPlace;
   Measurement inPlace;
   std::optional<double> copyGbps;  // on device buffers
-  double lineRoundTripNs = -1;      // measured just before the row (LineRoundTrip)
+  double lineRoundTripNs = -1;      // rank 0's, measured just before the row (see lineRoundTripNs)
 };
 
 // A row as nccl-tests prints it; root is -1, as for every collective without one.
@@ -1084,8 +1084,17 @@ struct SweepContext {
   const std::map<std::size_t, double>& copyGbps;  // on device buffers
   Progress& progress;
   nlohmann::json& rows;
-  bench::LineRoundTrip& lineRoundTrip;
+  collectives::NeighbourCacheProbe& lineProbe;
 };
+
+// Rank 0's cache-line round trip with its neighbours (-1 across nodes). On this project's VM the
+// two cores either share a cache (~80 ns) or not (~330 ns), the placement changes from minute to
+// minute, and it decides which all-reduce is fastest (docs/collectives.md): every row records it.
+double lineRoundTripNs(collectives::NeighbourCacheProbe& probe) {
+  double ns = probe.measureRoundTripNs();
+  RINGTRAIN_MPI_CHECK(MPI_Bcast(&ns, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  return ns;
+}
 
 // One backend's table: every case, every size; rank 0 prints the rows as they come.
 Table runTable(const SweepContext& s, Communicator& comm, const std::string& backend, bool root) {
@@ -1100,7 +1109,7 @@ Table runTable(const SweepContext& s, Communicator& comm, const std::string& bac
       row.bytes = row.count * sizeOf(c.type);
       if (const auto copy = s.copyGbps.find(size); copy != s.copyGbps.end())
         row.copyGbps = copy->second;
-      row.lineRoundTripNs = s.lineRoundTrip.measureNs();
+      row.lineRoundTripNs = lineRoundTripNs(s.lineProbe);
       row.outOfPlace = measure(s.bench, comm, c, row.count, false);
       row.inPlace = measure(s.bench, comm, c, row.count, true);
       if (root) printRow(row);
@@ -1123,7 +1132,7 @@ void printTableSummary(const Table& table, int ranks) {
   if (!trips.empty()) {
     const auto [least, most] = std::minmax_element(trips.begin(), trips.end());
     std::cout << fmt::format(
-        "# Cache-line round trip between the first two ranks, before each row: {:.0f}-{:.0f} ns\n",
+        "# Cache-line round trip between neighbouring ranks, before each row: {:.0f}-{:.0f} ns\n",
         *least, *most);
   }
   std::cout << "#\n";
@@ -1202,8 +1211,8 @@ int run(int argc, char** argv) {
       onDevice ? measureDeviceCopies(buffers, o, root) : std::map<std::size_t, double>{};
   Progress progress(comms.size() * cases.size() * sweepSizes(o).size(), o.progressSeconds, root);
   json["results"] = nlohmann::json::array();
-  bench::LineRoundTrip lineRoundTrip;
-  const SweepContext sweep{bench, cases, copyGbps, progress, json["results"], lineRoundTrip};
+  collectives::NeighbourCacheProbe lineProbe(MPI_COMM_WORLD, collectives::WaitMode::kSpin);
+  const SweepContext sweep{bench, cases, copyGbps, progress, json["results"], lineProbe};
   std::uint64_t wrongValues = 0;
   for (std::size_t b = 0; b < comms.size(); ++b) {
     if (root) printTableHeader(o.backends[b]);
