@@ -6,6 +6,7 @@
 #include <exception>
 #include <thread>
 
+#include "collectives/auto_communicator.h"
 #include "collectives/hierarchical_communicator.h"
 #include "collectives/mpi_check.h"
 #include "collectives/mpi_communicator.h"
@@ -137,7 +138,7 @@ bool isDeviceBackend(Backend backend) {
 }
 
 std::vector<Backend> hostBackends() {
-  return {Backend::kMpi, Backend::kRing, Backend::kHierarchical};
+  return {Backend::kMpi, Backend::kRing, Backend::kAuto, Backend::kHierarchical};
 }
 
 std::vector<Backend> deviceBackends() {
@@ -163,6 +164,8 @@ std::unique_ptr<Communicator> makeCommunicator(Backend backend, MPI_Comm comm,
       return std::make_unique<MpiCommunicator>(comm, options);
     case Backend::kRing:
       return std::make_unique<RingCommunicator>(comm, options);
+    case Backend::kAuto:
+      return std::make_unique<AutoCommunicator>(comm, options);
     case Backend::kHierarchical:
       return std::make_unique<HierarchicalCommunicator>(comm, options);
     case Backend::kNccl:
