@@ -3,10 +3,9 @@
 #include <algorithm>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
-
-#include <nlohmann/json.hpp>
 
 #include "collectives/log.h"
 #include "collectives/mpi_check.h"
@@ -54,7 +53,8 @@ TuningRule parseRule(const Json& json, bool last) {
 }
 
 std::vector<TuningRule> parseRules(const Json& json) {
-  if (!json.is_array() || json.empty()) throw std::invalid_argument("rules must be a non-empty list");
+  if (!json.is_array() || json.empty())
+    throw std::invalid_argument("rules must be a non-empty list");
   std::vector<TuningRule> rules;
   for (std::size_t i = 0; i < json.size(); ++i) {
     rules.push_back(parseRule(json[i], i + 1 == json.size()));
@@ -113,8 +113,8 @@ RankLayout rankLayoutOf(MPI_Comm comm, int ranksPerNode) {
   layout.worldSize = static_cast<int>(nodes.size());
   layout.ranksPerNode = 0;
   for (const int node : nodes) {
-    layout.ranksPerNode = std::max(
-        layout.ranksPerNode, static_cast<int>(std::count(nodes.begin(), nodes.end(), node)));
+    layout.ranksPerNode = std::max(layout.ranksPerNode,
+                                   static_cast<int>(std::count(nodes.begin(), nodes.end(), node)));
   }
   return layout;
 }
@@ -137,12 +137,22 @@ std::size_t TuningTable::recursiveDoublingBytes() const {
   return bytes;
 }
 
+std::string summary(const TuningTable& table) {
+  std::string text;
+  for (const TuningRule& rule : table.rules) {
+    text += (text.empty() ? "" : ", ") + std::string(name(rule.algorithm)) +
+            (rule.maxBytes == kUnbounded ? (text.empty() ? " at every size" : " above")
+                                         : " up to " + std::to_string(rule.maxBytes) + " B");
+  }
+  return text;
+}
+
 TuningTable builtinTuningTable(const RankLayout& layout) {
   using enum AllreduceAlgorithm;
   TuningTable table{layout, cpuModel(), ringtrainBuild(), {}};
   if (layout.oneNode()) {
-    // allreduce_perf --tune, 2 ranks on one node (docs/collectives.md, "The auto backend").
-    table.rules = {{2 * kKiB, kRecursiveDoubling}, {32 * kKiB, kMpi}, {kUnbounded, kRing}};
+    // allreduce_perf --autotune, 2 ranks on one node (docs/collectives.md, "The tuned backend").
+    table.rules = {{8 * kKiB, kRecursiveDoubling}, {kUnbounded, kRing}};
   } else {
     // Not measured across nodes: the ring backend's own split.
     table.rules = {{32 * kKiB, kRecursiveDoubling}, {kUnbounded, kRing}};
@@ -218,7 +228,8 @@ std::optional<std::string> foreignTableReason(const TuningTable& table, const Ra
            std::to_string(layout.worldSize) + ", " + std::to_string(layout.ranksPerNode) +
            " per node";
   }
-  if (table.cpu != cpuModel()) return "measured on CPU '" + table.cpu + "', this is '" + cpuModel() + "'";
+  if (table.cpu != cpuModel())
+    return "measured on CPU '" + table.cpu + "', this is '" + cpuModel() + "'";
   return std::nullopt;
 }
 

@@ -1,4 +1,4 @@
-// AllreduceTuning: which all-reduce algorithm the `auto` backend takes for a message of a given
+// AllreduceTuning: which all-reduce algorithm the `tuned` backend takes for a message of a given
 // size, as Open MPI's tuned decision rules and NCCL's tuner choose: a table of size ranges, made
 // for one layout of ranks (how many, how many share a node). `allreduce_perf --tune` measures
 // one and writes it as JSON; without a file the built-in table for the layout is used.
@@ -55,9 +55,9 @@ struct TuningRule {
 };
 
 struct TuningTable {
-  RankLayout layout;         // what it was measured for
-  std::string cpu;           // the CPU model it was measured on (cpuModel())
-  std::string build;         // the ringtrain version that measured it
+  RankLayout layout;              // what it was measured for
+  std::string cpu;                // the CPU model it was measured on (cpuModel())
+  std::string build;              // the ringtrain version that measured it
   std::vector<TuningRule> rules;  // ascending maxBytes; sizes above the last take the last one
 
   AllreduceAlgorithm choose(std::size_t bytes) const;
@@ -66,6 +66,9 @@ struct TuningTable {
   std::size_t recursiveDoublingBytes() const;
   bool operator==(const TuningTable&) const = default;
 };
+
+// "recursive-doubling up to 2048 B, mpi up to 32768 B, ring above": for logs.
+std::string summary(const TuningTable& table);
 
 // The table used without a tuning file, for `layout`.
 TuningTable builtinTuningTable(const RankLayout& layout);

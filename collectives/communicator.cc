@@ -6,11 +6,11 @@
 #include <exception>
 #include <thread>
 
-#include "collectives/auto_communicator.h"
 #include "collectives/hierarchical_communicator.h"
 #include "collectives/mpi_check.h"
 #include "collectives/mpi_communicator.h"
 #include "collectives/ring_communicator.h"
+#include "collectives/tuned_communicator.h"
 #ifdef RINGTRAIN_HAVE_NCCL
 #include "collectives/nccl_communicator.h"
 #include "collectives/nccl_intra_node.h"
@@ -138,7 +138,7 @@ bool isDeviceBackend(Backend backend) {
 }
 
 std::vector<Backend> hostBackends() {
-  return {Backend::kMpi, Backend::kRing, Backend::kAuto, Backend::kHierarchical};
+  return {Backend::kMpi, Backend::kRing, Backend::kTuned, Backend::kHierarchical};
 }
 
 std::vector<Backend> deviceBackends() {
@@ -164,8 +164,8 @@ std::unique_ptr<Communicator> makeCommunicator(Backend backend, MPI_Comm comm,
       return std::make_unique<MpiCommunicator>(comm, options);
     case Backend::kRing:
       return std::make_unique<RingCommunicator>(comm, options);
-    case Backend::kAuto:
-      return std::make_unique<AutoCommunicator>(comm, options);
+    case Backend::kTuned:
+      return std::make_unique<TunedCommunicator>(comm, options);
     case Backend::kHierarchical:
       return std::make_unique<HierarchicalCommunicator>(comm, options);
     case Backend::kNccl:

@@ -1,13 +1,13 @@
 // The tuning table of the auto backend: lookup at and around each rule's bound, the file's JSON
 // round trip, malformed files refused with the reason, and tables of another layout or CPU
 // recognised as foreign.
+#include "collectives/allreduce_tuning.h"
+
 #include <gtest/gtest.h>
 
 #include <limits>
 #include <stdexcept>
 #include <string>
-
-#include "collectives/allreduce_tuning.h"
 
 namespace ringtrain::collectives {
 namespace {

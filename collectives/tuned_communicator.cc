@@ -1,10 +1,10 @@
-#include "collectives/auto_communicator.h"
+#include "collectives/tuned_communicator.h"
 
 #include <utility>
 
 namespace ringtrain::collectives {
 
-struct AutoCommunicator::Hierarchical {
+struct TunedCommunicator::Hierarchical {
   Hierarchical(MPI_Comm comm, const CommunicatorOptions& options, int worldSize)
       : topology(comm, options.test.ranksPerNode),
         intraNode(topology.nodeComm(), options),
@@ -14,13 +14,13 @@ struct AutoCommunicator::Hierarchical {
   HierarchicalAllreduce allreduce;
 };
 
-AutoCommunicator::AutoCommunicator(MPI_Comm comm, const CommunicatorOptions& options)
-    : AutoCommunicator(comm, options,
-                       agreedTuningTable(comm, rankLayoutOf(comm, options.test.ranksPerNode),
-                                         options.tuningFile)) {}
+TunedCommunicator::TunedCommunicator(MPI_Comm comm, const CommunicatorOptions& options)
+    : TunedCommunicator(comm, options,
+                        agreedTuningTable(comm, rankLayoutOf(comm, options.test.ranksPerNode),
+                                          options.tuningFile)) {}
 
-AutoCommunicator::AutoCommunicator(MPI_Comm comm, const CommunicatorOptions& options,
-                                   TuningTable table)
+TunedCommunicator::TunedCommunicator(MPI_Comm comm, const CommunicatorOptions& options,
+                                     TuningTable table)
     : Communicator(comm, options),
       table_(std::move(table)),
       agreement_(this->comm(), table_.recursiveDoublingBytes(), waitMode()),
@@ -32,10 +32,10 @@ AutoCommunicator::AutoCommunicator(MPI_Comm comm, const CommunicatorOptions& opt
     hierarchical_ = std::make_unique<Hierarchical>(this->comm(), withoutTestFault(options), size());
 }
 
-AutoCommunicator::~AutoCommunicator() = default;
+TunedCommunicator::~TunedCommunicator() = default;
 
-void AutoCommunicator::allreduceImpl(const void* send, void* recv, std::size_t count,
-                                     DataType type, ReduceOp op) {
+void TunedCommunicator::allreduceImpl(const void* send, void* recv, std::size_t count,
+                                      DataType type, ReduceOp op) {
   const CallSignature signature = makeSignature(collectiveCount(), CollectiveKind::kAllreduce,
                                                 count, type, static_cast<int>(op));
   const AllreduceAlgorithm algorithm = table_.choose(count * sizeOf(type));
@@ -59,20 +59,20 @@ void AutoCommunicator::allreduceImpl(const void* send, void* recv, std::size_t c
   }
 }
 
-void AutoCommunicator::broadcastImpl(void* buffer, std::size_t count, DataType type, int root) {
+void TunedCommunicator::broadcastImpl(void* buffer, std::size_t count, DataType type, int root) {
   agreement_.agree(
       makeSignature(collectiveCount(), CollectiveKind::kBroadcast, count, type, -1, root));
   mpi_.broadcast(buffer, count, type, root);
 }
 
-void AutoCommunicator::allgatherImpl(const void* send, void* recv, std::size_t countPerRank,
-                                     DataType type) {
+void TunedCommunicator::allgatherImpl(const void* send, void* recv, std::size_t countPerRank,
+                                      DataType type) {
   agreement_.agree(
       makeSignature(collectiveCount(), CollectiveKind::kAllgather, countPerRank, type));
   allgather_.run(send, recv, countPerRank, type);
 }
 
-void AutoCommunicator::barrierImpl() {
+void TunedCommunicator::barrierImpl() {
   mpi_.barrier();
 }
 

@@ -1,4 +1,4 @@
-// The `auto` backend: each all-reduce takes the algorithm that a tuning table (allreduce_tuning.h)
+// The `tuned` backend: each all-reduce takes the algorithm that a tuning table (allreduce_tuning.h)
 // gives its size, with the call checked first as the ring backend checks it.
 #pragma once
 
@@ -22,14 +22,14 @@ namespace ringtrain::collectives {
 // moves, whichever algorithms the ranks' sizes would pick. A recursive-doubling all-reduce rides
 // on that exchange; the others follow it. The table is the same on every rank (rank 0 reads the
 // file, agreedTuningTable). Broadcast and barrier are MPI's, all-gather the ring's.
-class AutoCommunicator final : public Communicator {
+class TunedCommunicator final : public Communicator {
  public:
   // The table of options.tuningFile, or the built-in one for this communicator's layout.
-  AutoCommunicator(MPI_Comm comm, const CommunicatorOptions& options);
+  TunedCommunicator(MPI_Comm comm, const CommunicatorOptions& options);
   // `table`, which must be the same on every rank (allreduce_perf --tune measures with this).
-  AutoCommunicator(MPI_Comm comm, const CommunicatorOptions& options, TuningTable table);
-  ~AutoCommunicator() override;
-  std::string_view backendName() const override { return "auto"; }
+  TunedCommunicator(MPI_Comm comm, const CommunicatorOptions& options, TuningTable table);
+  ~TunedCommunicator() override;
+  std::string_view backendName() const override { return "tuned"; }
   const TuningTable& table() const { return table_; }
 
  protected:

@@ -1,9 +1,8 @@
-// The auto backend: each all-reduce takes the algorithm its table gives its size, with results
+// The tuned backend: each all-reduce takes the algorithm its table gives its size, with results
 // right (against the mpi backend's) and identical on every rank on both sides of every bound; a
 // call whose sizes straddle a bound on different ranks is caught like the ring's; a tuning file
 // is read by rank 0 for every rank, a foreign one ignored and a garbage one refused on every rank.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -13,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "collectives/auto_communicator.h"
 #include "collectives/fingerprint.h"
+#include "collectives/tuned_communicator.h"
 #include "tests/collectives/collective_test_support.h"
 #include "tests/support/mpi_test_environment.h"
 
@@ -22,9 +21,9 @@ namespace ringtrain::testing {
 namespace {
 
 using collectives::AllreduceAlgorithm;
-using collectives::AutoCommunicator;
 using collectives::DataType;
 using collectives::ReduceOp;
+using collectives::TunedCommunicator;
 using collectives::TuningTable;
 
 constexpr std::size_t kUnbounded = std::numeric_limits<std::size_t>::max();
@@ -47,9 +46,9 @@ TuningTable everyAlgorithm() {
            {kUnbounded, AllreduceAlgorithm::kHierarchical}}};
 }
 
-TEST(AutoBackend, EverySizeAroundEveryBoundIsRightAndTheSameOnEveryRank) {
+TEST(TunedBackend, EverySizeAroundEveryBoundIsRightAndTheSameOnEveryRank) {
   const auto options = twoPerNode();
-  AutoCommunicator comm(MPI_COMM_WORLD, options, everyAlgorithm());
+  TunedCommunicator comm(MPI_COMM_WORLD, options, everyAlgorithm());
   auto reference = collectives::makeCommunicator(collectives::Backend::kMpi, MPI_COMM_WORLD);
   const int rank = comm.rank();
   const int ranks = comm.size();
@@ -75,10 +74,10 @@ TEST(AutoBackend, EverySizeAroundEveryBoundIsRightAndTheSameOnEveryRank) {
   }
 }
 
-TEST(AutoBackend, CountsStraddlingABoundAreCaughtOnEveryRank) {
+TEST(TunedBackend, CountsStraddlingABoundAreCaughtOnEveryRank) {
   if (mpiEnvironment().worldSize() < 2) GTEST_SKIP() << "needs at least 2 ranks";
   const auto options = twoPerNode();
-  AutoCommunicator comm(MPI_COMM_WORLD, options, everyAlgorithm());
+  TunedCommunicator comm(MPI_COMM_WORLD, options, everyAlgorithm());
   // Rank 0 would take recursive doubling, the others MPI.
   const std::size_t count = comm.rank() == 0 ? 4 : 2048;
   std::vector<float> data(count, 1.0f);
@@ -129,22 +128,22 @@ collectives::CommunicatorOptions withFile(const std::string& path) {
   return options;
 }
 
-TEST(AutoBackend, ATuningFileOfThisLayoutIsUsedOnEveryRank) {
+TEST(TunedBackend, ATuningFileOfThisLayoutIsUsedOnEveryRank) {
   TuningTable table = everyAlgorithm();
   table.layout = collectives::rankLayoutOf(MPI_COMM_WORLD, 0);
   table.rules.pop_back();  // no hierarchical: real nodes here
   const TuningFile file(tuningTableText(table));
-  AutoCommunicator comm(MPI_COMM_WORLD, withFile(file.path()));
+  TunedCommunicator comm(MPI_COMM_WORLD, withFile(file.path()));
   EXPECT_EQ(comm.table(), table);
 }
 
-TEST(AutoBackend, AForeignTuningFileIsIgnoredForTheBuiltinTable) {
+TEST(TunedBackend, AForeignTuningFileIsIgnoredForTheBuiltinTable) {
   TuningTable table = everyAlgorithm();
   table.layout = collectives::rankLayoutOf(MPI_COMM_WORLD, 0);
   table.layout.worldSize += 1;
   const TuningFile file(tuningTableText(table));
   ::testing::internal::CaptureStderr();
-  AutoCommunicator comm(MPI_COMM_WORLD, withFile(file.path()));
+  TunedCommunicator comm(MPI_COMM_WORLD, withFile(file.path()));
   const std::string said = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(comm.table(), builtinTuningTable(collectives::rankLayoutOf(MPI_COMM_WORLD, 0)));
   if (comm.rank() == 0) {
@@ -155,11 +154,11 @@ TEST(AutoBackend, AForeignTuningFileIsIgnoredForTheBuiltinTable) {
   }
 }
 
-TEST(AutoBackend, AGarbageTuningFileIsRefusedOnEveryRankNamingIt) {
+TEST(TunedBackend, AGarbageTuningFileIsRefusedOnEveryRankNamingIt) {
   const TuningFile file("{\"format\": \"ringtrain-allreduce-tuning\", \"version\": 1, ");
   std::string message;
   try {
-    AutoCommunicator comm(MPI_COMM_WORLD, withFile(file.path()));
+    TunedCommunicator comm(MPI_COMM_WORLD, withFile(file.path()));
   } catch (const std::invalid_argument& e) {
     message = e.what();
   }
