@@ -208,7 +208,7 @@ TuningTable parseTuningTable(std::string_view text) {
     if (version != kFormatVersion) {
       throw std::invalid_argument("format version " + std::to_string(version) +
                                   ", this build reads version " + std::to_string(kFormatVersion) +
-                                  " (run allreduce_perf --tune again)");
+                                  " (run allreduce_perf --autotune again)");
     }
     TuningTable table;
     table.layout = {positiveInt(json, "world_size"), positiveInt(json, "ranks_per_node")};

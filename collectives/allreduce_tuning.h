@@ -1,6 +1,6 @@
 // AllreduceTuning: which all-reduce algorithm the `tuned` backend takes for a message of a given
 // size, as Open MPI's tuned decision rules and NCCL's tuner choose: a table of size ranges, made
-// for one layout of ranks (how many, how many share a node). `allreduce_perf --tune` measures
+// for one layout of ranks (how many, how many share a node). `allreduce_perf --autotune` measures
 // one and writes it as JSON; without a file the built-in table for the layout is used.
 // docs/collectives.md describes the file.
 #pragma once
@@ -72,7 +72,8 @@ std::string summary(const TuningTable& table);
 
 // The table used without a tuning file, for `layout`.
 TuningTable builtinTuningTable(const RankLayout& layout);
-// A table that sends every size to `algorithm` (what --tune measures).
+// A table that sends every size to `algorithm` (recursive doubling: up to
+// kMaxRecursiveDoublingBytes, the ring above; what allreduce_perf --autotune measures).
 TuningTable singleAlgorithmTable(const RankLayout& layout, AllreduceAlgorithm algorithm);
 
 // "model name" of /proc/cpuinfo ("unknown" where there is none).

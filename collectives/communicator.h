@@ -77,8 +77,8 @@ struct CommunicatorOptions {
   // Wait for messages by testing and yielding the processor instead of spinning: for a
   // communication thread that shares its core with the computation (see request_wait.h).
   bool yieldWhileWaiting = false;
-  // Auto backend: the tuning table allreduce_perf --tune wrote (allreduce_tuning.h); empty: the
-  // built-in table.
+  // Tuned backend: the tuning table allreduce_perf --autotune wrote (allreduce_tuning.h); empty:
+  // the built-in table.
   std::string tuningFile;
   CommunicatorTestHooks test;
 };

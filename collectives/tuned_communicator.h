@@ -26,7 +26,7 @@ class TunedCommunicator final : public Communicator {
  public:
   // The table of options.tuningFile, or the built-in one for this communicator's layout.
   TunedCommunicator(MPI_Comm comm, const CommunicatorOptions& options);
-  // `table`, which must be the same on every rank (allreduce_perf --tune measures with this).
+  // `table`, which must be the same on every rank (allreduce_perf --autotune measures with this).
   TunedCommunicator(MPI_Comm comm, const CommunicatorOptions& options, TuningTable table);
   ~TunedCommunicator() override;
   std::string_view backendName() const override { return "tuned"; }

@@ -1238,28 +1238,41 @@ std::vector<TuneCandidate> tuneCandidates(const Options& o, const collectives::R
   return candidates;
 }
 
-// One size: each candidate's median over --tune-rounds rounds (interleaved: every candidate once
-// per round) of its mean out-of-place and in-place time per call, in us; infinity where it does
-// not take the size. Adds the wrong values of the checked calls to `wrong`.
-std::vector<double> tuneSize(const Bench& bench, const std::vector<TuneCandidate>& candidates,
-                             const Case& c, std::size_t count, std::uint64_t& wrong) {
-  std::vector<std::vector<double>> rounds(candidates.size());
+// The median of `times` (infinity for none).
+double median(std::vector<double> times) {
+  if (times.empty()) return HUGE_VAL;
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+// One size's median times per call (us) of every candidate, in place and out of place;
+// infinity where a candidate does not take the size.
+struct SizeTimes {
+  std::vector<double> inPlace, outOfPlace;
+};
+
+// One size, --tune-rounds rounds, each running every candidate once (interleaved). Adds the
+// wrong values of the checked calls to `wrong`.
+SizeTimes tuneSize(const Bench& bench, const std::vector<TuneCandidate>& candidates, const Case& c,
+                   std::size_t count, std::uint64_t& wrong) {
+  std::vector<std::vector<double>> inPlace(candidates.size()), outOfPlace(candidates.size());
   for (int round = 0; round < bench.options.tuneRounds; ++round) {
     for (std::size_t i = 0; i < candidates.size(); ++i) {
       if (!candidates[i].takes(count * sizeOf(c.type))) continue;
-      const Measurement outOfPlace = measure(bench, *candidates[i].comm, c, count, false);
-      const Measurement inPlace = measure(bench, *candidates[i].comm, c, count, true);
-      rounds[i].push_back((outOfPlace.timeUs + inPlace.timeUs) / 2);
-      wrong += static_cast<std::uint64_t>(std::max<std::int64_t>(outOfPlace.wrong, 0) +
-                                          std::max<std::int64_t>(inPlace.wrong, 0));
+      const Measurement out = measure(bench, *candidates[i].comm, c, count, false);
+      const Measurement in = measure(bench, *candidates[i].comm, c, count, true);
+      outOfPlace[i].push_back(out.timeUs);
+      inPlace[i].push_back(in.timeUs);
+      wrong += static_cast<std::uint64_t>(std::max<std::int64_t>(out.wrong, 0) +
+                                          std::max<std::int64_t>(in.wrong, 0));
     }
   }
-  std::vector<double> medians;
-  for (auto& times : rounds) {
-    std::sort(times.begin(), times.end());
-    medians.push_back(times.empty() ? HUGE_VAL : times[times.size() / 2]);
+  SizeTimes times;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    times.inPlace.push_back(median(inPlace[i]));
+    times.outOfPlace.push_back(median(outOfPlace[i]));
   }
-  return medians;
+  return times;
 }
 
 // The fastest candidate, unless `previous` (the last size's choice, -1 for none) is within
@@ -1291,17 +1304,22 @@ std::vector<collectives::TuningRule> mergeRules(
 }
 
 void printTuneHeader(const std::vector<TuneCandidate>& candidates) {
-  std::cout << "#\n# tune: median us per call (mean of out of place and in place)\n"
+  std::cout << "#\n# tune: median us per call, in place (which decides) / out of place\n"
             << fmt::format("# {:>10}", "size (B)");
   for (const auto& candidate : candidates)
-    std::cout << fmt::format(" {:>18}", name(candidate.algorithm));
+    std::cout << fmt::format(" {:>22}", name(candidate.algorithm));
   std::cout << fmt::format(" {:>18}\n", "chosen");
 }
 
-void printTuneRow(std::size_t bytes, const std::vector<double>& times, const std::string& chosen) {
+void printTuneRow(std::size_t bytes, const SizeTimes& times, const std::string& chosen) {
   std::cout << fmt::format("{:>12}", bytes);
-  for (const double t : times)
-    std::cout << (std::isinf(t) ? fmt::format(" {:>18}", "-") : fmt::format(" {:>18.2f}", t));
+  for (std::size_t i = 0; i < times.inPlace.size(); ++i) {
+    const std::string cell =
+        std::isinf(times.inPlace[i])
+            ? "-"
+            : fmt::format("{:.2f} / {:.2f}", times.inPlace[i], times.outOfPlace[i]);
+    std::cout << fmt::format(" {:>22}", cell);
+  }
   std::cout << fmt::format(" {:>18}\n", chosen) << std::flush;
 }
 
@@ -1318,14 +1336,19 @@ std::uint64_t tune(const Bench& bench, const Case& c, nlohmann::json& json, bool
   int previous = -1;
   for (const std::size_t size : sweepSizes(o)) {
     const std::size_t count = size / sizeOf(c.type);
-    const std::vector<double> times = tuneSize(bench, candidates, c, count, wrong);
-    previous = static_cast<int>(pickCandidate(times, previous, o.tuneMargin));
+    // In place decides: the trainer reduces its gradient buckets in place.
+    const SizeTimes times = tuneSize(bench, candidates, c, count, wrong);
+    previous = static_cast<int>(pickCandidate(times.inPlace, previous, o.tuneMargin));
     const AllreduceAlgorithm chosen = candidates[static_cast<std::size_t>(previous)].algorithm;
     choices.emplace_back(count * sizeOf(c.type), chosen);
     if (root) printTuneRow(count * sizeOf(c.type), times, std::string(name(chosen)));
     nlohmann::json row{{"bytes", count * sizeOf(c.type)}, {"chosen", name(chosen)}};
-    for (std::size_t i = 0; i < candidates.size(); ++i)
-      if (!std::isinf(times[i])) row["time_us"][name(candidates[i].algorithm)] = times[i];
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      if (std::isinf(times.inPlace[i])) continue;
+      const std::string algorithm(name(candidates[i].algorithm));
+      row["in_place_us"][algorithm] = times.inPlace[i];
+      row["out_of_place_us"][algorithm] = times.outOfPlace[i];
+    }
     json["tune"].push_back(row);
   }
   const collectives::TuningTable table{layout, collectives::cpuModel(),

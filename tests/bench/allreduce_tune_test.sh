@@ -54,7 +54,7 @@ if perf tune 0 --autotune --tune-rounds 1 --tune-out "$table"; then
     fail "--autotune: no table written (rules '$written')" "$(cat "$work/tune.out" "$table")"
   fi
   for size in 8 64 512 4096 32768; do
-    grep -q -E "^ +$size( +[0-9.-]+){3} +[a-z-]+$" "$work/tune.out" || fail "--autotune: no row for $size B"
+    grep -q -E "^ +$size( +[0-9.]+ \/ [0-9.]+){3} +[a-z-]+$" "$work/tune.out" || fail "--autotune: no row for $size B" "$(cat "$work/tune.out")"
   done
 
   if perf use 0 --backends tuned,mpi --tuning-file "$table"; then
