@@ -123,7 +123,8 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
       test_(test),
       environment_(environment),
       control_(collectives::makeCommunicator(engine::controlBackend(gradientBackend(config)),
-                                             environment.comm)),
+                                             environment.comm,
+                                             engine::controlOptions(exchangeOptions(config)))),
       log_(environment.log && control_->rank() == 0),
       model_(allocateModel(config, modelSpecFor(config, train))),
       sampler_(samplerOptions(config, train.size(), *control_)) {
