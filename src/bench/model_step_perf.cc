@@ -19,12 +19,17 @@
 //
 // Each configuration runs --repeats rounds of at least --seconds each and prints the median
 // and the best round; GFLOP/s counts the matrix products only.
+//
+// --layer-times (cpu) adds, after each model's rows, one more round that times every layer's
+// forward and backward through the model's layer observer: ms per step and share of the step,
+// in the thread's CPU time, which leaves out the time other processes held the core.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdint>
+#include <ctime>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -65,6 +70,7 @@ struct Options {
   Index gptBatch = 8;
   Index gemm = 1024;  // 0: no bare product rows
   std::string json;   // "" : no JSON
+  bool layerTimes = false;
 };
 
 // The comma-separated items of `text`, empty ones skipped.
@@ -90,6 +96,7 @@ std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool&
       "vocab", po::value(&o.gpt.vocabulary)->default_value(o.gpt.vocabulary), "gpt: vocabulary")(
       "gemm", po::value(&o.gemm)->default_value(o.gemm), "size N of the bare N^3 product rows")(
       "json", po::value(&o.json), "also write each row as a JSON line to this file")(
+      "layer-times", po::bool_switch(&o.layerTimes), "also time each layer (cpu)")(
       "seconds", po::value(&o.seconds)->default_value(o.seconds), "least time per round")(
       "repeats", po::value(&o.repeats)->default_value(o.repeats), "timed rounds")(
       "device", po::value(&o.device)->default_value(o.device), "cpu, or cuda (GPU builds)")(
@@ -249,6 +256,49 @@ std::vector<Timing> timeModel(models::Model<float>& model, const SyntheticBatch&
   return timeInterleaved(variants, o);
 }
 
+// The calling thread's CPU time in seconds.
+double threadSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// One more round of `model`'s step (forward, backward on `batch`, in the first --precision) with
+// every layer's forward and backward timed; prints ms per step and share of the layers' total.
+void reportLayerTimes(models::Model<float>& model, const models::Batch<float>& batch,
+                      const Options& o) {
+  models::setMatrixPrecision(o.precisions.front());
+  const auto layers = static_cast<std::size_t>(model.layerCount());
+  std::vector<double> forward(layers), backward(layers);
+  double began = 0;
+  model.setLayerObserver([&](int layer, models::LayerPhase phase, bool begins) {
+    if (begins) {
+      began = threadSeconds();
+      return;
+    }
+    const double seconds = threadSeconds() - began;
+    (phase == models::LayerPhase::kForward ? forward : backward)[std::size_t(layer)] += seconds;
+  });
+  std::int64_t steps = 0;
+  for (const double start = threadSeconds(); threadSeconds() - start < o.seconds; ++steps) {
+    model.forward(batch);
+    model.backward();
+  }
+  model.setLayerObserver({});
+  double total = 0;
+  for (std::size_t i = 0; i < layers; ++i)
+    total += forward[i] + backward[i];
+  fmt::print("  {:<12} {:<11} {:>12} {:>13} {:>7}\n", "layer", "kind", "forward ms", "backward ms",
+             "share");
+  for (std::size_t i = 0; i < layers; ++i) {
+    const models::Layer<float>& layer = model.layer(static_cast<int>(i));
+    const double n = static_cast<double>(steps);
+    fmt::print("  {:<12} {:<11} {:>12.3f} {:>13.3f} {:>6.1f}%\n", layer.name(), layer.kind(),
+               forward[i] / n * 1e3, backward[i] / n * 1e3,
+               100 * (forward[i] + backward[i]) / total);
+  }
+}
+
 // The bare product C = A B of N x N matrices through models::product in each precision.
 void reportBareProduct(Index n, const Options& o, Report& report) {
   const models::Matrix<float> a = models::Matrix<float>::Random(n, n);
@@ -383,6 +433,7 @@ int run(const Options& o) {
     const std::vector<Timing> steps = timeModel(model, data, batch, o);
     for (std::size_t v = 0; v < steps.size(); ++v)
       report.row(label + " step", o.precisions[v], batch, model.parameterCount(), flops, steps[v]);
+    if (o.layerTimes) reportLayerTimes(model, {data.inputs, data.labels, {}}, o);
     if (name == "mlp" && o.precisions.front() == models::Precision::kFloat32) {
       std::vector<Index> widths{spec.input.size()};
       widths.insert(widths.end(), o.hidden.begin(), o.hidden.end());
