@@ -168,8 +168,12 @@ void Conv2d<Scalar>::im2col(const Scalar* x, Index batch, Scalar* cols) const {
       Scalar* dst = cols + entry;
       const Scalar* src = x + image + w0;
       std::fill(dst, dst + first, Scalar(0));
-      for (Index wo = first; wo < last; ++wo)
-        dst[wo] = src[wo * g.stride];
+      if (g.stride == 1) {
+        std::copy(src + first, src + last, dst + first);  // one block copy, not value by value
+      } else {
+        for (Index wo = first; wo < last; ++wo)
+          dst[wo] = src[wo * g.stride];
+      }
       std::fill(dst + last, dst + g.outWidth, Scalar(0));
     });
     return;
