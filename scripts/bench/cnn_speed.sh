@@ -14,7 +14,8 @@
 # in each round, the step and the 2-rank run of another build (a change's parent, say) as
 # "@compare" rows: before and after in the same rounds. The 2-rank figures are samples/s of the
 # whole run's training time (ringtrain's 'done:' line; PyTorch from a barrier after --warmup
-# steps); GFLOP/s count the products only, as Model::trainingFlopsPerSample does.
+# steps); GFLOP/s count the products only, as Model::trainingFlopsPerSample does. Both train with
+# SGD, lr 0.01, momentum 0.9: at lr 0.1 a run may or may not diverge, depending on rounding.
 #
 #   scripts/bench/cnn_speed.sh [--build-dir DIR] [--compare-build DIR] [--rounds R]
 #                              [--steps S] [--warmup W] [--seconds T] [--repeats N]
@@ -111,7 +112,7 @@ EOF
 train() {
   run "$1" "$2" "${mpirun_cmd[@]}" -np 2 "$3/bin/ringtrain" train --model cnn --synthetic \
     --synthetic-size $((2 * batch * (steps + 1))) --batch-size "$batch" --steps "$steps" \
-    --log-every 0 --eval-every 0 --optimizer sgd --lr 0.1 --momentum 0.9 --backend "$backend"
+    --log-every 0 --eval-every 0 --optimizer sgd --lr 0.01 --momentum 0.9 --backend "$backend"
 }
 
 # step ROUND CONFIG BUILD: model_step_perf's cnn step on one core.
@@ -133,7 +134,7 @@ for round in $(seq "$rounds"); do
   if [ "$pytorch" = 1 ]; then
     run "$round" pytorch-ddp-2 "${mpirun_cmd[@]}" -np 2 "$torch_python" \
       "$bench/pytorch_ddp_reference.py" --model cnn --batch-size "$batch" --steps "$steps" \
-      --warmup "$warmup" --port $((20000 + RANDOM % 20000))
+      --warmup "$warmup" --lr 0.01 --port $((20000 + RANDOM % 20000))
   fi
 done
 
