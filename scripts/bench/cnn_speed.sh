@@ -10,7 +10,9 @@
 #   pytorch DDP 2 ranks  mpirun -np 2 --bind-to core pytorch_ddp_reference.py --model cnn (gloo)
 # so that every ratio is taken between runs of the same minute (this VM's speed drifts, and
 # other work on it slows both sides alike within a round). The summary gives the median and range
-# over the rounds of each figure and of each ratio ringtrain / PyTorch. --compare-build DIR adds,
+# over the rounds of each figure and of each ratio ringtrain / PyTorch; the one-core figures also
+# in CPU time per step (each process's own), which other work on a shared machine leaves out
+# (its wall times count the other processes' turns on the core). --compare-build DIR adds,
 # in each round, the step and the 2-rank run of another build (a change's parent, say) as
 # "@compare" rows: before and after in the same rounds. The 2-rank figures are samples/s of the
 # whole run's training time (ringtrain's 'done:' line; PyTorch from a barrier after --warmup
@@ -98,7 +100,8 @@ if config.startswith("step-"):
         if line.startswith("{"):
             r = json.loads(line)
             print(json.dumps({"round": round_, "config": config, "what": r["what"],
-                              "ms_per_step": r["median_ms"], "gflops": r["gflops"]}))
+                              "ms_per_step": r["median_ms"], "gflops": r["gflops"],
+                              "cpu_ms_per_step": r.get("median_cpu_ms")}))
 else:
     m = re.search(r"done: .*?([\d.]+) samples/s", text) if config.startswith("ringtrain") else \
         re.search(r"([\d.]+) samples/s \(", text)

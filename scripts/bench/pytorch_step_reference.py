@@ -7,7 +7,8 @@ Two steps are timed, their rounds interleaved as model_step_perf interleaves its
   forward+backward       zero_grad, forward, cross-entropy, backward (what model_step_perf times)
   forward+backward+sgd   the same and SGD with momentum 0.9 (what a training step adds)
 Each runs --repeats rounds of at least --seconds after 3 untimed steps; prints one table line
-and one JSON line per step (median and best ms per step), with GFLOP/s counted as ringtrain's
+and one JSON line per step (median and best ms per step, and the median CPU time of the process
+per step, which leaves out other processes' turns on the core), with GFLOP/s counted as ringtrain's
 Model::trainingFlopsPerSample does: the convolutions' and linear layers' products only, forward
 plus the two backward products, without the input gradient of the first layer.
 
@@ -88,12 +89,13 @@ def main():
 
     variants = {"forward+backward": False, "forward+backward+sgd": True}
     times = {name: [] for name in variants}
+    cpu_times = {name: [] for name in variants}
     for sgd in variants.values():
         for _ in range(3):
             step(sgd)
     for _ in range(args.repeats):
         for name, sgd in variants.items():
-            start, count = time.perf_counter(), 0
+            start, cpu_start, count = time.perf_counter(), time.process_time(), 0
             while True:
                 step(sgd)
                 count += 1
@@ -101,6 +103,7 @@ def main():
                 if elapsed >= args.seconds:
                     break
             times[name].append(elapsed / count)
+            cpu_times[name].append((time.process_time() - cpu_start) / count)
     for name, t in times.items():
         median, best = statistics.median(t), min(t)
         print(f"pytorch {torch.__version__} {args.model} {name}, batch {args.batch}, one thread: "
@@ -108,7 +111,9 @@ def main():
               f"{flops / median * 1e-9:.1f} GFLOP/s", flush=True)
         print(json.dumps({"what": f"{args.model} {name}", "torch": torch.__version__,
                           "batch": args.batch, "median_ms": median * 1e3, "best_ms": best * 1e3,
-                          "gflops": flops / median * 1e-9, "flops_per_step": flops}), flush=True)
+                          "gflops": flops / median * 1e-9, "flops_per_step": flops,
+                          "median_cpu_ms": statistics.median(cpu_times[name]) * 1e3}),
+              flush=True)
     return 0
 
 

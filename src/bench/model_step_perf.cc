@@ -18,7 +18,8 @@
 // momentum update of the parameters, and wait for the loss (one synchronisation per step).
 //
 // Each configuration runs --repeats rounds of at least --seconds each and prints the median
-// and the best round; GFLOP/s counts the matrix products only.
+// and the best round; GFLOP/s counts the matrix products only. The JSON adds the median CPU time
+// per step of the process (median_cpu_ms), which leaves out other processes' turns on the core.
 //
 // --layer-times (cpu) adds, after each model's rows, one more round that times every layer's
 // forward and backward through the model's layer observer: ms per step and share of the step,
@@ -141,7 +142,24 @@ std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool&
 struct Timing {
   double medianSeconds = 0;  // per step
   double bestSeconds = 0;
+  // The process's CPU time per step, median over the rounds: what the step cost when other
+  // processes share the core (the wall times then count their turns too).
+  double medianCpuSeconds = 0;
 };
+
+// The calling thread's CPU time in seconds.
+double threadSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// The process's CPU time in seconds, all its threads.
+double processSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
 
 // Runs each of `variants` in rounds of at least `seconds`, the variants' rounds interleaved, and
 // returns each one's median and best time per step.
@@ -151,10 +169,11 @@ std::vector<Timing> timeInterleaved(const std::vector<std::function<void()>>& va
   for (const auto& step : variants)
     for (int i = 0; i < 3; ++i)
       step();  // warm-up: first-touch of buffers, caches, the CPU's clock
-  std::vector<std::vector<double>> perStep(variants.size());
+  std::vector<std::vector<double>> perStep(variants.size()), cpuPerStep(variants.size());
   for (int r = 0; r < o.repeats; ++r) {
     for (std::size_t v = 0; v < variants.size(); ++v) {
       const auto start = Clock::now();
+      const double cpuStart = processSeconds();
       std::int64_t steps = 0;
       double elapsed = 0;
       do {
@@ -163,12 +182,16 @@ std::vector<Timing> timeInterleaved(const std::vector<std::function<void()>>& va
         elapsed = std::chrono::duration<double>(Clock::now() - start).count();
       } while (elapsed < o.seconds);
       perStep[v].push_back(elapsed / static_cast<double>(steps));
+      cpuPerStep[v].push_back((processSeconds() - cpuStart) / static_cast<double>(steps));
     }
   }
   std::vector<Timing> timings;
-  for (std::vector<double>& times : perStep) {
-    std::sort(times.begin(), times.end());
-    timings.push_back({times[times.size() / 2], times.front()});
+  for (std::size_t v = 0; v < variants.size(); ++v) {
+    std::sort(perStep[v].begin(), perStep[v].end());
+    std::sort(cpuPerStep[v].begin(), cpuPerStep[v].end());
+    timings.push_back({.medianSeconds = perStep[v][perStep[v].size() / 2],
+                       .bestSeconds = perStep[v].front(),
+                       .medianCpuSeconds = cpuPerStep[v][cpuPerStep[v].size() / 2]});
   }
   return timings;
 }
@@ -205,9 +228,10 @@ class Report {
     if (json_.is_open()) {
       json_ << fmt::format(
           "{{\"what\": \"{}\", \"precision\": \"{}\", \"batch\": {}, \"params\": {}, "
-          "\"median_ms\": {:.4f}, \"best_ms\": {:.4f}, \"gflops\": {:.2f}}}\n",
+          "\"median_ms\": {:.4f}, \"best_ms\": {:.4f}, \"gflops\": {:.2f}, "
+          "\"median_cpu_ms\": {:.4f}}}\n",
           what, precisionName(precision), batch, params, t.medianSeconds * 1e3, t.bestSeconds * 1e3,
-          gflops);
+          gflops, t.medianCpuSeconds * 1e3);
     }
   }
 
@@ -254,13 +278,6 @@ std::vector<Timing> timeModel(models::Model<float>& model, const SyntheticBatch&
     });
   }
   return timeInterleaved(variants, o);
-}
-
-// The calling thread's CPU time in seconds.
-double threadSeconds() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
 // One more round of `model`'s step (forward, backward on `batch`, in the first --precision) with

@@ -59,11 +59,12 @@ steps = {"ringtrain step (forward+backward)", "ringtrain@compare step"}
 if want_torch:
     steps |= {"PyTorch step (forward+backward)", "PyTorch step + SGD"}
 assert set(s["one_core_ms_per_step"]) == steps, s["one_core_ms_per_step"].keys()
+assert set(s["one_core_cpu_ms_per_step"]) == steps, s["one_core_cpu_ms_per_step"].keys()
 trains = {"ringtrain 2 ranks (auto)", "ringtrain@compare 2 ranks"}
 if want_torch:
     trains.add("PyTorch DDP gloo 2 ranks")
 assert set(s["two_ranks_samples_per_second"]) == trains, s["two_ranks_samples_per_second"].keys()
-for group in ("one_core_ms_per_step", "two_ranks_samples_per_second"):
+for group in ("one_core_ms_per_step", "one_core_cpu_ms_per_step", "two_ranks_samples_per_second"):
     for name, c in s[group].items():
         assert c["median"] > 0 and c["min"] <= c["median"] <= c["max"], name
 assert bool(s["ratios"]) == want_torch, s["ratios"]
