@@ -349,8 +349,8 @@ Model<double> cnnWithRelusBeforePools(const ModelSpec& spec) {
   std::vector<std::unique_ptr<Layer<double>>> layers;
   auto add = [&layers](auto layer) { layers.push_back(std::move(layer)); };
   auto top = [&layers] { return layers.back()->outputShape(); };
-  Conv2dOptions conv{.outChannels = 16, .kernel = 5, .padding = 2,
-                     .inputLayout = ImageLayout::kChannelsFirst};
+  Conv2dOptions conv{
+      .outChannels = 16, .kernel = 5, .padding = 2, .inputLayout = ImageLayout::kChannelsFirst};
   add(std::make_unique<Conv2d<double>>("conv1", spec.input, conv));
   add(std::make_unique<Relu<double>>("relu1", top()));
   add(std::make_unique<MaxPool2d<double>>("pool1", top(), 2));
