@@ -10,6 +10,7 @@
 #include "collectives/mpi_check.h"
 #include "collectives/mpi_communicator.h"
 #include "collectives/ring_communicator.h"
+#include "collectives/tuned_communicator.h"
 #ifdef RINGTRAIN_HAVE_NCCL
 #include "collectives/nccl_communicator.h"
 #include "collectives/nccl_intra_node.h"
@@ -137,7 +138,7 @@ bool isDeviceBackend(Backend backend) {
 }
 
 std::vector<Backend> hostBackends() {
-  return {Backend::kMpi, Backend::kRing, Backend::kHierarchical};
+  return {Backend::kMpi, Backend::kRing, Backend::kTuned, Backend::kHierarchical};
 }
 
 std::vector<Backend> deviceBackends() {
@@ -163,6 +164,8 @@ std::unique_ptr<Communicator> makeCommunicator(Backend backend, MPI_Comm comm,
       return std::make_unique<MpiCommunicator>(comm, options);
     case Backend::kRing:
       return std::make_unique<RingCommunicator>(comm, options);
+    case Backend::kTuned:
+      return std::make_unique<TunedCommunicator>(comm, options);
     case Backend::kHierarchical:
       return std::make_unique<HierarchicalCommunicator>(comm, options);
     case Backend::kNccl:

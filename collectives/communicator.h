@@ -81,6 +81,9 @@ struct CommunicatorOptions {
   // Wait for messages by testing and yielding the processor instead of spinning: for a
   // communication thread that shares its core with the computation (see request_wait.h).
   bool yieldWhileWaiting = false;
+  // Tuned backend: the tuning table allreduce_perf --autotune wrote (allreduce_tuning.h); empty:
+  // the built-in table.
+  std::string tuningFile;
   CommunicatorTestHooks test;
 };
 
@@ -187,20 +190,19 @@ class Communicator {
   std::atomic<std::int64_t> enteredNs_{0};
 };
 
-// The backends: kMpi (MPI's own collectives), kRing (ringtrain's pipelined ring),
+// The backends: kMpi (MPI's own collectives), kRing (ringtrain's pipelined ring), kTuned (per
+// all-reduce size the algorithm a tuning table gives: tuned_communicator.h),
 // kHierarchical (reduce-scatter inside the node, all-reduce across nodes, all-gather inside the
 // node; see hierarchical_allreduce.h) for host buffers; kNccl (nccl_communicator.h) and
 // kHierarchicalNccl (the hierarchical backend with NCCL inside the node) for device buffers,
 // made only by builds with CUDA and NCCL.
-enum class Backend { kMpi, kRing, kHierarchical, kNccl, kHierarchicalNccl };
+enum class Backend { kMpi, kRing, kTuned, kHierarchical, kNccl, kHierarchicalNccl };
 
 // The one table of the backends' names.
 inline constexpr NamedValue<Backend> kBackendNames[] = {
-    {Backend::kMpi, "mpi"},
-    {Backend::kRing, "ring"},
-    {Backend::kHierarchical, "hierarchical"},
-    {Backend::kNccl, "nccl"},
-    {Backend::kHierarchicalNccl, "hierarchical-nccl"},
+    {Backend::kMpi, "mpi"},     {Backend::kRing, "ring"},
+    {Backend::kTuned, "tuned"}, {Backend::kHierarchical, "hierarchical"},
+    {Backend::kNccl, "nccl"},   {Backend::kHierarchicalNccl, "hierarchical-nccl"},
 };
 std::string_view name(Backend backend);
 std::optional<Backend> backendFromName(std::string_view name);

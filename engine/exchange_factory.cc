@@ -16,6 +16,8 @@ collectives::Backend communicatorBackend(ExchangeBackend backend) {
       return collectives::Backend::kHierarchical;
     case ExchangeBackend::kNccl:
       return collectives::Backend::kNccl;
+    case ExchangeBackend::kTuned:
+      return collectives::Backend::kTuned;
     case ExchangeBackend::kRing:
     case ExchangeBackend::kShm:
       break;
@@ -38,6 +40,12 @@ collectives::Backend controlBackend(ExchangeBackend backend) {
                                            : communicatorBackend(backend);
 }
 
+collectives::CommunicatorOptions controlOptions(const ExchangeOptions& options) {
+  collectives::CommunicatorOptions communicatorOptions;
+  communicatorOptions.tuningFile = options.tuningFile;
+  return communicatorOptions;
+}
+
 std::unique_ptr<GradientExchange> makeGradientExchange(ExchangeBackend backend, MPI_Comm comm,
                                                        std::vector<GradientSegment> segments,
                                                        const ExchangeOptions& options,
@@ -58,7 +66,7 @@ std::unique_ptr<GradientExchange> makeGradientExchange(ExchangeBackend backend, 
   // The reducer drives its communicator from its own thread with overlap: it yields while it
   // waits, so that backward keeps the core (and does so with overlap off too, so that both modes
   // run the very same collectives).
-  collectives::CommunicatorOptions communicatorOptions;
+  collectives::CommunicatorOptions communicatorOptions = controlOptions(options);
   communicatorOptions.yieldWhileWaiting = true;
   communicatorOptions.test = options.test;
   ReducerOptions reducer;

@@ -22,17 +22,16 @@
 namespace ringtrain::engine {
 
 // How a training job averages its gradients: all-reduces of a communicator backend (mpi, ring,
-// hierarchical on host buffers; nccl on device buffers), or shm, the shared-memory exchange of
-// ranks that share one node (no messages).
-enum class ExchangeBackend { kMpi, kRing, kHierarchical, kShm, kNccl };
+// tuned, hierarchical on host buffers; nccl on device buffers), or shm, the shared-memory
+// exchange of ranks that share one node (no messages). tuned takes each all-reduce's algorithm
+// from a tuning table (collectives/tuned_communicator.h).
+enum class ExchangeBackend { kMpi, kRing, kTuned, kHierarchical, kShm, kNccl };
 
 // The one table of their names.
 inline constexpr NamedValue<ExchangeBackend> kExchangeBackendNames[] = {
-    {ExchangeBackend::kMpi, "mpi"},
-    {ExchangeBackend::kRing, "ring"},
-    {ExchangeBackend::kHierarchical, "hierarchical"},
-    {ExchangeBackend::kShm, "shm"},
-    {ExchangeBackend::kNccl, "nccl"},
+    {ExchangeBackend::kMpi, "mpi"},     {ExchangeBackend::kRing, "ring"},
+    {ExchangeBackend::kTuned, "tuned"}, {ExchangeBackend::kHierarchical, "hierarchical"},
+    {ExchangeBackend::kShm, "shm"},     {ExchangeBackend::kNccl, "nccl"},
 };
 std::string_view name(ExchangeBackend backend);
 // Whether the backend averages device (GPU) buffers.
@@ -46,6 +45,7 @@ struct ExchangeOptions {
   bool overlap = true;  // average while backward still runs
   Compression compression = Compression::kNone;
   double stallTimeoutSeconds = kDefaultStallTimeoutSeconds;  // shm's own waits (0: never)
+  std::string tuningFile;  // tuned: the table (empty: the built-in one)
   collectives::CommunicatorTestHooks test;
 };
 
@@ -61,5 +61,7 @@ std::unique_ptr<GradientExchange> makeGradientExchange(ExchangeBackend backend, 
 // evaluation counts, logging): the exchange's own where it sends host messages, the ring
 // otherwise (shm has no communicator; nccl's takes device buffers).
 collectives::Backend controlBackend(ExchangeBackend backend);
+// The options of that backend's communicator (the tuning file, the test hooks).
+collectives::CommunicatorOptions controlOptions(const ExchangeOptions& options);
 
 }  // namespace ringtrain::engine

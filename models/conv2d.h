@@ -1,13 +1,15 @@
-// 2-D convolution as im2col and one matrix product over the whole batch.
+// 2-D convolution as im2col and matrix products, a chunk of the batch at a time.
 //
-// im2col lays every receptive field of every sample out as one column of a K×N matrix
-// (K = kernel·kernel·C values per field, N = B·outHeight·outWidth fields in the batch). Then
-//   forward           Y  = W · cols + b         (O×K · K×N: one product for the whole batch)
-//   weight gradient   dW = dY · colsᵀ
+// im2col lays every receptive field of a chunk of samples out as one column of a K×N matrix
+// (K = kernel·kernel·C values per field, N = samples·outHeight·outWidth fields). Then, per chunk,
+//   forward           Y  = W · cols + b         (O×K · K×N)
+//   weight gradient   dW += dY · colsᵀ          (the chunk's fields built again from the input)
 //   input gradient    dcols = Wᵀ · dY, scattered back onto the input image (col2im)
-// Y comes out as O×N column-major: for each output pixel its O channels side by side, pixels in
-// row order, samples one after another. That is the batch in channels-last (HWC) order, with no
-// transpose; so the layer's output is channels-last, whatever its input's layout.
+// A chunk's columns are kept to what the cache holds (Conv2dOptions::chunkBytes), so that the
+// products read them where im2col left them, instead of the whole batch's columns going out to
+// memory and back. Y comes out as O×N column-major: for each output pixel its O channels side by
+// side, pixels in row order, samples one after another. That is the batch in channels-last (HWC)
+// order, with no transpose; so the layer's output is channels-last, whatever its input's layout.
 //
 // The weight is {O, kernel, kernel, C} row-major ("OHWI", TensorFlow Lite's order), matching
 // the (i, j, c) order of a column's rows: for a channels-last input one kernel row of a field,
@@ -29,6 +31,9 @@ struct Conv2dOptions {
   Index padding = 0;  // zeros on every side
   ImageLayout inputLayout = ImageLayout::kChannelsLast;
   Initialization init = Initialization::kHe;
+  // The most bytes of im2col columns per chunk of the batch (at least one sample's): what a
+  // core's L2 cache keeps beside the product's packing buffers. Tests make it small.
+  Index chunkBytes = 128 * 1024;
 };
 
 // Parameters, in this order: weight {O, kernel, kernel, C} (row-major), bias {O}.
@@ -46,7 +51,6 @@ class Conv2d final : public Layer<Scalar> {
 
   void forward(ConstBatchView<Scalar> x, BatchView<Scalar> y) override;
   void backwardParameters(ConstBatchView<Scalar> x, ConstBatchView<Scalar> dy) override;
-  // Overwrites the im2col buffer that forward filled: call it after backwardParameters.
   void backwardInput(ConstBatchView<Scalar> x, ConstBatchView<Scalar> y, ConstBatchView<Scalar> dy,
                      BatchView<Scalar> dx) override;
 
@@ -65,13 +69,26 @@ class Conv2d final : public Layer<Scalar> {
   }
 
  private:
+  // Samples per chunk of a batch of `batch`: the columns of one chunk are at most chunkBytes
+  // (at least one sample), so that a product reads them from the cache im2col wrote them to.
+  Index chunkSamples(Index batch) const;
+  // body(first, samples) for consecutive chunks of the batch.
+  template <class Body>
+  void forEachChunk(Index batch, Body&& body) const;
   Index fieldSize() const;
   Index outputPixels() const;
+  // A channels-first input's columns are stored tap-major: the K × N matrix row-major, each row
+  // one kernel position (i, j, c) across the fields, so that im2col copies runs of image rows
+  // rather than kernel rows of `kernel` values. Otherwise field-major (column-major).
+  bool columnsAreTapMajor() const { return options_.inputLayout == ImageLayout::kChannelsFirst; }
+  // body(columns): a chunk's K × fields column matrix at `data`, as an Eigen map in its order.
+  template <class Body>
+  void withColumns(Scalar* data, Index fields, Body&& body) const;
   void im2col(const Scalar* x, Index batch, Scalar* cols) const;
   void col2im(const Scalar* cols, Index batch, Scalar* dx) const;
 
   Conv2dOptions options_;
-  // K × (B·outHeight·outWidth): the fields of the last forward, then their gradients.
+  // K × (chunk samples·outHeight·outWidth): a chunk's fields, or their gradients.
   Workspace<Scalar> columns_;
 };
 

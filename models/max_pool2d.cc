@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "base/vector_dispatch.h"
+
 namespace ringtrain::models {
 namespace {
 
@@ -18,13 +20,51 @@ SampleShape pooledShape(const std::string& name, SampleShape input, Index kernel
           (input.width - kernel) / stride + 1};
 }
 
+// The windows of one sample (channels last: a window position is `channels` contiguous values,
+// at sample[start + w] for w in `window`, window[0] == 0). For each window and channel, the
+// largest value and its offset in the sample, the first in the window on ties: kept in registers
+// across the window and stored once.
+template <class Scalar>
+RINGTRAIN_VECTOR_CLONES void poolSample(const Scalar* __restrict sample, SampleShape in,
+                                        SampleShape out, Index stride,
+                                        const std::vector<std::int32_t>& window,
+                                        Scalar* __restrict best, std::int32_t* __restrict winner) {
+  // 32-bit lanes throughout (offsets fit, see pooledShape), so that each vector holds as many
+  // indices as values.
+  const auto c = static_cast<std::int32_t>(in.channels);
+  const std::int32_t* offsets = window.data();
+  const std::size_t positions = window.size();
+  for (Index ho = 0; ho < out.height; ++ho) {
+    for (Index wo = 0; wo < out.width; ++wo, best += c, winner += c) {
+      const auto start = static_cast<std::int32_t>((ho * stride * in.width + wo * stride) * c);
+#pragma omp simd
+      for (std::int32_t k = 0; k < c; ++k) {
+        std::int32_t at = start + k;
+        Scalar top = sample[at];
+        for (std::size_t p = 1; p < positions; ++p) {
+          const std::int32_t candidate = start + offsets[p] + k;
+          const bool larger = sample[candidate] > top;
+          top = larger ? sample[candidate] : top;
+          at = larger ? candidate : at;
+        }
+        best[k] = top;
+        winner[k] = at;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 template <class Scalar>
 MaxPool2d<Scalar>::MaxPool2d(std::string name, SampleShape input, Index kernel, Index stride)
     : Layer<Scalar>(name, input, pooledShape(name, input, kernel, stride == 0 ? kernel : stride)),
       kernel_(kernel),
-      stride_(stride == 0 ? kernel : stride) {}
+      stride_(stride == 0 ? kernel : stride) {
+  for (Index i = 0; i < kernel_; ++i)
+    for (Index j = 0; j < kernel_; ++j)
+      window_.push_back(static_cast<std::int32_t>((i * input.width + j) * input.channels));
+}
 
 template <class Scalar>
 void MaxPool2d<Scalar>::reserve(Index batch) {
@@ -36,33 +76,10 @@ template <class Scalar>
 void MaxPool2d<Scalar>::forward(ConstBatchView<Scalar> x, BatchView<Scalar> y) {
   const SampleShape in = this->inputShape();
   const SampleShape out = this->outputShape();
-  const Index c = in.channels;
   reserve(x.cols());
   for (Index b = 0; b < x.cols(); ++b) {
-    const Scalar* sample = x.data() + b * in.size();
-    for (Index ho = 0; ho < out.height; ++ho) {
-      for (Index wo = 0; wo < out.width; ++wo) {
-        const Index o = b * out.size() + (ho * out.width + wo) * c;
-        Scalar* best = y.data() + o;
-        std::int32_t* winner = winners_.data() + o;
-        // Channels are last, so each window position is c contiguous values: the comparisons
-        // run across channels, one vector at a time.
-        for (Index i = 0; i < kernel_; ++i) {
-          for (Index j = 0; j < kernel_; ++j) {
-            const Index offset = ((ho * stride_ + i) * in.width + wo * stride_ + j) * c;
-            const Scalar* candidate = sample + offset;
-            const bool firstInWindow = i == 0 && j == 0;
-#pragma omp simd
-            for (Index k = 0; k < c; ++k) {
-              if (firstInWindow || candidate[k] > best[k]) {
-                best[k] = candidate[k];
-                winner[k] = static_cast<std::int32_t>(offset + k);
-              }
-            }
-          }
-        }
-      }
-    }
+    poolSample(x.data() + b * in.size(), in, out, stride_, window_, y.data() + b * out.size(),
+               winners_.data() + b * out.size());
   }
 }
 

@@ -31,6 +31,8 @@ class MaxPool2d final : public Layer<Scalar> {
  private:
   Index kernel_;
   Index stride_;
+  // Where each window position's values lie relative to the window's first value.
+  std::vector<std::int32_t> window_;
   // For every output value of the last forward, the index of the winning input value within its
   // sample. 32 bits: a sample has far fewer than 2^31 values.
   std::vector<std::int32_t> winners_;

@@ -155,6 +155,7 @@ std::optional<TrainConfig> settledConfig(int argc, char** argv, collectives::Mpi
   const Device asked = config.device;
   config.device = device.device;
   config.backend = device.backend;
+  exitEverywhereOnError(settleTuningFile(config, env.world()));
   if (env.worldRank() == 0) {
     info(fmt::format("ringtrain train: {} rank(s) on {} node(s); {}", env.worldSize(),
                      env.nodeCount(), describe(config)));

@@ -2,11 +2,12 @@
 """PyTorch DDP (gloo) reference for `ringtrain train --synthetic` on CPUs.
 
 The same job as ringtrain's throughput benchmark, in PyTorch: the MLP 784-512-512-10 (or the
---hidden sizes), batch 64 per rank, one thread per rank, SGD with momentum 0.9, softmax
-cross-entropy, on 60,000 random MNIST-shaped samples held in memory, each epoch a permutation
-shared by all ranks and cut into disjoint shards. Gradients are averaged by
-DistributedDataParallel over gloo (its defaults: 25 MiB buckets, overlap with backward); with
-one rank the model trains without DDP, as ringtrain's one rank trains without an exchange.
+--hidden sizes) or, with --model cnn, ringtrain's LeNet-style CNN (build_model); batch 64 per
+rank, one thread per rank, SGD with momentum 0.9, softmax cross-entropy, on 60,000 random
+MNIST-shaped samples held in memory, each epoch a permutation shared by all ranks and cut into
+disjoint shards. Gradients are averaged by DistributedDataParallel over gloo (its defaults:
+25 MiB buckets, overlap with backward); with one rank the model trains without DDP, as
+ringtrain's one rank trains without an exchange.
 With --precision bf16 the forward runs under torch.autocast("cpu", dtype=torch.bfloat16).
 
 Started by mpirun, as ringtrain is, so that both are placed on the cores the same way; the rank
@@ -27,9 +28,35 @@ import sys
 import time
 
 
+# What one sample looks like to each model: flat pixels for the mlp, an image for the cnn.
+INPUT_SHAPE = {"mlp": (784,), "cnn": (1, 28, 28)}
+
+
+def build_model(nn, name, hidden):
+    """ringtrain's models/model_factory.cc in PyTorch: the mlp 784-HIDDEN-10, or the cnn (conv 5x5
+    16 channels, same padding, ReLU, 2x2 max-pool, conv 5x5 32 channels, ReLU, 2x2 max-pool,
+    linear 1568-128, ReLU, linear 128-10; 215,370 parameters)."""
+    if name == "cnn":
+        return nn.Sequential(
+            nn.Conv2d(1, 16, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(), nn.Linear(32 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10))
+    layers, width = [], 784
+    for h in hidden:
+        layers += [nn.Linear(width, h), nn.ReLU()]
+        width = h
+    layers.append(nn.Linear(width, 10))
+    return nn.Sequential(*layers)
+
+
+def model_label(name, hidden):
+    return "cnn" if name == "cnn" else f"mlp 784-{'-'.join(map(str, hidden))}-10"
+
+
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--hidden", default="512,512", help="hidden sizes, as ringtrain's --hidden")
+    p.add_argument("--model", choices=["mlp", "cnn"], default="mlp", help="as ringtrain's --model")
+    p.add_argument("--hidden", default="512,512", help="mlp: hidden sizes, as ringtrain's --hidden")
     p.add_argument("--batch-size", type=int, default=64, help="per rank")
     p.add_argument("--steps", type=int, default=1500, help="timed steps")
     p.add_argument("--warmup", type=int, default=50, help="untimed steps before them")
@@ -76,12 +103,7 @@ def main():
     torch.set_flush_denormal(True)
     torch.manual_seed(args.seed)
 
-    layers, width = [], 784
-    for h in hidden:
-        layers += [nn.Linear(width, h), nn.ReLU()]
-        width = h
-    layers.append(nn.Linear(width, 10))
-    model = nn.Sequential(*layers)
+    model = build_model(nn, args.model, hidden)
     if ranks > 1:
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=rank,
                                 world_size=ranks)
@@ -91,7 +113,7 @@ def main():
     loss_fn = nn.CrossEntropyLoss()
 
     g = torch.Generator().manual_seed(args.seed)
-    images = torch.rand(args.samples, 784, generator=g)
+    images = torch.rand(args.samples, *INPUT_SHAPE[args.model], generator=g)
     labels = torch.randint(0, 10, (args.samples,), generator=g)
     per_rank = args.samples // ranks
     steps_per_epoch = per_rank // args.batch_size
@@ -132,11 +154,12 @@ def main():
     total = ranks * args.batch_size * args.steps / seconds
     if rank == 0:
         result = {"framework": "pytorch-ddp-gloo", "torch": torch.__version__, "ranks": ranks,
-                  "hidden": hidden, "precision": args.precision, "batch_per_rank": args.batch_size, "steps": args.steps,
+                  "model": args.model, "hidden": hidden, "precision": args.precision,
+                  "batch_per_rank": args.batch_size, "steps": args.steps,
                   "seconds": seconds, "samples_per_second": total,
                   "samples_per_second_per_rank": total / ranks, "final_loss": float(loss)}
-        print(f"pytorch {torch.__version__} {args.precision} DDP (gloo), {ranks} rank(s), mlp 784-"
-              f"{'-'.join(map(str, hidden))}-10, batch {args.batch_size} per rank: "
+        print(f"pytorch {torch.__version__} {args.precision} DDP (gloo), {ranks} rank(s), "
+              f"{model_label(args.model, hidden)}, batch {args.batch_size} per rank: "
               f"{args.steps} steps in {seconds:.3f} s, {total:.0f} samples/s "
               f"({total / ranks:.0f} per rank)", flush=True)
         if args.json:

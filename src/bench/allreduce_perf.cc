@@ -19,6 +19,10 @@
 // (a table "ring-net512K": the ring with 512 KiB messages to neighbours on other nodes, after
 // the ring with its default network chunks, to compare chunkings in one run.)
 //   mpirun -np 2 build/bin/allreduce_perf --device cuda --backends nccl,hierarchical-nccl
+//   mpirun -np 2 build/bin/allreduce_perf --autotune --tune-out tuning.json
+//   mpirun -np 2 build/bin/allreduce_perf --backends tuned,mpi --tuning-file tuning.json
+// (--autotune: every algorithm of the tuned backend at every size, in interleaved rounds, and the
+// fastest per size written as its tuning table; see docs/collectives.md.)
 // (--device cuda: buffers from cudaMalloc on GPU local_rank % devices, for the device backends;
 // the GPU's device-to-device copy bandwidth at each size, the figure to hold the bus bandwidth
 // against, is printed before the tables. The results are copied back to the host to be checked.)
@@ -33,6 +37,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -51,6 +56,7 @@
 #include "collectives/hierarchical_communicator.h"
 #include "collectives/neighbour_caches.h"
 #include "collectives/mpi_check.h"
+#include "collectives/tuned_communicator.h"
 #include "src/bench/bench_device.h"
 #include "src/common/physical_memory.h"
 #include "src/common/startup_errors.h"
@@ -115,6 +121,13 @@ struct Options {
   std::string device = "cpu";
   double progressSeconds = 10;  // rank 0's stderr says k of n at most this often; 0: every size
   int testWrongRank = -1;       // test hook: this rank spoils one element of every checked result
+  // --autotune (not --tune, which Open MPI's mpirun takes for itself): measure the tuned
+  // backend's algorithms and write its table instead of the tables.
+  bool tune = false;
+  std::string tuneOut = "allreduce_tuning.json";
+  int tuneRounds = 3;
+  double tuneMargin =
+      0.05;  // a size keeps the last size's choice unless another is this much faster
 };
 
 // "8", "64K", "1.5M", "1G", "256MB": nccl-tests' sizes (K, M, G are binary multiples, either
@@ -243,6 +256,16 @@ po::options_description ringtrainOptions(Options& o, OptionText& text) {
       "); cuda: cudaMalloc'd buffers on GPU local_rank % devices (backends " +
       collectives::joinNames(collectives::deviceBackends()) + "; default nccl)";
   add("device", po::value(&o.device)->default_value(o.device), device.c_str());
+  add("tuning-file", po::value(&o.communicator.tuningFile),
+      "tuned: the tuning table to use (default: the built-in one)");
+  add("autotune", po::bool_switch(&o.tune),
+      "instead of the tables: time every algorithm of the tuned backend at every size (the first "
+      "-d and -o) and write the fastest per size to --tune-out");
+  add("tune-out", po::value(&o.tuneOut)->default_value(o.tuneOut), "--autotune: the table's file");
+  add("tune-rounds", po::value(&o.tuneRounds)->default_value(o.tuneRounds),
+      "--autotune: interleaved rounds per size (the median counts)");
+  add("tune-margin", po::value(&o.tuneMargin)->default_value(o.tuneMargin),
+      "--autotune: a size keeps the previous size's algorithm unless another is this share faster");
   return description;
 }
 
@@ -328,6 +351,9 @@ std::optional<std::string> checkRanges(const Options& o) {
   if (o.progressSeconds < 0) return "--progress-seconds must be 0 or more";
   if (o.communicator.ringPipelineDepth < 1) return "--ring-depth must be at least 1";
   if (o.communicator.test.ranksPerNode < 0) return "--ranks-per-node must be 0 or more";
+  if (o.tuneRounds < 1 || o.tuneMargin < 0)
+    return "--tune-rounds must be at least 1 and --tune-margin at least 0";
+  if (o.tune && o.device != "cpu") return "--autotune: host buffers only (--device cpu)";
   return unsupportedRequest(o);
 }
 
@@ -799,17 +825,35 @@ Gpu chooseGpu(const collectives::MpiEnvironment& env, const Options& o) {
   return gpu;
 }
 
-// One communicator per table; a ring-net<size> table is the ring with those network chunks.
+// One communicator per table; a ring-net<size> table is the ring with those network chunks. A
+// tuning file auto refuses (the same on every rank) ends the job on every rank.
 std::vector<std::unique_ptr<Communicator>> makeCommunicators(const Options& o) {
   std::vector<std::unique_ptr<Communicator>> comms;
-  for (const auto& label : o.backends) {
-    collectives::CommunicatorOptions options = o.communicator;
-    const auto variant = o.ringNetworkVariants.find(label);
-    if (variant != o.ringNetworkVariants.end()) options.ringNetworkChunkBytes = variant->second;
-    const std::string backend = variant != o.ringNetworkVariants.end() ? "ring" : label;
-    comms.push_back(collectives::makeCommunicator(backend, MPI_COMM_WORLD, options));
+  std::optional<std::string> error;
+  try {
+    for (const auto& label : o.backends) {
+      collectives::CommunicatorOptions options = o.communicator;
+      const auto variant = o.ringNetworkVariants.find(label);
+      if (variant != o.ringNetworkVariants.end()) options.ringNetworkChunkBytes = variant->second;
+      const std::string backend = variant != o.ringNetworkVariants.end() ? "ring" : label;
+      comms.push_back(collectives::makeCommunicator(backend, MPI_COMM_WORLD, options));
+    }
+  } catch (const std::invalid_argument& e) {
+    error = e.what();
   }
+  exitEverywhereOnError(error);
   return comms;
+}
+
+// The tuned backend's table, printed by rank 0 and kept in the JSON.
+void describeAuto(const std::vector<std::unique_ptr<Communicator>>& comms, nlohmann::json& json,
+                  bool root) {
+  for (const auto& comm : comms) {
+    const auto* tuned = dynamic_cast<const collectives::TunedCommunicator*>(&*comm);
+    if (tuned == nullptr) continue;
+    json["tuned"] = nlohmann::json::parse(tuningTableText(tuned->table()));
+    if (root) std::cout << "#  tuned: " << summary(tuned->table()) << "\n";
+  }
 }
 
 // The JSON document's description of the run; the results join it at the end.
@@ -888,7 +932,11 @@ void printRunHeader(const Options& o, const nlohmann::json& json) {
       "{} in flight\n",
       o.communicator.ringSmallMessageBytes, o.communicator.ringChunkBytes,
       o.communicator.ringNetworkChunkBytes, o.communicator.ringPipelineDepth);
-  std::cout << "#  backends (one table each): " << joinNames(o.backends, ", ") << "\n";
+  if (o.tune)
+    std::cout << "#  --autotune: every tuned algorithm per size, the table to " << o.tuneOut
+              << "\n";
+  else
+    std::cout << "#  backends (one table each): " << joinNames(o.backends, ", ") << "\n";
 }
 
 // The nodes the hierarchical backend found (or was told to simulate): into the JSON, and rank 0
@@ -1187,6 +1235,155 @@ std::vector<Case> makeCases(const Options& o, const Collective& collective, int 
   return cases;
 }
 
+// ---- --autotune: the tuned backend's table ---------------------------------------------------
+using collectives::AllreduceAlgorithm;
+
+// One algorithm of the tuned backend, alone at every size it can take.
+struct TuneCandidate {
+  AllreduceAlgorithm algorithm;
+  std::unique_ptr<Communicator> comm;
+  bool takes(std::size_t bytes) const {
+    return algorithm != AllreduceAlgorithm::kRecursiveDoubling ||
+           bytes <= collectives::kMaxRecursiveDoublingBytes;
+  }
+};
+
+// Every algorithm, but the hierarchical one only across nodes (on one node it is the ring in two
+// passes).
+std::vector<TuneCandidate> tuneCandidates(const Options& o, const collectives::RankLayout& layout) {
+  std::vector<TuneCandidate> candidates;
+  for (const auto& [algorithm, label] : collectives::kAllreduceAlgorithmNames) {
+    if (algorithm == AllreduceAlgorithm::kHierarchical && layout.oneNode()) continue;
+    candidates.push_back(
+        {algorithm, std::make_unique<collectives::TunedCommunicator>(
+                        MPI_COMM_WORLD, o.communicator, singleAlgorithmTable(layout, algorithm))});
+  }
+  return candidates;
+}
+
+// The median of `times` (infinity for none).
+double median(std::vector<double> times) {
+  if (times.empty()) return HUGE_VAL;
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+// One size's median times per call (us) of every candidate, in place and out of place;
+// infinity where a candidate does not take the size.
+struct SizeTimes {
+  std::vector<double> inPlace, outOfPlace;
+};
+
+// One size, --tune-rounds rounds, each running every candidate once (interleaved). Adds the
+// wrong values of the checked calls to `wrong`.
+SizeTimes tuneSize(const Bench& bench, const std::vector<TuneCandidate>& candidates, const Case& c,
+                   std::size_t count, std::uint64_t& wrong) {
+  std::vector<std::vector<double>> inPlace(candidates.size()), outOfPlace(candidates.size());
+  for (int round = 0; round < bench.options.tuneRounds; ++round) {
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      if (!candidates[i].takes(count * sizeOf(c.type))) continue;
+      const Measurement out = measure(bench, *candidates[i].comm, c, count, false);
+      const Measurement in = measure(bench, *candidates[i].comm, c, count, true);
+      outOfPlace[i].push_back(out.timeUs);
+      inPlace[i].push_back(in.timeUs);
+      wrong += static_cast<std::uint64_t>(std::max<std::int64_t>(out.wrong, 0) +
+                                          std::max<std::int64_t>(in.wrong, 0));
+    }
+  }
+  SizeTimes times;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    times.inPlace.push_back(median(inPlace[i]));
+    times.outOfPlace.push_back(median(outOfPlace[i]));
+  }
+  return times;
+}
+
+// The fastest candidate, unless `previous` (the last size's choice, -1 for none) is within
+// --tune-margin of it: boundaries move only for a real difference, not for noise.
+std::size_t pickCandidate(const std::vector<double>& times, int previous, double margin) {
+  const auto best =
+      static_cast<std::size_t>(std::min_element(times.begin(), times.end()) - times.begin());
+  if (previous >= 0 && times[static_cast<std::size_t>(previous)] <= times[best] * (1 + margin))
+    return static_cast<std::size_t>(previous);
+  return best;
+}
+
+// Adjacent sizes with one algorithm become one rule; the last rule holds every larger size,
+// except recursive doubling, which stops at the largest size measured (the ring takes the rest).
+std::vector<collectives::TuningRule> mergeRules(
+    const std::vector<std::pair<std::size_t, AllreduceAlgorithm>>& choices) {
+  std::vector<collectives::TuningRule> rules;
+  for (const auto& [bytes, algorithm] : choices) {
+    if (!rules.empty() && rules.back().algorithm == algorithm)
+      rules.back().maxBytes = bytes;
+    else
+      rules.push_back({bytes, algorithm});
+  }
+  const std::size_t unbounded = std::numeric_limits<std::size_t>::max();
+  if (rules.back().algorithm == AllreduceAlgorithm::kRecursiveDoubling)
+    rules.push_back({unbounded, AllreduceAlgorithm::kRing});
+  rules.back().maxBytes = unbounded;
+  return rules;
+}
+
+void printTuneHeader(const std::vector<TuneCandidate>& candidates) {
+  std::cout << "#\n# tune: median us per call, in place (which decides) / out of place\n"
+            << fmt::format("# {:>10}", "size (B)");
+  for (const auto& candidate : candidates)
+    std::cout << fmt::format(" {:>22}", name(candidate.algorithm));
+  std::cout << fmt::format(" {:>18}\n", "chosen");
+}
+
+void printTuneRow(std::size_t bytes, const SizeTimes& times, const std::string& chosen) {
+  std::cout << fmt::format("{:>12}", bytes);
+  for (std::size_t i = 0; i < times.inPlace.size(); ++i) {
+    const std::string cell =
+        std::isinf(times.inPlace[i])
+            ? "-"
+            : fmt::format("{:.2f} / {:.2f}", times.inPlace[i], times.outOfPlace[i]);
+    std::cout << fmt::format(" {:>22}", cell);
+  }
+  std::cout << fmt::format(" {:>18}\n", chosen) << std::flush;
+}
+
+// Times every candidate at every size, picks one per size, and has rank 0 write the table to
+// --tune-out (and the times to --json). Returns the wrong values found by the checked calls.
+std::uint64_t tune(const Bench& bench, const Case& c, nlohmann::json& json, bool root) {
+  const Options& o = bench.options;
+  const collectives::RankLayout layout =
+      collectives::rankLayoutOf(MPI_COMM_WORLD, o.communicator.test.ranksPerNode);
+  const std::vector<TuneCandidate> candidates = tuneCandidates(o, layout);
+  if (root) printTuneHeader(candidates);
+  std::vector<std::pair<std::size_t, AllreduceAlgorithm>> choices;
+  std::uint64_t wrong = 0;
+  int previous = -1;
+  for (const std::size_t size : sweepSizes(o)) {
+    const std::size_t count = size / sizeOf(c.type);
+    // In place decides: the trainer reduces its gradient buckets in place.
+    const SizeTimes times = tuneSize(bench, candidates, c, count, wrong);
+    previous = static_cast<int>(pickCandidate(times.inPlace, previous, o.tuneMargin));
+    const AllreduceAlgorithm chosen = candidates[static_cast<std::size_t>(previous)].algorithm;
+    choices.emplace_back(count * sizeOf(c.type), chosen);
+    if (root) printTuneRow(count * sizeOf(c.type), times, std::string(name(chosen)));
+    nlohmann::json row{{"bytes", count * sizeOf(c.type)}, {"chosen", name(chosen)}};
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      if (std::isinf(times.inPlace[i])) continue;
+      const std::string algorithm(name(candidates[i].algorithm));
+      row["in_place_us"][algorithm] = times.inPlace[i];
+      row["out_of_place_us"][algorithm] = times.outOfPlace[i];
+    }
+    json["tune"].push_back(row);
+  }
+  const collectives::TuningTable table{layout, collectives::cpuModel(),
+                                       collectives::ringtrainBuild(), mergeRules(choices)};
+  json["tuning_table"] = nlohmann::json::parse(tuningTableText(table));
+  if (root) {
+    writeTuningFile(o.tuneOut, table);
+    std::cout << "# tune: wrote " << o.tuneOut << ": " << summary(table) << "\n";
+  }
+  return wrong;
+}
+
 int run(int argc, char** argv) {
   collectives::MpiEnvironment env(&argc, &argv);
   Options o;
@@ -1195,12 +1392,13 @@ int run(int argc, char** argv) {
   const bool root = env.worldRank() == 0;
   const bool onDevice = o.device == "cuda";
   const Gpu gpu = onDevice ? chooseGpu(env, o) : Gpu{};
-  const auto comms = makeCommunicators(o);
+  const auto comms = o.tune ? std::vector<std::unique_ptr<Communicator>>{} : makeCommunicators(o);
 
   nlohmann::json json = describeRun(env, o, collective, gpu);
   printNcclTestsHeader(env, o, gpu);
   if (root) printRunHeader(o, json);
   describeHierarchical(comms, o, json, root);
+  describeAuto(comms, json, root);
   const double memoryBytesPerSecond = o.memoryBandwidth ? reportMemoryBandwidth(json, root) : 0;
 
   // One allocation of the largest size, for every size, case and backend.
@@ -1209,6 +1407,11 @@ int run(int argc, char** argv) {
   const std::vector<Case> cases = makeCases(o, collective, env.worldRank(), env.worldSize());
   const auto copyGbps =
       onDevice ? measureDeviceCopies(buffers, o, root) : std::map<std::size_t, double>{};
+  if (o.tune) {
+    const std::uint64_t wrong = tune(bench, cases.front(), json, root);
+    if (root && !o.jsonPath.empty() && !writeJson(o.jsonPath, json)) return 1;
+    return wrong == 0 ? 0 : 1;
+  }
   Progress progress(comms.size() * cases.size() * sweepSizes(o).size(), o.progressSeconds, root);
   json["results"] = nlohmann::json::array();
   collectives::NeighbourCacheProbe lineProbe(MPI_COMM_WORLD, collectives::WaitMode::kSpin);

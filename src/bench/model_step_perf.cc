@@ -18,13 +18,19 @@
 // momentum update of the parameters, and wait for the loss (one synchronisation per step).
 //
 // Each configuration runs --repeats rounds of at least --seconds each and prints the median
-// and the best round; GFLOP/s counts the matrix products only.
+// and the best round; GFLOP/s counts the matrix products only. The JSON adds the median CPU time
+// per step of the process (median_cpu_ms), which leaves out other processes' turns on the core.
+//
+// --layer-times (cpu) adds, after each model's rows, one more round that times every layer's
+// forward and backward through the model's layer observer: ms per step and share of the step,
+// in the thread's CPU time, which leaves out the time other processes held the core.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdint>
+#include <ctime>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -65,6 +71,7 @@ struct Options {
   Index gptBatch = 8;
   Index gemm = 1024;  // 0: no bare product rows
   std::string json;   // "" : no JSON
+  bool layerTimes = false;
 };
 
 // The comma-separated items of `text`, empty ones skipped.
@@ -90,6 +97,7 @@ std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool&
       "vocab", po::value(&o.gpt.vocabulary)->default_value(o.gpt.vocabulary), "gpt: vocabulary")(
       "gemm", po::value(&o.gemm)->default_value(o.gemm), "size N of the bare N^3 product rows")(
       "json", po::value(&o.json), "also write each row as a JSON line to this file")(
+      "layer-times", po::bool_switch(&o.layerTimes), "also time each layer (cpu)")(
       "seconds", po::value(&o.seconds)->default_value(o.seconds), "least time per round")(
       "repeats", po::value(&o.repeats)->default_value(o.repeats), "timed rounds")(
       "device", po::value(&o.device)->default_value(o.device), "cpu, or cuda (GPU builds)")(
@@ -134,7 +142,24 @@ std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool&
 struct Timing {
   double medianSeconds = 0;  // per step
   double bestSeconds = 0;
+  // The process's CPU time per step, median over the rounds: what the step cost when other
+  // processes share the core (the wall times then count their turns too).
+  double medianCpuSeconds = 0;
 };
+
+// The calling thread's CPU time in seconds.
+double threadSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// The process's CPU time in seconds, all its threads.
+double processSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
 
 // Runs each of `variants` in rounds of at least `seconds`, the variants' rounds interleaved, and
 // returns each one's median and best time per step.
@@ -144,10 +169,11 @@ std::vector<Timing> timeInterleaved(const std::vector<std::function<void()>>& va
   for (const auto& step : variants)
     for (int i = 0; i < 3; ++i)
       step();  // warm-up: first-touch of buffers, caches, the CPU's clock
-  std::vector<std::vector<double>> perStep(variants.size());
+  std::vector<std::vector<double>> perStep(variants.size()), cpuPerStep(variants.size());
   for (int r = 0; r < o.repeats; ++r) {
     for (std::size_t v = 0; v < variants.size(); ++v) {
       const auto start = Clock::now();
+      const double cpuStart = processSeconds();
       std::int64_t steps = 0;
       double elapsed = 0;
       do {
@@ -156,12 +182,16 @@ std::vector<Timing> timeInterleaved(const std::vector<std::function<void()>>& va
         elapsed = std::chrono::duration<double>(Clock::now() - start).count();
       } while (elapsed < o.seconds);
       perStep[v].push_back(elapsed / static_cast<double>(steps));
+      cpuPerStep[v].push_back((processSeconds() - cpuStart) / static_cast<double>(steps));
     }
   }
   std::vector<Timing> timings;
-  for (std::vector<double>& times : perStep) {
-    std::sort(times.begin(), times.end());
-    timings.push_back({times[times.size() / 2], times.front()});
+  for (std::size_t v = 0; v < variants.size(); ++v) {
+    std::sort(perStep[v].begin(), perStep[v].end());
+    std::sort(cpuPerStep[v].begin(), cpuPerStep[v].end());
+    timings.push_back({.medianSeconds = perStep[v][perStep[v].size() / 2],
+                       .bestSeconds = perStep[v].front(),
+                       .medianCpuSeconds = cpuPerStep[v][cpuPerStep[v].size() / 2]});
   }
   return timings;
 }
@@ -198,9 +228,10 @@ class Report {
     if (json_.is_open()) {
       json_ << fmt::format(
           "{{\"what\": \"{}\", \"precision\": \"{}\", \"batch\": {}, \"params\": {}, "
-          "\"median_ms\": {:.4f}, \"best_ms\": {:.4f}, \"gflops\": {:.2f}}}\n",
+          "\"median_ms\": {:.4f}, \"best_ms\": {:.4f}, \"gflops\": {:.2f}, "
+          "\"median_cpu_ms\": {:.4f}}}\n",
           what, precisionName(precision), batch, params, t.medianSeconds * 1e3, t.bestSeconds * 1e3,
-          gflops);
+          gflops, t.medianCpuSeconds * 1e3);
     }
   }
 
@@ -247,6 +278,42 @@ std::vector<Timing> timeModel(models::Model<float>& model, const SyntheticBatch&
     });
   }
   return timeInterleaved(variants, o);
+}
+
+// One more round of `model`'s step (forward, backward on `batch`, in the first --precision) with
+// every layer's forward and backward timed; prints ms per step and share of the layers' total.
+void reportLayerTimes(models::Model<float>& model, const models::Batch<float>& batch,
+                      const Options& o) {
+  models::setMatrixPrecision(o.precisions.front());
+  const auto layers = static_cast<std::size_t>(model.layerCount());
+  std::vector<double> forward(layers), backward(layers);
+  double began = 0;
+  model.setLayerObserver([&](int layer, models::LayerPhase phase, bool begins) {
+    if (begins) {
+      began = threadSeconds();
+      return;
+    }
+    const double seconds = threadSeconds() - began;
+    (phase == models::LayerPhase::kForward ? forward : backward)[std::size_t(layer)] += seconds;
+  });
+  std::int64_t steps = 0;
+  for (const double start = threadSeconds(); threadSeconds() - start < o.seconds; ++steps) {
+    model.forward(batch);
+    model.backward();
+  }
+  model.setLayerObserver({});
+  double total = 0;
+  for (std::size_t i = 0; i < layers; ++i)
+    total += forward[i] + backward[i];
+  fmt::print("  {:<12} {:<11} {:>12} {:>13} {:>7}\n", "layer", "kind", "forward ms", "backward ms",
+             "share");
+  for (std::size_t i = 0; i < layers; ++i) {
+    const models::Layer<float>& layer = model.layer(static_cast<int>(i));
+    const double n = static_cast<double>(steps);
+    fmt::print("  {:<12} {:<11} {:>12.3f} {:>13.3f} {:>6.1f}%\n", layer.name(), layer.kind(),
+               forward[i] / n * 1e3, backward[i] / n * 1e3,
+               100 * (forward[i] + backward[i]) / total);
+  }
 }
 
 // The bare product C = A B of N x N matrices through models::product in each precision.
@@ -383,6 +450,7 @@ int run(const Options& o) {
     const std::vector<Timing> steps = timeModel(model, data, batch, o);
     for (std::size_t v = 0; v < steps.size(); ++v)
       report.row(label + " step", o.precisions[v], batch, model.parameterCount(), flops, steps[v]);
+    if (o.layerTimes) reportLayerTimes(model, {data.inputs, data.labels, {}}, o);
     if (name == "mlp" && o.precisions.front() == models::Precision::kFloat32) {
       std::vector<Index> widths{spec.input.size()};
       widths.insert(widths.end(), o.hidden.begin(), o.hidden.end());

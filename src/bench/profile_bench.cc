@@ -91,6 +91,7 @@ std::optional<BenchConfig> settledConfig(int argc, char** argv, collectives::Mpi
   if (const std::string* refusal = std::get_if<std::string>(&choice)) error = *refusal;
   exitEverywhereOnError(error);
   config.engine.backend = std::get<DeviceChoice>(choice).backend;
+  exitEverywhereOnError(settleTuningFile(config.engine, env.world()));
   // Rank 0 writes --json at the end: a folder that is not there stops the job now, not then.
   const std::filesystem::path folder = std::filesystem::path(config.json).parent_path();
   std::error_code ec;

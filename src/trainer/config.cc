@@ -139,7 +139,8 @@ po::options_description runOptions(TrainConfig& c, RawOptions& raw) {
 void addExchangeOptions(po::options_description& engine, TrainConfig& c, RawOptions& raw) {
   // clang-format off
   engine.add_options()
-      ("backend", po::value(&raw.backend)->default_value(raw.backend), choicesHelp(backendChoices(), "how gradients are averaged; auto: shm where every rank shares one node (cpu), ring across nodes, nccl on cuda; mpi, ring, hierarchical, shm average host buffers, nccl GPU buffers").c_str())
+      ("backend", po::value(&raw.backend)->default_value(raw.backend), choicesHelp(backendChoices(), "how gradients are averaged; auto: shm where every rank shares one node (cpu), tuned across nodes, nccl on cuda; mpi, ring, tuned (each all-reduce's algorithm by its size, from --tuning-file), hierarchical, shm average host buffers, nccl GPU buffers").c_str())
+      ("tuning-file", po::value(&c.tuningFile), "tuned backend: the table allreduce_perf --autotune wrote for this job's ranks (default: the built-in one; a table of other ranks or another CPU is ignored with a warning)")
       ("overlap", po::value(&raw.overlap)->default_value(raw.overlap), "on | off: average gradients while backward still runs")
       ("fusion-threshold", po::value(&raw.fusionThreshold)->default_value(raw.fusionThreshold), "largest gradient bucket (bytes; 64K, 8M, ...)")
       ("compression", po::value(&raw.compression)->default_value(raw.compression), choicesHelp(engine::kCompressionNames, "gradients cross the wire in 16 bits (ring, mpi, hierarchical)").c_str())
@@ -645,6 +646,7 @@ engine::ExchangeOptions exchangeOptions(const TrainConfig& c) {
   options.overlap = c.overlap;
   options.compression = c.compression;
   options.stallTimeoutSeconds = c.stallTimeoutSeconds;
+  options.tuningFile = c.tuningFile;
   options.test.stallRank = c.test.stallRank;
   options.test.stallCollective = c.test.stallCollective;
   options.test.stallSeconds = c.test.stallSeconds;

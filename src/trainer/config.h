@@ -144,6 +144,7 @@ struct TrainConfig {
   int expectWorldSize = 0;  // > 0: refuse to run unless the job has exactly this many ranks
   bool overlap = true;      // average gradients while backward runs
   std::size_t fusionThresholdBytes = engine::kDefaultFusionThresholdBytes;  // largest bucket
+  std::string tuningFile;  // tuned backend: its table ("": the built-in one)
   engine::Compression compression = engine::Compression::kNone;
   double stallTimeoutSeconds = engine::kDefaultStallTimeoutSeconds;  // 0: never
   CheckFinite checkFinite = CheckFinite::kOff;

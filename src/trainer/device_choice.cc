@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "collectives/allreduce_tuning.h"
 #include "collectives/mpi_check.h"
 #include "models/matrix_products.h"
 #include "src/trainer/gpu_replica.h"
@@ -34,21 +35,35 @@ std::string whyNotGpus(const DeviceFacts& facts) {
 
 }  // namespace
 
+std::optional<std::string> settleTuningFile(TrainConfig& config, MPI_Comm comm) {
+  if (config.tuningFile.empty() || config.backend != engine::ExchangeBackend::kTuned)
+    return std::nullopt;
+  const collectives::RankLayout layout = collectives::rankLayoutOf(comm, 0);
+  try {
+    if (collectives::agreedTuningTable(comm, layout, config.tuningFile) ==
+        collectives::builtinTuningTable(layout))
+      config.tuningFile.clear();
+  } catch (const std::invalid_argument& e) {
+    return "--tuning-file: " + std::string(e.what());
+  }
+  return std::nullopt;
+}
+
 engine::ExchangeBackend gradientBackend(const TrainConfig& config) {
   if (config.backend) return *config.backend;
   return config.device == Device::kCuda ? engine::ExchangeBackend::kNccl
-                                        : engine::ExchangeBackend::kRing;
+                                        : engine::ExchangeBackend::kTuned;
 }
 
 namespace {
 
 // --backend auto on the host: shared memory where every rank shares one node (no messages at
-// all), unless compression asks for messages to compress; the ring otherwise.
+// all), unless compression asks for messages to compress; the tuned communicator otherwise.
 engine::ExchangeBackend hostBackend(const TrainConfig& config, const DeviceFacts& facts) {
   if (config.backend) return *config.backend;
   return facts.sharedNode() && config.compression == engine::Compression::kNone
              ? engine::ExchangeBackend::kShm
-             : engine::ExchangeBackend::kRing;
+             : engine::ExchangeBackend::kTuned;
 }
 
 }  // namespace
@@ -96,7 +111,7 @@ std::variant<DeviceChoice, std::string> chooseDevice(const TrainConfig& config,
         "--backend " + std::string(engine::name(*config.backend)) + " averages host buffers"};
   }
   if (config.compression != engine::Compression::kNone) {
-    return DeviceChoice{Device::kCpu, engine::ExchangeBackend::kRing,
+    return DeviceChoice{Device::kCpu, engine::ExchangeBackend::kTuned,
                         "--compression " + std::string(engine::name(config.compression)) +
                             " runs on the host only"};
   }

@@ -123,7 +123,8 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
       test_(test),
       environment_(environment),
       control_(collectives::makeCommunicator(engine::controlBackend(gradientBackend(config)),
-                                             environment.comm)),
+                                             environment.comm,
+                                             engine::controlOptions(exchangeOptions(config)))),
       log_(environment.log && control_->rank() == 0),
       model_(allocateModel(config, modelSpecFor(config, train))),
       sampler_(samplerOptions(config, train.size(), *control_)) {
@@ -343,13 +344,18 @@ std::string Trainer::firstNonFiniteIn(const engine::GradientBucket& b) const {
   if (at < 0) return "";
   const std::size_t element = b.offset + static_cast<std::size_t>(at);
   const float value = gpu_ ? gpu_->averagedValue(element) : buffers_.averaged[element];
+  const auto [tensor, index] = parameterAt(element);
+  return tensor.empty() ? fmt::format("the averaged gradient holds {} (element {})", value, index)
+                        : fmt::format("the averaged gradient of {} holds {} (element {})", tensor,
+                                      value, index);
+}
+
+std::pair<std::string, std::size_t> Trainer::parameterAt(std::size_t element) const {
   for (const models::ParameterEntry& entry : model_.parameterTable()) {
-    if (element >= entry.offset && element < entry.offset + entry.count) {
-      return fmt::format("the averaged gradient of {} holds {} (element {})", entry.name, value,
-                         element - entry.offset);
-    }
+    if (element >= entry.offset && element < entry.offset + entry.count)
+      return {entry.name, element - entry.offset};
   }
-  return fmt::format("the averaged gradient holds {} (element {})", value, element);
+  return {"", element};
 }
 
 std::string Trainer::averageAndUpdate(std::int64_t step, double& optimizerSeconds) {
@@ -443,10 +449,13 @@ std::int64_t Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
   summary.reduceSeconds += exchange_->lastReduceSeconds();
   summary.optimizerSeconds += optimizerSeconds;
   summary.trainingSeconds += secondsBetween(start, finished);
-  windowLoss_ += result.lossSum;
-  windowSamples_ += result.samples;
-  windowCorrect_ += result.correct;
-  windowPredictions_ += result.predictions;
+  // A skipped step's loss (of a batch that made the gradients non-finite) is not the model's.
+  if (problem.empty()) {
+    windowLoss_ += result.lossSum;
+    windowSamples_ += result.samples;
+    windowCorrect_ += result.correct;
+    windowPredictions_ += result.predictions;
+  }
   return samples;
 }
 
@@ -661,9 +670,9 @@ void Trainer::continueAt(const ResumePoint& point) {
 void Trainer::saveCheckpoint(std::int64_t step, TrainingSummary& summary) {
   failIfAsked(FailurePoint::kCheckpoint, step - 1);
   lastCheckpointStep_ = step;
+  stopIfParametersDiverged(step);  // downloads a GPU's parameters on rank 0
   if (control_->rank() != 0 || config_.checkpointDir.empty()) return;
   const std::int64_t start = collectives::steadyNowNs();
-  downloadFromGpu();
   storage::CheckpointWriteResult written;
   try {
     written = storage::writeCheckpoint(
@@ -738,6 +747,7 @@ void Trainer::evaluateAndLog(std::int64_t step, TrainingSummary& summary) {
   summary.lastEvaluation = evaluate(/*whole=*/step == plannedSteps_);
   const std::int64_t epoch = sampler_.position().epoch;  // epochs completed
   const models::BatchResult& result = summary.lastEvaluation;
+  stopIfDiverged("the test loss", result.meanLoss(), step);
   if (tokensPerSample() > 0) {
     log(fmt::format("Validation loss at step {}: {:.4f}  (perplexity {:.1f}, token accuracy {:.4f}, "
                     "epoch {}, {} sequences)",
@@ -763,6 +773,7 @@ void Trainer::logTrainingWindow(std::int64_t done, std::int64_t epoch, TrainingS
                                   static_cast<double>(windowPredictions_)};
   control_->allreduce(std::span<double>(window), collectives::ReduceOp::kSum);
   summary.lastTrainingLoss = window[1] > 0 ? window[0] / window[1] : 0;
+  stopIfDiverged("the training loss", summary.lastTrainingLoss, done);
   const double rate = window[1] / std::max(windowSeconds_, 1e-9);
   const double lr = learningRateAt(schedule_, done - 1);
   Progress progress;
@@ -780,6 +791,10 @@ void Trainer::logTrainingWindow(std::int64_t done, std::int64_t epoch, TrainingS
   progress.ranks = control_->size();
   progress.elapsedSeconds = secondsBetween(runStartNs_, collectives::steadyNowNs());
   log(progressLine(progress));
+  if (log_ && window[1] > 0) {
+    const auto warning = lossWatch_->observe(done - windowSteps_, done, summary.lastTrainingLoss);
+    if (warning) collectives::logLine(collectives::LogLevel::kWarn, *warning);
+  }
   const double reduceMs = 1e3 * windowReduceSeconds_ / static_cast<double>(windowSteps_);
   // This rank's own pace: the slow rank of a job is the one whose steps take longest.
   debug([&] {
@@ -809,6 +824,32 @@ void Trainer::logTrainingWindow(std::int64_t done, std::int64_t epoch, TrainingS
   windowSeconds_ = 0;
   windowReduceSeconds_ = 0;
   windowSteps_ = 0;
+}
+
+void Trainer::stopIfDiverged(std::string_view what, double loss, std::int64_t step) const {
+  if (!std::isfinite(loss))
+    throw TrainingStopped(divergenceMessage(what, loss, step, config_.learningRate));
+}
+
+void Trainer::stopIfParametersDiverged(std::int64_t step) {
+  // The first non-finite parameter and its value, from rank 0.
+  std::array<std::int64_t, 2> found = {-1, 0};
+  if (control_->rank() == 0 && !config_.checkpointDir.empty()) {
+    downloadFromGpu();
+    const std::span<const float> parameters = model_.parameters();
+    found[0] = firstNonFinite(parameters.data(), parameters.size());
+    if (found[0] >= 0) {
+      found[1] = std::bit_cast<std::int64_t>(
+          static_cast<double>(parameters[static_cast<std::size_t>(found[0])]));
+    }
+  }
+  control_->broadcast(std::span<std::int64_t>(found), 0);
+  if (found[0] < 0) return;
+  const auto [tensor, index] = parameterAt(static_cast<std::size_t>(found[0]));
+  throw TrainingStopped(divergenceMessage(fmt::format("parameter {}[{}]", tensor, index),
+                                          std::bit_cast<double>(found[1]), step,
+                                          config_.learningRate) +
+                        "; its checkpoint is not written");
 }
 
 bool Trainer::stopAgreed(std::int64_t done, TrainingSummary& summary) {
@@ -854,6 +895,8 @@ TrainingSummary Trainer::run() {
   logStart();
   std::int64_t samplesTrained = 0;
   if (environment_.stopRequested) stopAgreement_.emplace(environment_.comm);
+  lossWatch_.emplace(train_.classes(), std::max(firstStep_, config_.warmupSteps),
+                     config_.learningRate);
   std::int64_t step = firstStep_;
   while (step < plannedSteps_) {
     const data::SamplerPosition at = sampler_.position();

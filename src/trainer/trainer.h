@@ -21,6 +21,8 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <mpi.h>
@@ -38,6 +40,7 @@
 #include "src/trainer/consistency_check.h"
 #include "src/trainer/gpu_replica.h"
 #include "src/trainer/gradient_accumulator.h"
+#include "src/trainer/loss_watch.h"
 #include "src/trainer/lr_schedule.h"
 #include "src/trainer/optimizer.h"
 #include "src/trainer/stop_agreement.h"
@@ -46,7 +49,8 @@
 
 namespace ringtrain {
 
-// Thrown on every rank, with the same text, when training must stop (--check-finite stop).
+// Thrown on every rank, with the same text, when training must stop: --check-finite stop, or a
+// diverged run (a non-finite loss or parameters, loss_watch.h).
 class TrainingStopped : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -169,11 +173,18 @@ class Trainer {
   // The first non-finite averaged value in `bucket`, as "the averaged gradient of fc1.weight
   // holds nan (element 3)", or "" when every value is finite.
   std::string firstNonFiniteIn(const engine::GradientBucket& bucket) const;
+  // The tensor holding element `element` of the flat parameter buffer and the index in it.
+  std::pair<std::string, std::size_t> parameterAt(std::size_t element) const;
 
   // run()'s steps.
   void logStart() const;
   void logTrainingWindow(std::int64_t done, std::int64_t epoch, TrainingSummary& summary);
   void evaluateAndLog(std::int64_t step, TrainingSummary& summary);
+  // Throws TrainingStopped when `loss`, the same on every rank, is NaN or infinite.
+  void stopIfDiverged(std::string_view what, double loss, std::int64_t step) const;
+  // Collective: throws TrainingStopped on every rank when rank 0's parameters (which every
+  // rank shares) hold a NaN or infinity, before a checkpoint of them is written.
+  void stopIfParametersDiverged(std::int64_t step);
   // Whether every rank agrees to stop after step `done` (SIGTERM on any rank).
   bool stopAgreed(std::int64_t done, TrainingSummary& summary);
   void finishSummary(std::int64_t step, std::int64_t samplesTrained, std::int64_t wallStart,
@@ -240,9 +251,9 @@ class Trainer {
   std::int64_t windowSteps_ = 0;
   double windowSeconds_ = 0;
   double windowReduceSeconds_ = 0;
-  std::optional<StopAgreement> stopAgreement_;
-  std::int64_t runStartNs_ = 0;  // when run() started, for the progress line  // during run(), with
-                                 // environment.stopRequested
+  std::optional<StopAgreement> stopAgreement_;  // during run(), with environment.stopRequested
+  std::optional<LossWatch> lossWatch_;          // during run(): the chance-level warning
+  std::int64_t runStartNs_ = 0;                 // when run() started, for the progress line
 };
 
 // The model spec of a configuration and the data it trains on.

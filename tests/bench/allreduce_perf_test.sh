@@ -126,7 +126,7 @@ expect "factor and step" "--stepbytes and --stepfactor: give one of them" -f 2 -
 expect "zero step" "--stepbytes 0: must be at least 1" -i 0
 expect "too many sizes" "--stepbytes 8: more than 10000 sizes" -b 8 -e 1M -i 8
 expect "not a size" "--maxbytes: '12Q' is not a size" -e 12Q
-expect "unknown backend" "--backends: unknown backend 'foo' \(known: mpi, ring, hierarchical" --backends foo
+expect "unknown backend" "--backends: unknown backend 'foo' \(known: mpi, ring, tuned, hierarchical" --backends foo
 expect "unknown datatype" "--datatype: 'int8' is not one of int32, int64, half, float, double, bfloat16, all" -d int8
 expect "unknown op" "--op: 'prod' is not one of sum, max, min, avg, all" -o prod
 expect "beyond memory" "--maxbytes [0-9]+: the send and receive buffers need .* GiB on each of the 2 rank\(s\) on this node, but the machine has .* GiB of memory" -e 4096G

@@ -81,7 +81,8 @@ TEST_P(ExchangeFactoryTest, AveragesThroughTheBuffersItHandsOut) {
 
 INSTANTIATE_TEST_SUITE_P(HostBackends, ExchangeFactoryTest,
                          ::testing::Values(ExchangeBackend::kMpi, ExchangeBackend::kRing,
-                                           ExchangeBackend::kHierarchical, ExchangeBackend::kShm),
+                                           ExchangeBackend::kTuned, ExchangeBackend::kHierarchical,
+                                           ExchangeBackend::kShm),
                          [](const ::testing::TestParamInfo<ExchangeBackend>& param) {
                            return std::string(engine::name(param.param));
                          });

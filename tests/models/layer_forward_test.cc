@@ -111,6 +111,9 @@ TEST(LayerForwardTest, ConvolutionMatchesADirectConvolutionForLayoutsStridesAndP
       {{2, 7, 8}, {3, 3, 2, 0, ImageLayout::kChannelsLast}},
       {{2, 7, 8}, {3, 5, 2, 2, ImageLayout::kChannelsFirst}},
       {{1, 9, 9}, {5, 5, 1, 2, ImageLayout::kChannelsFirst}},
+      // One sample per chunk of the batch (chunkBytes 1), in both column orders.
+      {{3, 6, 5}, {4, 3, 1, 1, ImageLayout::kChannelsFirst, Initialization::kHe, 1}},
+      {{2, 7, 8}, {3, 3, 2, 1, ImageLayout::kChannelsLast, Initialization::kHe, 1}},
   };
   for (const auto& [shape, options] : cases) {
     std::vector<double> gradients;
@@ -164,6 +167,8 @@ TEST(LayerForwardTest, LayersRejectShapesThatDoNotFit) {
   EXPECT_THROW(Conv2d<double>("conv", {1, 3, 3}, {.outChannels = 1, .kernel = 5}),
                std::invalid_argument);
   EXPECT_THROW(Conv2d<double>("conv", {1, 3, 3}, {.outChannels = 0, .kernel = 1}),
+               std::invalid_argument);
+  EXPECT_THROW(Conv2d<double>("conv", {1, 3, 3}, {.outChannels = 1, .kernel = 1, .chunkBytes = 0}),
                std::invalid_argument);
   EXPECT_THROW(MaxPool2d<double>("pool", {1, 1, 4}, 2), std::invalid_argument);
   EXPECT_THROW(Linear<double>("fc", 0, 3, Initialization::kHe), std::invalid_argument);

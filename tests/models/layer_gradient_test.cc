@@ -76,7 +76,17 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ConvGradientTest,
                                            ConvCase{"stride leaves the last row and column out",
                                                     {2, 6, 6},
                                                     {2, 3, 2, 0, ImageLayout::kChannelsLast},
-                                                    2}),
+                                                    2},
+                                           ConvCase{"channels-first, one sample per chunk",
+                                                    {2, 6, 5},
+                                                    {3, 3, 1, 1, ImageLayout::kChannelsFirst,
+                                                     Initialization::kHe, /*chunkBytes=*/1},
+                                                    3},
+                                           ConvCase{"channels-last, stride 2, one sample per chunk",
+                                                    {3, 7, 6},
+                                                    {2, 3, 2, 1, ImageLayout::kChannelsLast,
+                                                     Initialization::kHe, /*chunkBytes=*/1},
+                                                    3}),
                          [](const ::testing::TestParamInfo<ConvCase>& p) {
                            return "case" + std::to_string(p.index);
                          });

@@ -13,8 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "models/conv2d.h"
+#include "models/flatten.h"
 #include "models/flush_to_zero.h"
+#include "models/linear.h"
+#include "models/max_pool2d.h"
 #include "models/model_factory.h"
+#include "models/relu.h"
+#include "models/softmax_cross_entropy.h"
 #include "tests/models/gradient_check.h"
 
 namespace ringtrain::models {
@@ -335,6 +341,50 @@ TEST(ModelTest, SmallerBatchAfterALargerOneGivesTheSameGradients) {
   fresh.backward();
   for (std::size_t i = 0; i < used.parameterCount(); ++i)
     ASSERT_EQ(used.gradients()[i], fresh.gradients()[i]) << i;
+}
+
+// The cnn as written before its ReLUs moved after the pools: conv, ReLU, pool (twice), then the
+// same head.
+Model<double> cnnWithRelusBeforePools(const ModelSpec& spec) {
+  std::vector<std::unique_ptr<Layer<double>>> layers;
+  auto add = [&layers](auto layer) { layers.push_back(std::move(layer)); };
+  auto top = [&layers] { return layers.back()->outputShape(); };
+  Conv2dOptions conv{
+      .outChannels = 16, .kernel = 5, .padding = 2, .inputLayout = ImageLayout::kChannelsFirst};
+  add(std::make_unique<Conv2d<double>>("conv1", spec.input, conv));
+  add(std::make_unique<Relu<double>>("relu1", top()));
+  add(std::make_unique<MaxPool2d<double>>("pool1", top(), 2));
+  conv.outChannels = 32;
+  conv.inputLayout = ImageLayout::kChannelsLast;
+  add(std::make_unique<Conv2d<double>>("conv2", top(), conv));
+  add(std::make_unique<Relu<double>>("relu2", top()));
+  add(std::make_unique<MaxPool2d<double>>("pool2", top(), 2));
+  add(std::make_unique<Flatten<double>>("flatten", top()));
+  add(std::make_unique<Linear<double>>("fc1", top().size(), 128, Initialization::kHe));
+  add(std::make_unique<Relu<double>>("relu3", top()));
+  add(std::make_unique<Linear<double>>("fc2", 128, spec.classes, Initialization::kXavier));
+  return Model<double>("cnn", spec.input, std::move(layers),
+                       std::make_unique<SoftmaxCrossEntropy<double>>());
+}
+
+TEST(ModelTest, CnnPoolingBeforeReluGivesTheLossAndGradientsOfReluBeforePooling) {
+  const ModelSpec spec{.name = "cnn", .input = {1, 12, 12}, .classes = 10, .hidden = {}};
+  auto pooledFirst = initializedModel<double>(spec, 8);
+  auto reluFirst = cnnWithRelusBeforePools(spec);
+  ASSERT_EQ(reluFirst.parameterCount(), pooledFirst.parameterCount());
+  std::copy(pooledFirst.parameters().begin(), pooledFirst.parameters().end(),
+            reluFirst.parameters().begin());
+  // Inputs centred on 0: many windows are all negative after conv1, where ReLU's kink matters.
+  RandomBatch batch = randomBatch(pooledFirst, 5, 9);
+  for (double& v : batch.inputs)
+    v -= 0.5;
+  const BatchResult a = pooledFirst.forward(batch.view());
+  pooledFirst.backward();
+  const BatchResult b = reluFirst.forward(batch.view());
+  reluFirst.backward();
+  EXPECT_EQ(a.lossSum, b.lossSum);
+  for (std::size_t i = 0; i < pooledFirst.parameterCount(); ++i)
+    ASSERT_EQ(pooledFirst.gradients()[i], reluFirst.gradients()[i]) << i;
 }
 
 TEST(ModelTest, FloatAndDoubleModelsAgree) {

@@ -118,7 +118,7 @@ expect "unknown model" "--model 'resnet': expected linreg, mlp, cnn, gpt, gpt-mi
 expect "unparseable hidden sizes" "--hidden '512,abc': expected positive sizes" --data "$good" --hidden 512,abc
 expect "unknown option" "unrecognised option '--no-such-option'|unrecognized option '--no-such-option'" --data "$good" --no-such-option 1
 expect "missing data folder" "--data $work/nowhere: no such folder" --data "$work/nowhere"
-expect "unknown backend" "--backend 'tcp': expected auto, mpi, ring, hierarchical, shm or nccl" --data "$good" --backend tcp
+expect "unknown backend" "--backend 'tcp': expected auto, mpi, ring, tuned, hierarchical, shm or nccl" --data "$good" --backend tcp
 expect "wrong world size" "--expect-world-size 4 but MPI started 2 rank" --data "$good" --expect-world-size 4
 expect "unknown device" "--device 'tpu': expected auto, cpu or cuda" --data "$good" --device tpu
 expect "unknown log level" "--log-level 'verbose': expected error, warn, info or debug" --data "$good" --log-level verbose

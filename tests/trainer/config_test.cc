@@ -120,7 +120,8 @@ TEST_F(ConfigTest, ModesAreReadFromTheTablesThatHelpLists) {
     if (!space || (!help.empty() && help.back() != ' ')) help += space ? ' ' : ch;
   }
   for (const char* listed :
-       {"auto | mpi | ring | hierarchical | shm | nccl: how gradients are averaged; auto: shm "
+       {"auto | mpi | ring | tuned | hierarchical | shm | nccl: how gradients are averaged; auto: "
+        "shm "
         "where every rank shares one node",
         "none | fp16 | bf16", "off | stop | skip", "linreg | mlp | cnn", "sgd | adam | adamw",
         "constant | step | cosine", "keep-global-batch | keep-per-rank-batch", "auto | cpu | cuda",
@@ -145,7 +146,7 @@ TEST_F(ConfigTest, EveryBadValueGetsOneLineNamingTheOption) {
       {{"--hidden", "512,0"}, "--hidden '512,0'"},
       {{"--optimizer", "lbfgs"}, "--optimizer 'lbfgs': expected sgd, adam or adamw"},
       {{"--backend", "tcp"},
-       "--backend 'tcp': expected auto, mpi, ring, hierarchical, shm or nccl"},
+       "--backend 'tcp': expected auto, mpi, ring, tuned, hierarchical, shm or nccl"},
       {{"--compression", "int8"}, "--compression 'int8': expected none, fp16 or bf16"},
       {{"--precision", "fp8"}, "--precision 'fp8': expected fp32 or bf16"},
       {{"--device", "cuda", "--precision", "bf16"},

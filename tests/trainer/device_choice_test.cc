@@ -62,7 +62,7 @@ TEST(DeviceChoice, AutoTakesTheGpusWhenEveryRankHasOne) {
 TEST(DeviceChoice, AutoStaysOnTheCpuAndSaysWhy) {
   DeviceChoice c = chosen(options("auto"), cpuOnlyBuild());
   EXPECT_EQ(deviceName(c.device), "cpu");
-  EXPECT_EQ(engine::name(c.backend), "ring");
+  EXPECT_EQ(engine::name(c.backend), "tuned");
   EXPECT_NE(c.reason.find("this build has no GPU path"), std::string::npos) << c.reason;
 
   c = chosen(options("auto"), gpus(1, 0));
@@ -86,7 +86,7 @@ TEST(DeviceChoice, AutoKeepsHostOnlyOptionsOnTheHost) {
   EXPECT_EQ(engine::name(c.backend), "mpi");
   c = chosen(options("auto", "auto", "fp16"), gpus(1, 1));
   EXPECT_EQ(deviceName(c.device), "cpu");
-  EXPECT_EQ(engine::name(c.backend), "ring");
+  EXPECT_EQ(engine::name(c.backend), "tuned");
 }
 
 // Every rank on one node: auto averages through shared memory on the host, unless compression
@@ -96,9 +96,9 @@ TEST(DeviceChoice, AutoOnOneNodeTakesSharedMemory) {
   oneNode.ranks = 2;
   EXPECT_EQ(engine::name(chosen(options("auto"), oneNode).backend), "shm");
   EXPECT_EQ(engine::name(chosen(options("cpu"), oneNode).backend), "shm");
-  EXPECT_EQ(engine::name(chosen(options("cpu", "auto", "bf16"), oneNode).backend), "ring");
+  EXPECT_EQ(engine::name(chosen(options("cpu", "auto", "bf16"), oneNode).backend), "tuned");
   EXPECT_EQ(engine::name(chosen(options("cpu", "ring"), oneNode).backend), "ring");
-  EXPECT_EQ(engine::name(chosen(options("cpu"), cpuOnlyBuild()).backend), "ring");
+  EXPECT_EQ(engine::name(chosen(options("cpu"), cpuOnlyBuild()).backend), "tuned");
   DeviceFacts gpusOnOneNode = gpus(2, 2);
   gpusOnOneNode.ranks = 2;
   EXPECT_EQ(engine::name(chosen(options("auto"), gpusOnOneNode).backend), "nccl");
@@ -114,7 +114,7 @@ TEST(DeviceChoice, SharedMemoryAcrossNodesIsRefused) {
             "--backend shm needs every rank on one node, but the 4 ranks are on 2 nodes: use "
             "--backend ring, hierarchical or auto across nodes");
   EXPECT_EQ(refusal(options("auto", "shm"), twoNodes).rfind("--backend shm needs", 0), 0u);
-  EXPECT_EQ(engine::name(chosen(options("cpu"), twoNodes).backend), "ring");  // auto across nodes
+  EXPECT_EQ(engine::name(chosen(options("cpu"), twoNodes).backend), "tuned");  // auto across nodes
   DeviceFacts oneNode = cpuOnlyBuild();
   oneNode.ranks = 4;
   EXPECT_EQ(engine::name(chosen(options("cpu", "shm"), oneNode).backend), "shm");
@@ -168,7 +168,7 @@ TEST(DeviceChoice, Bfloat16StaysOnTheCpuAndNeedsItsInstructionsOnEveryRank) {
 }
 
 TEST(DeviceChoice, BackendsOfTheCommunicators) {
-  EXPECT_EQ(engine::name(gradientBackend(options("cpu"))), "ring");
+  EXPECT_EQ(engine::name(gradientBackend(options("cpu"))), "tuned");
   EXPECT_EQ(engine::name(gradientBackend(options("cuda"))), "nccl");
   EXPECT_EQ(engine::name(gradientBackend(options("cpu", "mpi"))), "mpi");
   EXPECT_EQ(collectives::name(engine::controlBackend(gradientBackend(options("cpu", "mpi")))),

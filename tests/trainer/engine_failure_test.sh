@@ -4,7 +4,8 @@
 # the stall watchdog, first in a warning at half the time-out (which --log-level error hides),
 # and the job ends within the time-out plus a few seconds, for each backend;
 # ranks started with different options are stopped at start-up with the differing rank and value;
-# a NaN in the averaged gradients stops the job (--check-finite stop) or skips the step (skip);
+# a NaN in the averaged gradients stops the job (--check-finite stop) or skips the step (skip),
+# and without the option the NaN test loss stops it;
 # --timeline writes a trace with the expected events on every rank (rank 0's checkpoints included). After every case no ringtrain
 # process is left.
 #   engine_failure_test.sh RINGTRAIN CHECK_TIMELINE_PY MPIEXEC [MPIEXEC FLAGS...]
@@ -135,8 +136,10 @@ expect "check-finite skip" 0 30 "skipping step 8: the averaged gradient of fc1.w
     ! grep -q "replicas identical" <<<"$output"; then
     fail "check-finite skip: no summary of the skipped step, or replicas differ"
   fi
-# Without the check the NaN goes on silently: the option is what catches it.
-expect "check-finite off" 0 30 "done: 20 steps" \
+# Without the check the NaN reaches the parameters, and the test loss at the epoch's end (step
+# 16: 512 samples, 2 x 16 a step) stops the job (divergence_test.sh has the rest of that).
+expect "check-finite off" 3 30 \
+  "error: the test loss is nan at step 16: training diverged; try a lower --lr \(now 0\.1\)" \
   -np 2 "${train[@]}" --steps 20 --check-finite off --test-nan-step 7
 
 # The timeline, for each backend, with several buckets (shm: whichever rank is idle averages).

@@ -1,0 +1,79 @@
+#include "collectives/tuned_communicator.h"
+
+#include <utility>
+
+namespace ringtrain::collectives {
+
+struct TunedCommunicator::Hierarchical {
+  Hierarchical(MPI_Comm comm, const CommunicatorOptions& options, int worldSize)
+      : topology(comm, options.test.ranksPerNode),
+        intraNode(topology.nodeComm(), options),
+        allreduce(topology, intraNode, worldSize, options) {}
+  NodeTopology topology;
+  HostIntraNode intraNode;
+  HierarchicalAllreduce allreduce;
+};
+
+TunedCommunicator::TunedCommunicator(MPI_Comm comm, const CommunicatorOptions& options)
+    : TunedCommunicator(comm, options,
+                        agreedTuningTable(comm, rankLayoutOf(comm, options.test.ranksPerNode),
+                                          options.tuningFile)) {}
+
+TunedCommunicator::TunedCommunicator(MPI_Comm comm, const CommunicatorOptions& options,
+                                     TuningTable table)
+    : Communicator(comm, options),
+      table_(std::move(table)),
+      agreement_(this->comm(), table_.recursiveDoublingBytes(), waitMode()),
+      pipeline_(this->comm(), ringChunking(this->comm(), options), waitMode()),
+      ring_(pipeline_),
+      allgather_(pipeline_),
+      mpi_(comm, withoutTestFault(options)) {
+  if (table_.uses(AllreduceAlgorithm::kHierarchical))
+    hierarchical_ = std::make_unique<Hierarchical>(this->comm(), withoutTestFault(options), size());
+}
+
+TunedCommunicator::~TunedCommunicator() = default;
+
+void TunedCommunicator::allreduceImpl(const void* send, void* recv, std::size_t count,
+                                      DataType type, ReduceOp op) {
+  const CallSignature signature = makeSignature(collectiveCount(), CollectiveKind::kAllreduce,
+                                                count, type, static_cast<int>(op));
+  const AllreduceAlgorithm algorithm = table_.choose(count * sizeOf(type));
+  if (algorithm == AllreduceAlgorithm::kRecursiveDoubling) {
+    agreement_.allreduce(signature, send, recv, count, type, op);
+    return;
+  }
+  agreement_.agree(signature);
+  switch (algorithm) {
+    case AllreduceAlgorithm::kRing:
+      ring_.run(send, recv, count, type, op);
+      return;
+    case AllreduceAlgorithm::kMpi:
+      mpi_.allreduce(send, recv, count, type, op);
+      return;
+    case AllreduceAlgorithm::kHierarchical:
+      hierarchical_->allreduce.run(send, recv, count, type, op);
+      return;
+    case AllreduceAlgorithm::kRecursiveDoubling:
+      break;
+  }
+}
+
+void TunedCommunicator::broadcastImpl(void* buffer, std::size_t count, DataType type, int root) {
+  agreement_.agree(
+      makeSignature(collectiveCount(), CollectiveKind::kBroadcast, count, type, -1, root));
+  mpi_.broadcast(buffer, count, type, root);
+}
+
+void TunedCommunicator::allgatherImpl(const void* send, void* recv, std::size_t countPerRank,
+                                      DataType type) {
+  agreement_.agree(
+      makeSignature(collectiveCount(), CollectiveKind::kAllgather, countPerRank, type));
+  allgather_.run(send, recv, countPerRank, type);
+}
+
+void TunedCommunicator::barrierImpl() {
+  mpi_.barrier();
+}
+
+}  // namespace ringtrain::collectives
