@@ -54,7 +54,6 @@
 #include "collectives/fingerprint.h"
 #include "collectives/float16.h"
 #include "collectives/hierarchical_communicator.h"
-#include "collectives/neighbour_caches.h"
 #include "collectives/mpi_check.h"
 #include "collectives/tuned_communicator.h"
 #include "src/bench/bench_device.h"
@@ -1044,7 +1043,6 @@ struct Row {
   Measurement outOfPlace;
   Measurement inPlace;
   std::optional<double> copyGbps;  // on device buffers
-  double lineRoundTripNs = -1;      // rank 0's, measured just before the row (see lineRoundTripNs)
 };
 
 // A row as nccl-tests prints it; root is -1, as for every collective without one.
@@ -1072,7 +1070,6 @@ nlohmann::json toJson(const Row& row) {
                       {"out_of_place", toJson(row.outOfPlace)},
                       {"in_place", toJson(row.inPlace)}};
   if (row.copyGbps) json["d2d_copy_gbps"] = *row.copyGbps;
-  if (row.lineRoundTripNs >= 0) json["line_round_trip_ns"] = row.lineRoundTripNs;
   return json;
 }
 
@@ -1112,10 +1109,8 @@ struct Table {
   int measurements = 0;
   int failedMeasurements = 0;  // with any wrong value
   std::uint64_t wrongValues = 0;
-  std::vector<double> lineRoundTripsNs;  // one per row
 
   void add(const Row& row) {
-    if (row.lineRoundTripNs >= 0) lineRoundTripsNs.push_back(row.lineRoundTripNs);
     for (const Measurement* m : {&row.outOfPlace, &row.inPlace}) {
       busbwSum += m->busbw;
       ++measurements;
@@ -1132,17 +1127,7 @@ struct SweepContext {
   const std::map<std::size_t, double>& copyGbps;  // on device buffers
   Progress& progress;
   nlohmann::json& rows;
-  collectives::NeighbourCacheProbe& lineProbe;
 };
-
-// Rank 0's cache-line round trip with its neighbours (-1 across nodes). On this project's VM the
-// two cores either share a cache (~80 ns) or not (~330 ns), the placement changes from minute to
-// minute, and it decides which all-reduce is fastest (docs/collectives.md): every row records it.
-double lineRoundTripNs(collectives::NeighbourCacheProbe& probe) {
-  double ns = probe.measureRoundTripNs();
-  RINGTRAIN_MPI_CHECK(MPI_Bcast(&ns, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
-  return ns;
-}
 
 // One backend's table: every case, every size; rank 0 prints the rows as they come.
 Table runTable(const SweepContext& s, Communicator& comm, const std::string& backend, bool root) {
@@ -1157,7 +1142,6 @@ Table runTable(const SweepContext& s, Communicator& comm, const std::string& bac
       row.bytes = row.count * sizeOf(c.type);
       if (const auto copy = s.copyGbps.find(size); copy != s.copyGbps.end())
         row.copyGbps = copy->second;
-      row.lineRoundTripNs = lineRoundTripNs(s.lineProbe);
       row.outOfPlace = measure(s.bench, comm, c, row.count, false);
       row.inPlace = measure(s.bench, comm, c, row.count, true);
       if (root) printRow(row);
@@ -1175,15 +1159,8 @@ void printTableSummary(const Table& table, int ranks) {
   const int errors = table.failedMeasurements * ranks;
   std::cout << fmt::format("# Out of bounds values : {} {}\n", errors, errors ? "FAILED" : "OK")
             << fmt::format("# Avg bus bandwidth    : {:g} \n",
-                           table.busbwSum / std::max(1, table.measurements));
-  const auto& trips = table.lineRoundTripsNs;
-  if (!trips.empty()) {
-    const auto [least, most] = std::minmax_element(trips.begin(), trips.end());
-    std::cout << fmt::format(
-        "# Cache-line round trip between neighbouring ranks, before each row: {:.0f}-{:.0f} ns\n",
-        *least, *most);
-  }
-  std::cout << "#\n";
+                           table.busbwSum / std::max(1, table.measurements))
+            << "#\n";
 }
 
 // Each backend's out-of-place busbw divided by the first backend's, size by size (one case).
@@ -1414,8 +1391,7 @@ int run(int argc, char** argv) {
   }
   Progress progress(comms.size() * cases.size() * sweepSizes(o).size(), o.progressSeconds, root);
   json["results"] = nlohmann::json::array();
-  collectives::NeighbourCacheProbe lineProbe(MPI_COMM_WORLD, collectives::WaitMode::kSpin);
-  const SweepContext sweep{bench, cases, copyGbps, progress, json["results"], lineProbe};
+  const SweepContext sweep{bench, cases, copyGbps, progress, json["results"]};
   std::uint64_t wrongValues = 0;
   for (std::size_t b = 0; b < comms.size(); ++b) {
     if (root) printTableHeader(o.backends[b]);
