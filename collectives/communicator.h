@@ -22,7 +22,6 @@
 #include "collectives/call_signature.h"
 #include "collectives/data_type.h"
 #include "collectives/named_values.h"
-#include "collectives/neighbour_caches.h"
 #include "collectives/request_wait.h"
 
 namespace ringtrain::collectives {
@@ -48,9 +47,6 @@ struct CommunicatorTestHooks {
   // makes every ring neighbour a network one). 0: the real nodes. Never set it in production:
   // the slices would cross real node boundaries in the wrong places.
   int ranksPerNode = 0;
-  // Ring backend: how it writes its results, instead of its guess (neighbour_caches.h), so that
-  // both ways are tested on any machine.
-  std::optional<NeighbourCaches> neighbourCaches;
 
   bool stallsIn(int rank, std::uint64_t collective) const {
     return rank == stallRank && collective == stallCollective;

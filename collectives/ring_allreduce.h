@@ -10,22 +10,26 @@
 
 #include <cstddef>
 
-#include "collectives/neighbour_caches.h"
 #include "collectives/ring_pipeline.h"
 
 namespace ringtrain::collectives {
+
+// How the ring writes its results; the messages and the bits are the same either way.
+// kStreamed: in place, the all-gather's chunks land in scratch and are streamed into the buffer,
+// and reductions are stored past the cache: safe where the ring neighbours' cores share no cache
+// (overwriting a line the neighbour read then crosses between caches). kCached: in place, chunks
+// land straight in the buffer, and reductions of at least kCachedStoreBytes go through the cache:
+// faster where the cores share one. The tuning table chooses (allreduce_tuning.h).
+enum class RingWrites { kStreamed, kCached };
 
 class RingAllreduce {
  public:
   explicit RingAllreduce(RingPipeline& pipeline) : pipeline_(pipeline) {}
   // `send` == `recv` reduces in place. No agreement check here: RingCommunicator does that first.
-  // `caches` only changes how results are written (the messages and the bits are the same):
-  // kShared receives in place straight into `recv`, and stores reductions of at least
-  // kCachedStoreBytes through the cache; kSeparate streams past it (reduce_kernels.h).
   void run(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op,
-           NeighbourCaches caches = NeighbourCaches::kSeparate);
+           RingWrites writes = RingWrites::kStreamed);
 
-  // Below this, streaming stores were faster even where the cores share a cache (2 ranks).
+  // kCached: below this, reductions are still stored past the cache (faster there, 2 ranks).
   static constexpr std::size_t kCachedStoreBytes = 512 * 1024;
 
  private:

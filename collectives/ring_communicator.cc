@@ -8,8 +8,7 @@ RingCommunicator::RingCommunicator(MPI_Comm comm, const CommunicatorOptions& opt
       pipeline_(this->comm(), ringChunking(this->comm(), options), waitMode()),
       allreduce_(pipeline_),
       allgather_(pipeline_),
-      mpi_(comm, withoutTestFault(options)),
-      caches_(this->comm(), waitMode()) {}
+      mpi_(comm, withoutTestFault(options)) {}
 
 void RingCommunicator::allreduceImpl(const void* send, void* recv, std::size_t count, DataType type,
                                      ReduceOp op) {
@@ -21,8 +20,7 @@ void RingCommunicator::allreduceImpl(const void* send, void* recv, std::size_t c
     return;
   }
   agreement_.agree(signature);
-  const NeighbourCaches caches = caches_.update();
-  allreduce_.run(send, recv, count, type, op, options_.test.neighbourCaches.value_or(caches));
+  allreduce_.run(send, recv, count, type, op);
 }
 
 void RingCommunicator::broadcastImpl(void* buffer, std::size_t count, DataType type, int root) {

@@ -3,7 +3,6 @@
 
 #include "collectives/communicator.h"
 #include "collectives/mpi_communicator.h"
-#include "collectives/neighbour_caches.h"
 #include "collectives/recursive_doubling.h"
 #include "collectives/ring_allgather.h"
 #include "collectives/ring_allreduce.h"
@@ -15,8 +14,7 @@ namespace ringtrain::collectives {
 // type, op, root): a disagreement throws CollectiveMismatchError on every rank before any data
 // moves. All-reduces of at most options.ringSmallMessageBytes are done within that same exchange
 // (latency-bound sizes, where a ring's 2(n-1) steps cost more than log2(n) exchanges); larger ones
-// go round the ring, in chunks sized by where each ring neighbour runs (ring_chunking.h), and
-// written as suits the cores they run on (neighbour_caches.h).
+// go round the ring, in chunks sized by where each ring neighbour runs (ring_chunking.h).
 // Broadcast and barrier, after the check, are MPI's.
 class RingCommunicator final : public Communicator {
  public:
@@ -38,7 +36,6 @@ class RingCommunicator final : public Communicator {
   RingAllreduce allreduce_;
   RingAllgather allgather_;
   MpiCommunicator mpi_;  // broadcast and barrier
-  NeighbourCacheProbe caches_;
 };
 
 }  // namespace ringtrain::collectives

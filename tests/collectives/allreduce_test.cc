@@ -8,11 +8,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <sstream>
 #include <tuple>
 
 #include "collectives/communicator.h"
 #include "collectives/fingerprint.h"
+#include "collectives/tuned_communicator.h"
 #include "tests/collectives/collective_test_support.h"
 #include "tests/support/mpi_test_environment.h"
 
@@ -160,23 +162,25 @@ INSTANTIATE_TEST_SUITE_P(Backends, AllreduceTest,
                                             ::testing::ValuesIn(collectives::kAllReduceOps)),
                          paramName);
 
-// The ring writes its results in one of two ways, chosen by its guess of whether the cores share
-// a cache (neighbour_caches.h); both must give the reference's bits, in place and out of place,
-// call after call on the same buffers as a training loop makes them (in place, each call then
-// overwrites lines the neighbour read in the last one, and receives where sends were pending).
-// Counts: below and above RingAllreduce::kCachedStoreBytes, in several 64 KiB chunks per segment.
-class RingCacheModeTest : public ::testing::TestWithParam<collectives::NeighbourCaches> {};
+// The ring writes its results in one of two ways, tuning-table algorithms `ring` and
+// `ring-cached` (RingWrites, ring_allreduce.h); both must give the reference's bits, in place and
+// out of place, call after call on the same buffers as a training loop makes them (in place, each
+// call then overwrites lines the neighbour read in the last one, and receives where sends were
+// pending). Counts: below and above RingAllreduce::kCachedStoreBytes, in several 64 KiB chunks.
+class RingCacheModeTest : public ::testing::TestWithParam<collectives::AllreduceAlgorithm> {};
 
-std::string cacheModeName(const ::testing::TestParamInfo<collectives::NeighbourCaches>& mode) {
-  return mode.param == collectives::NeighbourCaches::kShared ? "shared_caches" : "separate_caches";
+std::string algorithmName(const ::testing::TestParamInfo<collectives::AllreduceAlgorithm>& info) {
+  std::string label(name(info.param));
+  std::replace(label.begin(), label.end(), '-', '_');
+  return label;
 }
 
 TEST_P(RingCacheModeTest, EveryWayOfWritingGivesTheReferenceBitsCallAfterCall) {
   collectives::CommunicatorOptions options;
-  options.ringSmallMessageBytes = 0;
   options.ringChunkBytes = 64 * 1024;
-  options.test.neighbourCaches = GetParam();
-  auto comm = collectives::makeCommunicator(collectives::Backend::kRing, MPI_COMM_WORLD, options);
+  const auto layout = collectives::rankLayoutOf(MPI_COMM_WORLD, 0);
+  auto comm = std::make_unique<collectives::TunedCommunicator>(
+      MPI_COMM_WORLD, options, collectives::singleAlgorithmTable(layout, GetParam()));
   const std::size_t counts[] = {1009, 100003, 300007};
   std::uint64_t seed = 77;
   for (const std::size_t count : counts) {
@@ -208,9 +212,9 @@ TEST_P(RingCacheModeTest, EveryWayOfWritingGivesTheReferenceBitsCallAfterCall) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ring, RingCacheModeTest,
-                         ::testing::Values(collectives::NeighbourCaches::kSeparate,
-                                           collectives::NeighbourCaches::kShared),
-                         cacheModeName);
+                         ::testing::Values(collectives::AllreduceAlgorithm::kRing,
+                                           collectives::AllreduceAlgorithm::kRingCached),
+                         algorithmName);
 
 }  // namespace
 }  // namespace ringtrain::testing
