@@ -150,6 +150,7 @@ std::string summary(const TuningTable& table) {
 TuningTable builtinTuningTable(const RankLayout& layout) {
   using enum AllreduceAlgorithm;
   TuningTable table{layout, cpuModel(), ringtrainBuild(), {}};
+  // kRing, not kRingCached: its writes are safe whether or not the ranks' cores share a cache.
   if (layout.oneNode()) {
     // allreduce_perf --autotune, 2 ranks on one node (docs/collectives.md, "The tuned backend").
     table.rules = {{8 * kKiB, kRecursiveDoubling}, {kUnbounded, kRing}};

@@ -18,14 +18,16 @@
 namespace ringtrain::collectives {
 
 // kRecursiveDoubling: log2(n) exchanges of the whole buffer, riding on the call's agreement
-// check; kRing: the pipelined ring; kMpi: MPI_Allreduce; kHierarchical: the three-stage
-// all-reduce over the nodes (hierarchical_allreduce.h).
-enum class AllreduceAlgorithm { kRecursiveDoubling, kRing, kMpi, kHierarchical };
+// check; kRing: the pipelined ring, results streamed past the cache; kRingCached: the ring,
+// results written through the cache (RingWrites, ring_allreduce.h); kMpi: MPI_Allreduce;
+// kHierarchical: the three-stage all-reduce over the nodes (hierarchical_allreduce.h).
+enum class AllreduceAlgorithm { kRecursiveDoubling, kRing, kRingCached, kMpi, kHierarchical };
 
 // The one table of their names (in tables, files and messages).
 inline constexpr NamedValue<AllreduceAlgorithm> kAllreduceAlgorithmNames[] = {
     {AllreduceAlgorithm::kRecursiveDoubling, "recursive-doubling"},
     {AllreduceAlgorithm::kRing, "ring"},
+    {AllreduceAlgorithm::kRingCached, "ring-cached"},
     {AllreduceAlgorithm::kMpi, "mpi"},
     {AllreduceAlgorithm::kHierarchical, "hierarchical"},
 };

@@ -7,7 +7,7 @@
 namespace ringtrain::collectives {
 
 void RingAllreduce::run(const void* send, void* recv, std::size_t count, DataType type,
-                        ReduceOp op) {
+                        ReduceOp op, RingWrites writes) {
   const int n = pipeline_.size();
   const std::size_t elementSize = sizeOf(type);
   if (n == 1) {
@@ -29,6 +29,10 @@ void RingAllreduce::run(const void* send, void* recv, std::size_t count, DataTyp
   pass.own = static_cast<const std::byte*>(send);
   pass.firstSend = pass.own + pass.layout.segmentBegin(pipeline_.rank()) * elementSize;
   pass.out = static_cast<std::byte*>(recv);
+  if (writes == RingWrites::kCached) {
+    pass.landInOut = true;
+    if (count * elementSize >= kCachedStoreBytes) pass.reduceStore = StoreMode::kCached;
+  }
   pipeline_.run(pass);
 }
 

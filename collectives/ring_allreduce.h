@@ -14,11 +14,23 @@
 
 namespace ringtrain::collectives {
 
+// How the ring writes its results; the messages and the bits are the same either way.
+// kStreamed: in place, the all-gather's chunks land in scratch and are streamed into the buffer,
+// and reductions are stored past the cache: safe where the ring neighbours' cores share no cache
+// (overwriting a line the neighbour read then crosses between caches). kCached: in place, chunks
+// land straight in the buffer, and reductions of at least kCachedStoreBytes go through the cache:
+// faster where the cores share one. The tuning table chooses (allreduce_tuning.h).
+enum class RingWrites { kStreamed, kCached };
+
 class RingAllreduce {
  public:
   explicit RingAllreduce(RingPipeline& pipeline) : pipeline_(pipeline) {}
   // `send` == `recv` reduces in place. No agreement check here: RingCommunicator does that first.
-  void run(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op);
+  void run(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op,
+           RingWrites writes = RingWrites::kStreamed);
+
+  // kCached: below this, reductions are still stored past the cache (faster there, 2 ranks).
+  static constexpr std::size_t kCachedStoreBytes = 512 * 1024;
 
  private:
   RingPipeline& pipeline_;

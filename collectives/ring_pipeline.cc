@@ -52,8 +52,9 @@ struct ReceiveCursor {
 // most receiveDepth ahead of the one being processed, and processed in that order; a chunk to be
 // reduced lands in scratch slot (its index in the sequence) % receiveDepth, which is free again
 // by the time it is reused because the chunk that used it receiveDepth receives earlier has been
-// processed. Chunks to be stored land directly in `out` (in place: in scratch, then streamed into
-// `out`). Tags are 1 + step: within a step, MPI's non-overtaking rule keeps chunks in order.
+// processed. Chunks to be stored land directly in `out` (in place, unless landInOut: in scratch,
+// then streamed into `out`). Tags are 1 + step: within a step, MPI's non-overtaking rule keeps
+// chunks in order.
 //
 // What arrives is sent on at the next step as soon as it is processed, so that step s+1 overlaps
 // step s instead of waiting for the whole segment. Received and sent chunks may differ in length
@@ -83,9 +84,12 @@ class RingPipeline::Run {
     return p_.lastSendFromOut_[static_cast<std::size_t>(segment) * sendChunksPerSegment_ +
                                offset / sendChunk_];
   }
-  // In place, a stored chunk lands in scratch too and is then streamed into `out`: received
-  // directly, the copy would write lines of `out` that the right neighbour read at step 0.
-  bool landsInScratch(int step) const { return step < pass_.reduceSteps || pass_.own == pass_.out; }
+  // In place, a stored chunk lands in scratch too and is then streamed into `out` (unless
+  // landInOut): received directly, the copy would write lines of `out` that the right neighbour
+  // read at step 0, which is slow where the two cores do not share a cache.
+  bool landsInScratch(int step) const {
+    return step < pass_.reduceSteps || (pass_.own == pass_.out && !pass_.landInOut);
+  }
   std::byte* landing(const ReceiveCursor& cursor) const;
   void advance(ReceiveCursor& cursor) const;
   void skipEmptySteps(ReceiveCursor& cursor) const;
@@ -197,9 +201,8 @@ void RingPipeline::Run::process(const ReceiveCursor& cursor) {
   waitFor(&p_.receives_[cursor.index % depth_], MPI_STATUS_IGNORE, p_.waitMode_);
   if (cursor.step < pass_.reduceSteps) {
     const bool lastReduce = cursor.step == pass_.reduceSteps - 1;
-    // Streaming stores: the peer reads this chunk next, and read it last call too.
     reduceArrays(pass_.type, pass_.op, arrived, pass_.own + offset, pass_.out + offset, elements,
-                 lastReduce ? pass_.divisor : 1, StoreMode::kStreaming);
+                 lastReduce ? pass_.divisor : 1, pass_.reduceStore);
   } else if (landsInScratch(cursor.step)) {
     streamingCopy(pass_.out + offset, arrived, elements * elementSize_);
   }

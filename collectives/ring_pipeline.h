@@ -8,6 +8,7 @@
 
 #include "collectives/aligned_buffer.h"
 #include "collectives/data_type.h"
+#include "collectives/reduce_kernels.h"
 #include "collectives/request_wait.h"
 #include "collectives/ring_chunking.h"
 
@@ -43,6 +44,10 @@ struct RingPass {
   const std::byte* own = nullptr;        // this rank's input, laid out like `out` (reduce steps)
   const std::byte* firstSend = nullptr;  // the data step 0 sends (segment firstSegment)
   std::byte* out = nullptr;
+  // How results are written (RingAllreduce chooses): in place, stored chunks land in scratch
+  // and are streamed into `out` unless landInOut; the reduce steps write `out` with reduceStore.
+  bool landInOut = false;
+  StoreMode reduceStore = StoreMode::kStreaming;
 };
 
 class RingPipeline {

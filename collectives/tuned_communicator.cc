@@ -46,7 +46,10 @@ void TunedCommunicator::allreduceImpl(const void* send, void* recv, std::size_t 
   agreement_.agree(signature);
   switch (algorithm) {
     case AllreduceAlgorithm::kRing:
-      ring_.run(send, recv, count, type, op);
+      ring_.run(send, recv, count, type, op, RingWrites::kStreamed);
+      return;
+    case AllreduceAlgorithm::kRingCached:
+      ring_.run(send, recv, count, type, op, RingWrites::kCached);
       return;
     case AllreduceAlgorithm::kMpi:
       mpi_.allreduce(send, recv, count, type, op);

@@ -53,8 +53,11 @@ if perf tune 0 --autotune --tune-rounds 1 --tune-out "$table"; then
   else
     fail "--autotune: no table written (rules '$written')" "$(cat "$work/tune.out" "$table")"
   fi
+  # One node: four candidates, the ring's two ways of writing among them.
+  grep -q -E "^# +size \(B\) +recursive-doubling +ring +ring-cached +mpi +chosen$" "$work/tune.out" ||
+    fail "--autotune: the candidates are not recursive-doubling, ring, ring-cached, mpi" "$(cat "$work/tune.out")"
   for size in 8 64 512 4096 32768; do
-    grep -q -E "^ +$size( +[0-9.]+ \/ [0-9.]+){3} +[a-z-]+$" "$work/tune.out" || fail "--autotune: no row for $size B" "$(cat "$work/tune.out")"
+    grep -q -E "^ +$size( +[0-9.]+ \/ [0-9.]+){4} +[a-z-]+$" "$work/tune.out" || fail "--autotune: no row for $size B" "$(cat "$work/tune.out")"
   done
 
   if perf use 0 --backends tuned,mpi --tuning-file "$table"; then

@@ -8,11 +8,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <sstream>
 #include <tuple>
 
 #include "collectives/communicator.h"
 #include "collectives/fingerprint.h"
+#include "collectives/tuned_communicator.h"
 #include "tests/collectives/collective_test_support.h"
 #include "tests/support/mpi_test_environment.h"
 
@@ -159,6 +161,60 @@ INSTANTIATE_TEST_SUITE_P(Backends, AllreduceTest,
                                             ::testing::ValuesIn(collectives::kAllDataTypes),
                                             ::testing::ValuesIn(collectives::kAllReduceOps)),
                          paramName);
+
+// The ring writes its results in one of two ways, tuning-table algorithms `ring` and
+// `ring-cached` (RingWrites, ring_allreduce.h); both must give the reference's bits, in place and
+// out of place, call after call on the same buffers as a training loop makes them (in place, each
+// call then overwrites lines the neighbour read in the last one, and receives where sends were
+// pending). Counts: below and above RingAllreduce::kCachedStoreBytes, in several 64 KiB chunks.
+class RingCacheModeTest : public ::testing::TestWithParam<collectives::AllreduceAlgorithm> {};
+
+std::string algorithmName(const ::testing::TestParamInfo<collectives::AllreduceAlgorithm>& info) {
+  std::string label(name(info.param));
+  std::replace(label.begin(), label.end(), '-', '_');
+  return label;
+}
+
+TEST_P(RingCacheModeTest, EveryWayOfWritingGivesTheReferenceBitsCallAfterCall) {
+  collectives::CommunicatorOptions options;
+  options.ringChunkBytes = 64 * 1024;
+  const auto layout = collectives::rankLayoutOf(MPI_COMM_WORLD, 0);
+  auto comm = std::make_unique<collectives::TunedCommunicator>(
+      MPI_COMM_WORLD, options, collectives::singleAlgorithmTable(layout, GetParam()));
+  const std::size_t counts[] = {1009, 100003, 300007};
+  std::uint64_t seed = 77;
+  for (const std::size_t count : counts) {
+    for (const bool inPlace : {false, true}) {
+      for (const ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+        auto& send = scratchBuffer(0);
+        auto& recv = scratchBuffer(1);
+        send.resize(count * 4);
+        recv.resize(count * 4);
+        for (int call = 0; call < 3; ++call) {
+          SCOPED_TRACE(::testing::Message() << "count " << count << (inPlace ? ", in place" : "")
+                                            << ", " << name(op) << ", call " << call);
+          ++seed;
+          fillInput(DataType::kFloat32, seed, comm->rank(), count, send.data());
+          void* result = inPlace ? send.data() : recv.data();
+          comm->allreduce(send.data(), result, count, DataType::kFloat32, op);
+          std::string report;
+          EXPECT_EQ(countWrong(DataType::kFloat32, op, seed, comm->size(), count, result, report),
+                    0u)
+              << "wrong elements on rank " << comm->rank() << ":\n" << report;
+          const auto differing =
+              ranksDifferingFromRankZero(collectives::fingerprint(result, count * 4));
+          EXPECT_TRUE(differing.empty())
+              << "result differs from rank 0's on rank " << differing.front();
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ring, RingCacheModeTest,
+                         ::testing::Values(collectives::AllreduceAlgorithm::kRing,
+                                           collectives::AllreduceAlgorithm::kRingCached),
+                         algorithmName);
 
 }  // namespace
 }  // namespace ringtrain::testing

@@ -14,32 +14,36 @@ namespace {
 
 constexpr std::size_t kUnbounded = std::numeric_limits<std::size_t>::max();
 
-TuningTable threeRuleTable() {
+TuningTable fourRuleTable() {
   return {{4, 2},
           cpuModel(),
           ringtrainBuild(),
           {{1024, AllreduceAlgorithm::kRecursiveDoubling},
            {65536, AllreduceAlgorithm::kMpi},
+           {1 << 20, AllreduceAlgorithm::kRingCached},
            {kUnbounded, AllreduceAlgorithm::kHierarchical}}};
 }
 
 TEST(AllreduceTuning, ChooseTakesTheFirstRuleWhoseBoundHoldsTheSize) {
-  const TuningTable table = threeRuleTable();
+  const TuningTable table = fourRuleTable();
   EXPECT_EQ(table.choose(0), AllreduceAlgorithm::kRecursiveDoubling);
   EXPECT_EQ(table.choose(1024), AllreduceAlgorithm::kRecursiveDoubling);
   EXPECT_EQ(table.choose(1025), AllreduceAlgorithm::kMpi);
   EXPECT_EQ(table.choose(65536), AllreduceAlgorithm::kMpi);
-  EXPECT_EQ(table.choose(65537), AllreduceAlgorithm::kHierarchical);
+  EXPECT_EQ(table.choose(65537), AllreduceAlgorithm::kRingCached);
+  EXPECT_EQ(table.choose(1 << 20), AllreduceAlgorithm::kRingCached);
+  EXPECT_EQ(table.choose((1 << 20) + 1), AllreduceAlgorithm::kHierarchical);
   EXPECT_EQ(table.choose(std::size_t{1} << 40), AllreduceAlgorithm::kHierarchical);
   EXPECT_EQ(table.recursiveDoublingBytes(), 1024u);
   EXPECT_TRUE(table.uses(AllreduceAlgorithm::kMpi));
+  EXPECT_TRUE(table.uses(AllreduceAlgorithm::kRingCached));
   EXPECT_FALSE(table.uses(AllreduceAlgorithm::kRing));
 }
 
 TEST(AllreduceTuning, SizesAboveTheLastBoundTakeTheLastRule) {
-  TuningTable table = threeRuleTable();
+  TuningTable table = fourRuleTable();
   table.rules.pop_back();
-  EXPECT_EQ(table.choose(65537), AllreduceAlgorithm::kMpi);
+  EXPECT_EQ(table.choose(std::size_t{1} << 40), AllreduceAlgorithm::kRingCached);
 }
 
 TEST(AllreduceTuning, BuiltinTablesCoverEverySizeAndKeepRecursiveDoublingSmall) {
@@ -53,10 +57,11 @@ TEST(AllreduceTuning, BuiltinTablesCoverEverySizeAndKeepRecursiveDoublingSmall) 
 }
 
 TEST(AllreduceTuning, TextRoundTripKeepsEveryField) {
-  const TuningTable table = threeRuleTable();
+  const TuningTable table = fourRuleTable();
   const std::string text = tuningTableText(table);
   EXPECT_NE(text.find("\"world_size\": 4"), std::string::npos) << text;
   EXPECT_NE(text.find("\"max_bytes\": null"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"algorithm\": \"ring-cached\""), std::string::npos) << text;
   EXPECT_EQ(parseTuningTable(text), table);
 }
 
@@ -72,7 +77,7 @@ void expectRefused(const std::string& text, const std::string& reason) {
 }
 
 TEST(AllreduceTuning, MalformedTextsAreRefusedSayingWhy) {
-  const std::string good = tuningTableText(threeRuleTable());
+  const std::string good = tuningTableText(fourRuleTable());
   auto edited = [&](const std::string& from, const std::string& to) {
     std::string text = good;
     const std::size_t at = text.find(from);
@@ -91,7 +96,7 @@ TEST(AllreduceTuning, MalformedTextsAreRefusedSayingWhy) {
 }
 
 TEST(AllreduceTuning, TablesOfAnotherLayoutOrCpuAreForeign) {
-  const TuningTable table = threeRuleTable();
+  const TuningTable table = fourRuleTable();
   EXPECT_EQ(foreignTableReason(table, {4, 2}), std::nullopt);
   const auto layout = foreignTableReason(table, {2, 2});
   ASSERT_TRUE(layout.has_value());
