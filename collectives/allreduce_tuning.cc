@@ -231,6 +231,9 @@ std::optional<std::string> foreignTableReason(const TuningTable& table, const Ra
   }
   if (table.cpu != cpuModel())
     return "measured on CPU '" + table.cpu + "', this is '" + cpuModel() + "'";
+  // Stale: another version's algorithms may not run at the speeds it measured.
+  if (table.build != ringtrainBuild())
+    return "measured by ringtrain " + table.build + ", this is " + ringtrainBuild();
   return std::nullopt;
 }
 

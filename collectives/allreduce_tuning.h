@@ -87,8 +87,8 @@ std::string ringtrainBuild();
 // with a text.
 std::string tuningTableText(const TuningTable& table);
 TuningTable parseTuningTable(std::string_view text);
-// Why `table` does not fit a job of `layout` on this CPU (another layout, another CPU), or
-// nullopt when it does.
+// Why `table` does not fit a job of `layout` on this CPU with this build (another layout, another
+// CPU, another ringtrain version), or nullopt when it does.
 std::optional<std::string> foreignTableReason(const TuningTable& table, const RankLayout& layout);
 
 // Collective over `comm`: the table every rank uses. Empty `path`: the built-in one. Otherwise

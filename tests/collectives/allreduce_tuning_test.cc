@@ -95,7 +95,7 @@ TEST(AllreduceTuning, MalformedTextsAreRefusedSayingWhy) {
   expectRefused(edited("\"cpu\"", "\"gpu\""), "not valid");
 }
 
-TEST(AllreduceTuning, TablesOfAnotherLayoutOrCpuAreForeign) {
+TEST(AllreduceTuning, TablesOfAnotherLayoutCpuOrVersionAreForeign) {
   const TuningTable table = fourRuleTable();
   EXPECT_EQ(foreignTableReason(table, {4, 2}), std::nullopt);
   const auto layout = foreignTableReason(table, {2, 2});
@@ -107,6 +107,11 @@ TEST(AllreduceTuning, TablesOfAnotherLayoutOrCpuAreForeign) {
   const auto cpu = foreignTableReason(elsewhere, {4, 2});
   ASSERT_TRUE(cpu.has_value());
   EXPECT_NE(cpu->find("Imaginary CPU 9000"), std::string::npos) << *cpu;
+  TuningTable stale = table;
+  stale.build = "0.0.1";
+  const auto version = foreignTableReason(stale, {4, 2});
+  ASSERT_TRUE(version.has_value());
+  EXPECT_EQ(*version, "measured by ringtrain 0.0.1, this is " + ringtrainBuild());
 }
 
 }  // namespace
