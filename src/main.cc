@@ -156,6 +156,13 @@ std::optional<TrainConfig> settledConfig(int argc, char** argv, collectives::Mpi
   config.device = device.device;
   config.backend = device.backend;
   exitEverywhereOnError(settleTuningFile(config, env.world()));
+  if (env.worldRank() == 0 && !config.tuningFile.empty() &&
+      config.backend != engine::ExchangeBackend::kTuned) {
+    collectives::logLine(collectives::LogLevel::kWarn,
+                         fmt::format("--tuning-file {} is not used: backend {} takes no tuning table "
+                                     "(only tuned does)",
+                                     config.tuningFile, engine::name(*config.backend)));
+  }
   if (env.worldRank() == 0) {
     info(fmt::format("ringtrain train: {} rank(s) on {} node(s); {}", env.worldSize(),
                      env.nodeCount(), describe(config)));

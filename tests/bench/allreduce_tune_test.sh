@@ -3,7 +3,8 @@
 # --backends tuned --tuning-file then uses (its rules printed as written); the same table edited to
 # another world size is ignored with one warning line, and a garbage file is refused with one
 # line naming it, exit status 2 on every rank. `ringtrain train --backend tuned --tuning-file`
-# takes the same three files the same way.
+# takes the same three files the same way; with another backend it says once that the file is
+# not used.
 #   allreduce_tune_test.sh ALLREDUCE_PERF RINGTRAIN MPIEXEC [MPIEXEC FLAGS...]
 set -uo pipefail
 perf="$1"
@@ -71,6 +72,9 @@ if perf tune 0 --autotune --tune-rounds 1 --tune-out "$table"; then
     if grep -q "ignored" "$work/train_tuned.err"; then fail "train: the table was ignored"; else ok "train --tuning-file takes the table"; fi
   fi
   train train_foreign 0 "$work/foreign.json" && said train_foreign "$ignored"
+  launch train_shm 0 "$ringtrain" train --synthetic --synthetic-size 960 --steps 2 --log-every 0 \
+    --backend shm --tuning-file "$table" &&
+    said train_shm "--tuning-file $table is not used: backend shm takes no tuning table (only tuned does)"
 fi
 
 echo '{"format": "ringtrain-allreduce-tuning", "version": 1, "rules": [' >"$work/garbage.json"
