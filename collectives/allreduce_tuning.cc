@@ -161,6 +161,13 @@ TuningTable builtinTuningTable(const RankLayout& layout) {
   return table;
 }
 
+TuningTable ringBackendTable(std::size_t smallBytes) {
+  return {RankLayout{},
+          "",
+          "",
+          {{smallBytes, AllreduceAlgorithm::kRecursiveDoubling}, {kUnbounded, AllreduceAlgorithm::kRing}}};
+}
+
 TuningTable singleAlgorithmTable(const RankLayout& layout, AllreduceAlgorithm algorithm) {
   TuningTable table{layout, cpuModel(), ringtrainBuild(), {{kUnbounded, algorithm}}};
   if (algorithm == AllreduceAlgorithm::kRecursiveDoubling) {

@@ -74,6 +74,10 @@ std::string summary(const TuningTable& table);
 
 // The table used without a tuning file, for `layout`.
 TuningTable builtinTuningTable(const RankLayout& layout);
+// The `ring` backend's fixed table: recursive doubling up to `smallBytes`
+// (CommunicatorOptions::ringSmallMessageBytes), the ring above, whatever the layout; measured on
+// nothing, so its layout, CPU and build are left empty.
+TuningTable ringBackendTable(std::size_t smallBytes);
 // A table that sends every size to `algorithm` (recursive doubling: up to
 // kMaxRecursiveDoublingBytes, the ring above; what allreduce_perf --autotune measures).
 TuningTable singleAlgorithmTable(const RankLayout& layout, AllreduceAlgorithm algorithm);

@@ -9,7 +9,6 @@
 #include "collectives/hierarchical_communicator.h"
 #include "collectives/mpi_check.h"
 #include "collectives/mpi_communicator.h"
-#include "collectives/ring_communicator.h"
 #include "collectives/tuned_communicator.h"
 #ifdef RINGTRAIN_HAVE_NCCL
 #include "collectives/nccl_communicator.h"
@@ -163,7 +162,8 @@ std::unique_ptr<Communicator> makeCommunicator(Backend backend, MPI_Comm comm,
     case Backend::kMpi:
       return std::make_unique<MpiCommunicator>(comm, options);
     case Backend::kRing:
-      return std::make_unique<RingCommunicator>(comm, options);
+      return std::make_unique<TunedCommunicator>(
+          comm, options, ringBackendTable(options.ringSmallMessageBytes), "ring");
     case Backend::kTuned:
       return std::make_unique<TunedCommunicator>(comm, options);
     case Backend::kHierarchical:

@@ -21,7 +21,7 @@ namespace ringtrain::collectives {
 using IntraNodeFactory = std::function<std::unique_ptr<IntraNodeCollectives>(
     MPI_Comm nodeComm, const CommunicatorOptions& options)>;
 
-// Like RingCommunicator, every collective starts with RecursiveDoubling's agreement on (sequence
+// Like TunedCommunicator, every collective starts with RecursiveDoubling's agreement on (sequence
 // number, kind, count, type, op, root) over the whole communicator. Nodes are
 // MPI_COMM_TYPE_SHARED, or every options.test.ranksPerNode consecutive ranks in tests and
 // benchmarks.

@@ -25,7 +25,7 @@ enum class RingWrites { kStreamed, kCached };
 class RingAllreduce {
  public:
   explicit RingAllreduce(RingPipeline& pipeline) : pipeline_(pipeline) {}
-  // `send` == `recv` reduces in place. No agreement check here: RingCommunicator does that first.
+  // `send` == `recv` reduces in place. No agreement check here: the communicator does that first.
   void run(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op,
            RingWrites writes = RingWrites::kStreamed);
 

@@ -20,9 +20,10 @@ TunedCommunicator::TunedCommunicator(MPI_Comm comm, const CommunicatorOptions& o
                                           options.tuningFile)) {}
 
 TunedCommunicator::TunedCommunicator(MPI_Comm comm, const CommunicatorOptions& options,
-                                     TuningTable table)
+                                     TuningTable table, std::string_view name)
     : Communicator(comm, options),
       table_(std::move(table)),
+      name_(name),
       agreement_(this->comm(), table_.recursiveDoublingBytes(), waitMode()),
       pipeline_(this->comm(), ringChunking(this->comm(), options), waitMode()),
       ring_(pipeline_),

@@ -1,5 +1,6 @@
-// The `tuned` backend: each all-reduce takes the algorithm that a tuning table (allreduce_tuning.h)
-// gives its size, with the call checked first as the ring backend checks it.
+// The `tuned` and `ring` backends: each all-reduce takes the algorithm that a tuning table
+// (allreduce_tuning.h) gives its size, with the call checked first. `ring` is the fixed table of
+// ringBackendTable.
 #pragma once
 
 #include <memory>
@@ -26,10 +27,12 @@ class TunedCommunicator final : public Communicator {
  public:
   // The table of options.tuningFile, or the built-in one for this communicator's layout.
   TunedCommunicator(MPI_Comm comm, const CommunicatorOptions& options);
-  // `table`, which must be the same on every rank (allreduce_perf --autotune measures with this).
-  TunedCommunicator(MPI_Comm comm, const CommunicatorOptions& options, TuningTable table);
+  // `table`, which must be the same on every rank (allreduce_perf --autotune measures with this),
+  // reported as backend `name`.
+  TunedCommunicator(MPI_Comm comm, const CommunicatorOptions& options, TuningTable table,
+                    std::string_view name = "tuned");
   ~TunedCommunicator() override;
-  std::string_view backendName() const override { return "tuned"; }
+  std::string_view backendName() const override { return name_; }
   const TuningTable& table() const { return table_; }
 
  protected:
@@ -44,6 +47,7 @@ class TunedCommunicator final : public Communicator {
   struct Hierarchical;  // the three-stage path, made only when the table uses it
 
   TuningTable table_;
+  std::string_view name_;  // a literal
   RecursiveDoubling agreement_;
   RingPipeline pipeline_;
   RingAllreduce ring_;
