@@ -848,8 +848,9 @@ std::vector<std::unique_ptr<Communicator>> makeCommunicators(const Options& o) {
 void describeAuto(const std::vector<std::unique_ptr<Communicator>>& comms, nlohmann::json& json,
                   bool root) {
   for (const auto& comm : comms) {
+    // The ring backend is a TunedCommunicator too, with its fixed table (described above).
     const auto* tuned = dynamic_cast<const collectives::TunedCommunicator*>(&*comm);
-    if (tuned == nullptr) continue;
+    if (tuned == nullptr || comm->backendName() != name(collectives::Backend::kTuned)) continue;
     json["tuned"] = nlohmann::json::parse(tuningTableText(tuned->table()));
     if (root) std::cout << "#  tuned: " << summary(tuned->table()) << "\n";
   }
