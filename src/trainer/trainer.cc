@@ -832,9 +832,10 @@ void Trainer::stopIfDiverged(std::string_view what, double loss, std::int64_t st
 }
 
 void Trainer::stopIfParametersDiverged(std::int64_t step) {
+  if (config_.checkpointDir.empty()) return;  // nothing is written (the same on every rank)
   // The first non-finite parameter and its value, from rank 0.
   std::array<std::int64_t, 2> found = {-1, 0};
-  if (control_->rank() == 0 && !config_.checkpointDir.empty()) {
+  if (control_->rank() == 0) {
     downloadFromGpu();
     const std::span<const float> parameters = model_.parameters();
     found[0] = firstNonFinite(parameters.data(), parameters.size());
