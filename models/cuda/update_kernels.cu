@@ -58,6 +58,20 @@ __global__ void adamKernel(float* __restrict__ p, const float* __restrict__ g,
   }
 }
 
+__global__ void accumulateKernel(float* __restrict__ sum, const float* __restrict__ g,
+                                 std::size_t count, float w, bool start) {
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    sum[i] = start ? w * g[i] : sum[i] + w * g[i];
+}
+
+__global__ void finishAccumulationKernel(float* __restrict__ g, const float* __restrict__ sum,
+                                         std::size_t count, float w, float scale) {
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    g[i] = (w * g[i] + sum[i]) * scale;
+}
+
 __global__ void firstNonFiniteKernel(const float* values, std::size_t count,
                                      unsigned long long* first) {
   for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count;
@@ -121,6 +135,22 @@ void adamUpdate(float* parameters, const float* gradients, float* m, float* v, s
                                                         beta2, epsilon, l2, decay, stepSize,
                                                         rootCorrection2);
   RINGTRAIN_MODELS_CUDA_LAUNCHED(adamKernel);
+}
+
+void accumulateGradients(float* sum, const float* gradients, std::size_t count, float weight,
+                         bool start, cudaStream_t stream) {
+  if (count == 0) return;
+  accumulateKernel<<<blocksFor(count), kThreads, 0, stream>>>(sum, gradients, count, weight,
+                                                              start);
+  RINGTRAIN_MODELS_CUDA_LAUNCHED(accumulateKernel);
+}
+
+void finishAccumulation(float* gradients, const float* sum, std::size_t count, float weight,
+                        float scale, cudaStream_t stream) {
+  if (count == 0) return;
+  finishAccumulationKernel<<<blocksFor(count), kThreads, 0, stream>>>(gradients, sum, count,
+                                                                      weight, scale);
+  RINGTRAIN_MODELS_CUDA_LAUNCHED(finishAccumulationKernel);
 }
 
 std::int64_t firstNonFinite(const float* values, std::size_t count, cudaStream_t stream) {

@@ -1,13 +1,14 @@
 // Kernels over ranges of the flat device buffers that the trainer needs beside the model: the
 // optimiser updates (src/trainer/optimizer.cc's rules, element for element: PyTorch's SGD with
-// momentum/Nesterov/weight decay, Adam with L2 decay, AdamW with decoupled decay) and the
-// non-finite check. All enqueue on `stream` and return at once unless they say otherwise.
+// momentum/Nesterov/weight decay, Adam with L2 decay, AdamW with decoupled decay), gradient
+// accumulation (src/trainer/gradient_accumulator.cc's rule) and the non-finite check. All enqueue
+// on `stream` and return at once unless they say otherwise.
 #pragma once
-
-#include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <cstdint>
+
+#include <cuda_runtime_api.h>
 
 namespace ringtrain::models::cuda {
 
@@ -21,6 +22,13 @@ void sgdUpdate(float* parameters, const float* gradients, float* velocity, std::
 void adamUpdate(float* parameters, const float* gradients, float* m, float* v, std::size_t count,
                 float learningRate, float beta1, float beta2, float epsilon, float weightDecay,
                 bool decoupled, std::int64_t step, cudaStream_t stream);
+
+// Gradient accumulation: sum = weight * g (start) or sum += weight * g, over [0, count).
+void accumulateGradients(float* sum, const float* gradients, std::size_t count, float weight,
+                         bool start, cudaStream_t stream);
+// The last micro-batch: g = (weight * g + sum) * scale.
+void finishAccumulation(float* gradients, const float* sum, std::size_t count, float weight,
+                        float scale, cudaStream_t stream);
 
 // Index of the first NaN or infinity in values[0, count), or -1. Synchronises `stream`.
 std::int64_t firstNonFinite(const float* values, std::size_t count, cudaStream_t stream);

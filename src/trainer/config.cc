@@ -459,8 +459,6 @@ std::optional<std::string> deviceAndBackendProblem(const TrainConfig& c) {
            "(--tf32 is the GPU's reduced precision)";
   if (c.device == Device::kCuda && c.clipGradNorm > 0)
     return "--clip-grad-norm runs on the host only: use --device cpu or auto with it";
-  if ((c.device == Device::kCuda || c.backend == ExchangeBackend::kNccl) && c.accumulateSteps > 1)
-    return "--accumulate-steps runs on the host only: use --device cpu or auto with it";
   if (c.compression == engine::Compression::kNone) return std::nullopt;
   const std::string compression(engine::name(c.compression));
   if (c.backend == ExchangeBackend::kShm) {

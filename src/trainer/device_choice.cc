@@ -99,9 +99,6 @@ std::variant<DeviceChoice, std::string> chooseDevice(const TrainConfig& config,
   if (config.clipGradNorm > 0)
     return DeviceChoice{Device::kCpu, hostBackend(config, facts),
                         "--clip-grad-norm runs on the host only"};
-  if (config.accumulateSteps > 1)
-    return DeviceChoice{Device::kCpu, hostBackend(config, facts),
-                        "--accumulate-steps runs on the host only"};
   if (config.precision == models::Precision::kBfloat16)
     return DeviceChoice{Device::kCpu, hostBackend(config, facts),
                         "--precision bf16 is for the CPU's matrix products"};

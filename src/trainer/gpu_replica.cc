@@ -54,6 +54,22 @@ class CudaReplica final : public GpuReplica {
     return model_->evaluate(batch);
   }
 
+  void accumulate(std::size_t offset, std::size_t count, const AccumulateRule& rule) override {
+    if (sum_.empty()) {
+      sum_ = DeviceArray(this->count());
+      // Its zeroing (on the default stream) must not land after the kernels below.
+      RINGTRAIN_CUDA_CHECK(cudaDeviceSynchronize());
+    }
+    float* g = model_->gradients() + offset;
+    float* sum = sum_.data() + offset;
+    if (rule.phase == AccumulatePhase::kFinish) {
+      models::cuda::finishAccumulation(g, sum, count, rule.weight, rule.scale, model_->stream());
+    } else {
+      models::cuda::accumulateGradients(sum, g, count, rule.weight,
+                                        rule.phase == AccumulatePhase::kStart, model_->stream());
+    }
+  }
+
   void update(std::size_t begin, std::size_t end, float learningRate) override {
     optimizer_->update(parameters(), averaged(), begin, end, learningRate);
   }
@@ -90,6 +106,7 @@ class CudaReplica final : public GpuReplica {
   std::unique_ptr<models::cuda::GpuModel> model_;
   std::unique_ptr<GpuOptimizer> optimizer_;
   DeviceArray averaged_;  // more than one rank
+  DeviceArray sum_;       // --accumulate-steps
 };
 
 }  // namespace

@@ -22,6 +22,7 @@
 
 #include "collectives/communicator.h"
 #include "models/model.h"
+#include "src/trainer/gradient_accumulator.h"
 #include "src/trainer/optimizer.h"
 
 namespace ringtrain {
@@ -46,6 +47,11 @@ class GpuReplica {
   virtual void backward(const models::GradientReadyCallback& onGradientsReady) = 0;
   virtual models::BatchResult lastResult() = 0;
   virtual models::BatchResult evaluate(const models::Batch<float>& batch) = 0;
+
+  // --accumulate-steps: applies `rule` to gradients()[offset, offset + count) and this replica's
+  // device sum of the step's earlier micro-batches, on the compute stream (so before any
+  // all-reduce the layer's announcement starts).
+  virtual void accumulate(std::size_t offset, std::size_t count, const AccumulateRule& rule) = 0;
 
   // The optimiser on averaged()[begin, end), and the end of its step.
   virtual void update(std::size_t begin, std::size_t end, float learningRate) = 0;

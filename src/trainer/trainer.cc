@@ -184,9 +184,6 @@ void Trainer::startGpu() {
   if (gradients == nullptr) {
     throw std::invalid_argument("--device cuda averages GPU buffers with the nccl backend");
   }
-  if (config_.accumulateSteps > 1) {
-    throw std::invalid_argument("--device cuda: the GPU path has no --accumulate-steps");
-  }
   gpu_ = makeGpuReplica(model_, optimizerOptions(config_), config_.tf32, *gradients);
   buffers_ = {gpu_->gradients(), gpu_->averaged()};
   std::vector<std::int32_t> devices(static_cast<std::size_t>(control_->size()));
@@ -306,7 +303,11 @@ models::BatchResult Trainer::computeGradients(const models::Batch<float>& input,
                                               bool lastOfStep) {
   const models::GradientReadyCallback ready = [&](const models::LayerParameters& layer) {
     // The earlier micro-batches' sum goes into the layer before the exchange may read it.
-    if (accumulator_) accumulator_->layerReady(model_.gradients(), layer.offset, layer.count);
+    if (accumulator_ && gpu_) {
+      gpu_->accumulate(layer.offset, layer.count, accumulator_->rule());
+    } else if (accumulator_) {
+      accumulator_->layerReady(model_.gradients(), layer.offset, layer.count);
+    }
     if (lastOfStep) {
       exchange_->segmentReady(segmentOfLayer_[static_cast<std::size_t>(layer.layerIndex)]);
     }
@@ -430,6 +431,8 @@ std::int64_t Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
     if (accumulator_) accumulator_->beginMicroBatch(micro, size, last);
     if (last) exchange_->beginStep(buffers_);
     result.add(computeGradients(input, step, last));
+    // On the GPU the loss is known once the micro-batch has run: the last one's after the step.
+    if (gpu_ && !last) result.add(gpu_->lastResult());
     summary.dataSeconds += secondsBetween(begun, gathered);
     summary.computeSeconds += secondsBetween(gathered, collectives::steadyNowNs());
   }
@@ -442,7 +445,7 @@ std::int64_t Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
     log("skipping " + problem + " (--check-finite skip)");
     ++summary.skippedSteps;
   }
-  if (gpu_) result = gpu_->lastResult();
+  if (gpu_) result.add(gpu_->lastResult());
   const std::int64_t finished = collectives::steadyNowNs();
 
   summary.waitSeconds += exchange_->lastWaitSeconds();

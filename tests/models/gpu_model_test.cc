@@ -2,7 +2,8 @@
 // seeded random inputs and parameters: every layer's forward and backward (through small models
 // that make each gradient visible in a parameter gradient), both losses, whole mlp and cnn
 // steps with float32 and TF32 math, the optimiser kernels against src/trainer/optimizer.cc, the
-// non-finite check, and the batch checks. Without a visible GPU every test skips saying why.
+// accumulation kernels against src/trainer/gradient_accumulator.cc, the non-finite check, and
+// the batch checks. Without a visible GPU every test skips saying why.
 #include "models/cuda/gpu_model.h"
 
 #include <gtest/gtest.h>
@@ -28,6 +29,7 @@
 #include "models/model_factory.h"
 #include "models/relu.h"
 #include "models/softmax_cross_entropy.h"
+#include "src/trainer/gradient_accumulator.h"
 #include "src/trainer/optimizer.h"
 
 namespace ringtrain::models::cuda {
@@ -428,6 +430,40 @@ TEST_F(GpuTest, AdamAndAdamwStepsMatchTheCpuOptimizer) {
   expectSameOptimizerSteps({.kind = OptimizerKind::kAdam}, 1e-3f);
   expectSameOptimizerSteps({.kind = OptimizerKind::kAdam, .weightDecay = 0.01f}, 1e-3f);
   expectSameOptimizerSteps({.kind = OptimizerKind::kAdamW, .weightDecay = 0.01f}, 1e-3f);
+}
+
+// Three micro-batches (64, 64 and an epoch's last 20 samples, batch 64), each gradient handed
+// over in two layers as backward does: the device sum and the step's gradient as the host's.
+TEST_F(GpuTest, AccumulationKernelsFollowTheHostRule) {
+  constexpr std::size_t kCount = 70001;
+  constexpr std::size_t kSplit = 30000;
+  const std::int64_t samples[] = {64, 64, 20};
+  GradientAccumulator host(kCount, 64);
+  DeviceBuffer sum(std::vector<float>(kCount, std::numeric_limits<float>::quiet_NaN()));
+  for (int micro = 0; micro < 3; ++micro) {
+    SCOPED_TRACE("micro-batch " + std::to_string(micro));
+    std::vector<float> gradients =
+        randomFloats(kCount, 1, 1500 + static_cast<std::uint64_t>(micro));
+    const DeviceBuffer device(gradients);
+    host.beginMicroBatch(micro, samples[micro], micro == 2);
+    const AccumulateRule rule = host.rule();
+    for (const auto& [offset, count] :
+         {std::pair{kSplit, kCount - kSplit}, std::pair{std::size_t{0}, kSplit}}) {
+      host.layerReady(gradients, offset, count);
+      if (rule.phase == AccumulatePhase::kFinish) {
+        finishAccumulation(device.data + offset, sum.data + offset, count, rule.weight, rule.scale,
+                           nullptr);
+      } else {
+        accumulateGradients(sum.data + offset, device.data + offset, count, rule.weight,
+                            rule.phase == AccumulatePhase::kStart, nullptr);
+      }
+    }
+    check(cudaDeviceSynchronize());
+    if (micro == 2) {
+      const std::vector<float> scale(kCount, 1.0f);
+      expectCloseElementwise(device.host(), gradients, scale, "the step's gradient");
+    }
+  }
 }
 
 TEST_F(GpuTest, FirstNonFiniteFindsTheFirstNanOrInfinity) {

@@ -106,7 +106,6 @@ expect "batch size 0" "--batch-size must be at least 1 \(got 0\)" --data "$good"
 expect "accumulate steps 0" "--accumulate-steps must be at least 1 \(got 0\)" --data "$good" --accumulate-steps 0
 expect "negative accumulate steps" "--accumulate-steps must be at least 1 \(got -3\)" --data "$good" --accumulate-steps -3
 expect "fractional accumulate steps" "accumulate-steps.*'2.5'|'2.5'.*accumulate-steps" --data "$good" --accumulate-steps 2.5
-expect "accumulation on cuda" "--accumulate-steps runs on the host only: use --device cpu or auto with it" --data "$good" --device cuda --accumulate-steps 2
 expect "negative learning rate" "--lr must be greater than 0" --data "$good" --lr -1
 expect "infinite learning rate" "--lr must be a finite number \(got inf\)" --data "$good" --lr inf
 expect "infinite stall timeout" "--stall-timeout must be a finite number \(got inf\) \(0 means never\)" --data "$good" --stall-timeout inf

@@ -138,16 +138,12 @@ TEST(DeviceChoice, AnExplicitDeviceIsTakenOrRefused) {
   EXPECT_EQ(refusal(options("auto", "nccl"), gpus(1, 0)).rfind("--backend nccl", 0), 0u);
 }
 
-// The GPU path has no gradient accumulation: auto keeps such a run on the host, saying why
-// (--device cuda with it is refused with the other options, validateTrainConfig).
-TEST(DeviceChoice, AutoKeepsAccumulationOnTheHost) {
+// Gradient accumulation runs on both paths: it does not keep auto on the host.
+TEST(DeviceChoice, AutoTakesTheGpuWithAccumulation) {
   TrainConfig accumulating = options("auto");
   accumulating.accumulateSteps = 4;
-  const DeviceChoice c = chosen(accumulating, gpus(1, 1));
-  EXPECT_EQ(deviceName(c.device), "cpu");
-  EXPECT_EQ(c.reason, "--accumulate-steps runs on the host only");
-  accumulating.accumulateSteps = 1;
   EXPECT_EQ(deviceName(chosen(accumulating, gpus(1, 1)).device), "cuda");
+  EXPECT_EQ(deviceName(chosen(accumulating, gpus(1, 0)).device), "cpu");
 }
 
 // --precision bf16 keeps auto on the host, and is refused where a rank's CPU (any rank's: the

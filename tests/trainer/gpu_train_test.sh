@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # --device cuda against --device cpu on the MNIST sample, under mpirun with RANKS ranks: the GPU
 # run reaches the CPU run's accuracy (same options, both runs here), the replicas stay identical,
-# a GPU checkpoint resumes on the GPU and on the CPU, and --check-finite stop names the layer.
+# a GPU checkpoint resumes on the GPU and on the CPU, --accumulate-steps trains as the larger
+# batch, and --check-finite stop names the layer.
 # Exit 77 (skipped, with the reason) without the MNIST sample or without a GPU per rank.
 #   gpu_train_test.sh RINGTRAIN MNIST_DIR RANKS MPIEXEC [MPIEXEC FLAGS...]
 set -uo pipefail
@@ -25,10 +26,11 @@ if [ "${gpus:-0}" -lt "$ranks" ]; then
 fi
 
 # train NAME ARGS...: runs the job, keeps its output in $work/NAME.log, prints its status.
+# LOG_EVERY=N: a progress line every N steps (none by default).
 train() {
   local name="$1"
   shift
-  timeout 600 "${mpirun[@]}" -np "$ranks" "$ringtrain" train --data "$mnist" --log-every 0 "$@" \
+  timeout 600 "${mpirun[@]}" -np "$ranks" "$ringtrain" train --data "$mnist" --log-every "${LOG_EVERY:-0}" "$@" \
     >"$work/$name.log" 2>&1
   echo $?
 }
@@ -61,6 +63,29 @@ same_accuracy() {
 
 same_accuracy "mlp 1 epoch" 0.95 0.01 --model mlp --epochs 1 --batch-size 64
 same_accuracy "cnn 300 steps" 0.90 0.02 --model cnn --steps 300 --batch-size 64
+
+# --accumulate-steps on the device: 2 micro-batches of 32 per step train as one batch of 64 does
+# (up to the summation order) and as the cpu's accumulation does. The loss of steps 31-40 shows a
+# wrong weight or scale (a doubled gradient, a micro-batch left out) long before accuracy would.
+last_loss() { grep -o 'loss [0-9.]*' "$work/$1.log" | tail -1 | awk '{print $2}'; }
+accumulation_case() {
+  local name="$1" expected_name="$2"
+  shift 2
+  local status loss expected
+  status="$(LOG_EVERY=10 train "$name" --model mlp --steps 40 "$@")"
+  loss="$(last_loss "$name")"
+  expected="$(last_loss "$expected_name")"
+  if [ "$status" -eq 0 ] && [ -n "$loss" ] && [ -n "$expected" ] &&
+    awk -v a="$loss" -v b="$expected" 'BEGIN { d = a - b; exit !(d < 0.002 && d > -0.002) }'; then
+    echo "ok   $name: loss of steps 31-40 $loss, $expected_name $expected"
+  else
+    fail "$name (status $status): loss of steps 31-40 ${loss:-none}, $expected_name ${expected:-none} (want within 0.002)" "$name"
+  fi
+}
+status="$(LOG_EVERY=10 train "cuda batch 64" --device cuda --model mlp --steps 40 --batch-size 64)"
+if [ "$status" -ne 0 ]; then fail "cuda batch 64 (status $status)" "cuda batch 64"; fi
+accumulation_case "cuda 2 x 32 accumulated" "cuda batch 64" --device cuda --batch-size 32 --accumulate-steps 2
+accumulation_case "cpu 2 x 32 accumulated" "cuda 2 x 32 accumulated" --device cpu --batch-size 32 --accumulate-steps 2
 
 # A GPU checkpoint holds the GPU's parameters and optimiser state: it continues on the CPU
 # (which writes nothing) and on the GPU.

@@ -45,6 +45,23 @@ TEST(GradientAccumulator, EveryStepStartsAfresh) {
   }
 }
 
+// The rule the GPU path's kernels apply: start, add, finish, with weight n_k / B and, for the
+// last micro-batch, scale B / N.
+TEST(GradientAccumulator, TheRuleNamesEachMicroBatchsPart) {
+  GradientAccumulator accumulator(3, 4);
+  accumulator.beginMicroBatch(0, 4, false);
+  AccumulateRule rule = accumulator.rule();
+  EXPECT_EQ(rule.phase, AccumulatePhase::kStart);
+  EXPECT_FLOAT_EQ(rule.weight, 1.0f);
+  accumulator.beginMicroBatch(1, 4, false);
+  EXPECT_EQ(accumulator.rule().phase, AccumulatePhase::kAdd);
+  accumulator.beginMicroBatch(2, 2, true);
+  rule = accumulator.rule();
+  EXPECT_EQ(rule.phase, AccumulatePhase::kFinish);
+  EXPECT_FLOAT_EQ(rule.weight, 0.5f);
+  EXPECT_FLOAT_EQ(rule.scale, 0.4f);  // B / N = 4 / 10
+}
+
 TEST(GradientAccumulator, AStepOfOneMicroBatchIsALogicError) {
   GradientAccumulator accumulator(2, 8);
   EXPECT_THROW(accumulator.beginMicroBatch(0, 8, true), std::logic_error);
