@@ -150,10 +150,11 @@ std::string summary(const TuningTable& table) {
 TuningTable builtinTuningTable(const RankLayout& layout) {
   using enum AllreduceAlgorithm;
   TuningTable table{layout, cpuModel(), ringtrainBuild(), {}};
-  // kRing, not kRingCached: its writes are safe whether or not the ranks' cores share a cache.
   if (layout.oneNode()) {
     // allreduce_perf --autotune, 2 ranks on one node (docs/collectives.md, "The tuned backend").
-    table.rules = {{8 * kKiB, kRecursiveDoubling}, {kUnbounded, kRing}};
+    // kRingCached writes through the cache, as MPI_Allreduce does, and keeps pace with it whether
+    // or not the ranks' cores share a cache; kRing is faster only where they share none.
+    table.rules = {{8 * kKiB, kRecursiveDoubling}, {kUnbounded, kRingCached}};
   } else {
     // Not measured across nodes: the ring backend's own split.
     table.rules = {{32 * kKiB, kRecursiveDoubling}, {kUnbounded, kRing}};

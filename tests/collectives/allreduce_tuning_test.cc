@@ -54,6 +54,12 @@ TEST(AllreduceTuning, BuiltinTablesCoverEverySizeAndKeepRecursiveDoublingSmall) 
     EXPECT_LE(table.recursiveDoublingBytes(), kMaxRecursiveDoublingBytes);
     EXPECT_NO_THROW(parseTuningTable(tuningTableText(table)));
   }
+  // On one node the ring writes through the cache above recursive doubling's sizes, as
+  // MPI_Allreduce does (docs/collectives.md, the built-in table).
+  const TuningTable oneNode = builtinTuningTable(RankLayout{2, 2});
+  EXPECT_EQ(oneNode.choose(8192), AllreduceAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(oneNode.choose(8193), AllreduceAlgorithm::kRingCached);
+  EXPECT_EQ(oneNode.choose(std::size_t{1} << 30), AllreduceAlgorithm::kRingCached);
 }
 
 TEST(AllreduceTuning, TextRoundTripKeepsEveryField) {
