@@ -14,7 +14,6 @@
 #include "collectives/nccl_communicator.h"
 #include "collectives/nccl_intra_node.h"
 #endif
-#include "collectives/steady_clock.h"
 
 namespace ringtrain::collectives {
 
@@ -49,7 +48,6 @@ Communicator::Entered::Entered(Communicator& comm, CollectiveKind kind, std::siz
   comm.kind_.store(static_cast<int>(kind), std::memory_order_relaxed);
   comm.count_.store(count, std::memory_order_relaxed);
   comm.type_.store(static_cast<int>(type), std::memory_order_relaxed);
-  comm.enteredNs_.store(steadyNowNs(), std::memory_order_relaxed);
   comm.sequence_.store(number, std::memory_order_release);
   comm.inside_.store(true, std::memory_order_release);
 }
@@ -65,7 +63,6 @@ CollectiveProgress Communicator::progress() const {
   p.kind = static_cast<CollectiveKind>(kind_.load(std::memory_order_relaxed));
   p.count = count_.load(std::memory_order_relaxed);
   p.type = static_cast<DataType>(type_.load(std::memory_order_relaxed));
-  p.enteredNs = enteredNs_.load(std::memory_order_relaxed);
   return p;
 }
 

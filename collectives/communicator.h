@@ -94,7 +94,6 @@ struct CollectiveProgress {
   CollectiveKind kind = CollectiveKind::kAllreduce;
   std::uint64_t count = 0;
   DataType type = DataType::kFloat32;
-  std::int64_t enteredNs = 0;  // steady-clock time it was entered
 };
 
 class Communicator {
@@ -183,7 +182,6 @@ class Communicator {
   std::atomic<int> kind_{0};
   std::atomic<std::uint64_t> count_{0};
   std::atomic<int> type_{0};
-  std::atomic<std::int64_t> enteredNs_{0};
 };
 
 // The backends: kMpi (MPI's own collectives), kRing (ringtrain's pipelined ring), kTuned (per

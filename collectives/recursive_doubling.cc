@@ -78,9 +78,11 @@ void RecursiveDoubling::allreduce(const CallSignature& signature, const void* se
 }
 
 void RecursiveDoubling::exchange(const CallSignature& signature, DataType type, ReduceOp op) {
-  // Tokens 1 .. 2^tokenBits - 1; 0 is kDisagreement.
-  const std::uint64_t tokenRange = (std::uint64_t{1} << tokenBits_) - 1;
-  token_ = 1 + agreementToken(signature) % tokenRange;
+  // Tokens 1 .. 2^tokenBits - 1 (the hash's low bits; a mask, not a division, per call); 0 is
+  // kDisagreement.
+  const std::uint64_t tokenMask = (std::uint64_t{1} << tokenBits_) - 1;
+  token_ = agreementToken(signature) & tokenMask;
+  if (token_ == kDisagreement) token_ = 1;
   const int p = largestPowerOfTwoAtMost(size_);
   const int folded = size_ - p;  // ranks 0 .. 2*folded-1 pair up: even ones sit the rounds out
 
@@ -141,40 +143,22 @@ void RecursiveDoubling::postSends(int peer) {
   }
 }
 
-std::uint64_t RecursiveDoubling::completeReceives(int peer) {
+std::uint64_t RecursiveDoubling::completeReceives(int peer, const MPI_Status* firstPiece) {
   std::uint64_t theirToken = kDisagreement;
   receivedBytes_ = 0;
   for (std::size_t piece = 0;; ++piece) {
-    if (piece == receives_.size()) {
-      // The partner sends more pieces than this rank expected (it disagrees): receive them too.
-      if (receivedBytes_ + kPieceBytes > incoming_.size()) {
-        abortJob("collective agreement: rank " + std::to_string(peer) + " sends more than " +
-                 std::to_string(maxPayloadBytes_) +
-                 " payload bytes, this rank's limit (do all ranks use the same ring options?)");
-      }
-      receives_.emplace_back();
-      RINGTRAIN_MPI_CHECK(MPI_Irecv(incoming_.data() + piece * kPieceBytes,
-                                    static_cast<int>(kPieceBytes), MPI_BYTE, peer, MPI_ANY_TAG,
-                                    comm_, &receives_.back()));
-    }
     MPI_Status status;
-    waitFor(&receives_[piece], &status, waitMode_);
+    if (piece == 0 && firstPiece != nullptr) {
+      status = *firstPiece;
+    } else {
+      receivePiece(peer, piece, &status);
+    }
     int length = 0;
     RINGTRAIN_MPI_CHECK(MPI_Get_count(&status, MPI_BYTE, &length));
     receivedBytes_ += static_cast<std::size_t>(length);
     if (piece == 0) theirToken = tokenOf(status.MPI_TAG);
     if (moreFollow(status.MPI_TAG)) continue;
-    // Receives posted for pieces that will not come (the partner's payload is shorter, so it
-    // disagrees): nothing else from the partner reaches this rank before the disagreement has
-    // been reported to every rank, so they can be cancelled safely.
-    for (std::size_t surplus = piece + 1; surplus < receives_.size(); ++surplus) {
-      RINGTRAIN_MPI_CHECK(MPI_Cancel(&receives_[surplus]));
-      MPI_Status cancelled;
-      RINGTRAIN_MPI_CHECK(MPI_Wait(&receives_[surplus], &cancelled));
-      int wasCancelled = 0;
-      RINGTRAIN_MPI_CHECK(MPI_Test_cancelled(&cancelled, &wasCancelled));
-      if (!wasCancelled) abortJob("collective agreement: a surplus receive matched a message");
-    }
+    cancelSurplusReceives(piece + 1);
     break;
   }
   waitForAll(static_cast<int>(sends_.size()), sends_.data(), waitMode_);
@@ -182,11 +166,55 @@ std::uint64_t RecursiveDoubling::completeReceives(int peer) {
   return theirToken;
 }
 
+void RecursiveDoubling::receivePiece(int peer, std::size_t piece, MPI_Status* status) {
+  if (piece >= receives_.size()) {
+    // The partner sends more pieces than this rank expected (it disagrees): receive them too.
+    if ((piece + 1) * kPieceBytes > incoming_.size()) {
+      abortJob("collective agreement: rank " + std::to_string(peer) + " sends more than " +
+               std::to_string(maxPayloadBytes_) +
+               " payload bytes, this rank's limit (do all ranks use the same ring options?)");
+    }
+    receives_.resize(piece + 1, MPI_REQUEST_NULL);
+    RINGTRAIN_MPI_CHECK(MPI_Irecv(incoming_.data() + piece * kPieceBytes,
+                                  static_cast<int>(kPieceBytes), MPI_BYTE, peer, MPI_ANY_TAG, comm_,
+                                  &receives_[piece]));
+  }
+  waitFor(&receives_[piece], status, waitMode_);
+}
+
+void RecursiveDoubling::cancelSurplusReceives(std::size_t from) {
+  // Receives posted for pieces that will not come (the partner's payload is shorter, so it
+  // disagrees): nothing else from the partner reaches this rank before the disagreement has
+  // been reported to every rank, so they can be cancelled safely.
+  for (std::size_t surplus = from; surplus < receives_.size(); ++surplus) {
+    RINGTRAIN_MPI_CHECK(MPI_Cancel(&receives_[surplus]));
+    MPI_Status cancelled;
+    RINGTRAIN_MPI_CHECK(MPI_Wait(&receives_[surplus], &cancelled));
+    int wasCancelled = 0;
+    RINGTRAIN_MPI_CHECK(MPI_Test_cancelled(&cancelled, &wasCancelled));
+    if (!wasCancelled) abortJob("collective agreement: a surplus receive matched a message");
+  }
+}
+
 void RecursiveDoubling::swapWith(int peer, bool peerIsLower, bool send, DataType type,
                                  ReduceOp op) {
-  postReceives(peer);
-  if (send) postSends(peer);
-  token_ = mergeTokens(token_, completeReceives(peer));
+  std::uint64_t theirToken = kDisagreement;
+  if (send && waitMode_ == WaitMode::kSpin && pieceCount(payloadBytes_) == 1) {
+    // One piece each way: a single call, where the MPI library's own all-reduce makes one too
+    // (posting, sending and waiting apart cost several).
+    receives_.clear();
+    MPI_Status status;
+    RINGTRAIN_MPI_CHECK(MPI_Sendrecv(mine_.data(), static_cast<int>(payloadBytes_), MPI_BYTE, peer,
+                                     makeTag(token_, false), incoming_.data(),
+                                     static_cast<int>(kPieceBytes), MPI_BYTE, peer, MPI_ANY_TAG,
+                                     comm_, &status));
+    theirToken = completeReceives(peer, &status);
+  } else {
+    postReceives(peer);
+    if (send) postSends(peer);
+    theirToken = completeReceives(peer);
+  }
+  token_ = mergeTokens(token_, theirToken);
   // Once the tokens disagree the data no longer matters; the rounds still run to the end so that
   // every rank learns of the disagreement. While they agree, the lengths are equal.
   if (token_ == kDisagreement || payloadBytes_ == 0) return;

@@ -55,8 +55,11 @@ class RecursiveDoubling {
   void postReceives(int peer);
   void postSends(int peer);
   // Completes the partner's pieces (posting or cancelling receives if its payload differs from
-  // this rank's) and returns the partner's token.
-  std::uint64_t completeReceives(int peer);
+  // this rank's) and returns the partner's token. `firstPiece`: piece 0 has been received
+  // already (by MPI_Sendrecv), with this status.
+  std::uint64_t completeReceives(int peer, const MPI_Status* firstPiece = nullptr);
+  void receivePiece(int peer, std::size_t piece, MPI_Status* status);
+  void cancelSurplusReceives(std::size_t from);
   void swapWith(int peer, bool peerIsLower, bool send, DataType type, ReduceOp op);
   [[noreturn]] void throwDisagreement(const CallSignature& mine);
 

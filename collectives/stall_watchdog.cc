@@ -62,6 +62,18 @@ void StallWatchdog::unwatch(const Communicator& comm) {
   std::erase_if(watched_, [&](const Watched& w) { return w.comm == &comm; });
 }
 
+double StallWatchdog::secondsInside(Watched& w, const CollectiveProgress& p, std::int64_t nowNs) {
+  if (!p.inside) {
+    w.seenSinceNs = -1;
+    return 0;
+  }
+  if (w.seenSinceNs < 0 || w.seenSequence != p.sequence) {
+    w.seenSequence = p.sequence;
+    w.seenSinceNs = nowNs;
+  }
+  return static_cast<double>(nowNs - w.seenSinceNs) * 1e-9;
+}
+
 void StallWatchdog::answerQueries() {
   for (;;) {
     int pending = 0;
@@ -75,10 +87,11 @@ void StallWatchdog::answerQueries() {
     std::vector<Entry> entries;
     {
       const std::lock_guard lock(mutex_);
-      for (const Watched& w : watched_) {
+      for (Watched& w : watched_) {
         const CollectiveProgress p = w.comm->progress();
+        const double seconds = secondsInside(w, p, steadyNowNs());
         entries.push_back({static_cast<std::int64_t>(p.sequence), p.inside ? 1 : 0,
-                           (steadyNowNs() - p.enteredNs) / 1'000'000});
+                           static_cast<std::int64_t>(seconds * 1e3)});
       }
     }
     // Blocking is fine: the asker posted its receive before asking.
@@ -98,7 +111,7 @@ void StallWatchdog::run() {
       const std::lock_guard lock(mutex_);
       for (std::size_t i = 0; i < watched_.size(); ++i) {
         const CollectiveProgress p = watched_[i].comm->progress();
-        const double seconds = static_cast<double>(steadyNowNs() - p.enteredNs) * 1e-9;
+        const double seconds = secondsInside(watched_[i], p, steadyNowNs());
         if (!p.inside || seconds <= timeoutSeconds_ / 2) continue;
         warnNow = seconds <= timeoutSeconds_;
         if (warnNow && watched_[i].warnedSequence == p.sequence) continue;

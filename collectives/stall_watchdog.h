@@ -45,7 +45,14 @@ class StallWatchdog {
     const Communicator* comm;
     std::string name;
     std::uint64_t warnedSequence = 0;  // the collective already warned about
+    // The collective the watchdog last saw this communicator inside, and since when (the
+    // communicator reads no clock per call: the watchdog's polls time it).
+    std::uint64_t seenSequence = 0;
+    std::int64_t seenSinceNs = -1;  // -1: not inside one when last polled
   };
+  // Seconds `w` has been inside its current collective as far as the polls tell (0 outside
+  // one); updates what it saw. Called with mutex_ held.
+  static double secondsInside(Watched& w, const CollectiveProgress& p, std::int64_t nowNs);
   void run();
   void answerQueries();
   // Asks every rank where it is and returns "not reached by rank 1 (last entered #9); no answer
