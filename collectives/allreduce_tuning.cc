@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <fstream>
-#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
@@ -16,13 +15,12 @@ namespace {
 
 constexpr std::string_view kFormat = "ringtrain-allreduce-tuning";
 constexpr int kFormatVersion = 1;
-constexpr std::size_t kUnbounded = std::numeric_limits<std::size_t>::max();
 constexpr std::size_t kKiB = 1024;
 
 using Json = nlohmann::json;
 
 Json ruleJson(const TuningRule& rule) {
-  return Json{{"max_bytes", rule.maxBytes == kUnbounded ? Json(nullptr) : Json(rule.maxBytes)},
+  return Json{{"max_bytes", rule.maxBytes == kUnboundedBytes ? Json(nullptr) : Json(rule.maxBytes)},
               {"algorithm", std::string(name(rule.algorithm))}};
 }
 
@@ -31,7 +29,7 @@ TuningRule parseRule(const Json& json, bool last) {
   TuningRule rule;
   const Json& bytes = json.at("max_bytes");
   if (bytes.is_null() && last) {
-    rule.maxBytes = kUnbounded;
+    rule.maxBytes = kUnboundedBytes;
   } else if (bytes.is_number_unsigned()) {
     rule.maxBytes = bytes.get<std::size_t>();
   } else {
@@ -141,8 +139,8 @@ std::string summary(const TuningTable& table) {
   std::string text;
   for (const TuningRule& rule : table.rules) {
     text += (text.empty() ? "" : ", ") + std::string(name(rule.algorithm)) +
-            (rule.maxBytes == kUnbounded ? (text.empty() ? " at every size" : " above")
-                                         : " up to " + std::to_string(rule.maxBytes) + " B");
+            (rule.maxBytes == kUnboundedBytes ? (text.empty() ? " at every size" : " above")
+                                              : " up to " + std::to_string(rule.maxBytes) + " B");
   }
   return text;
 }
@@ -154,10 +152,10 @@ TuningTable builtinTuningTable(const RankLayout& layout) {
     // allreduce_perf --autotune, 2 ranks on one node (docs/collectives.md, "The tuned backend").
     // kRingCached writes through the cache, as MPI_Allreduce does, and keeps pace with it whether
     // or not the ranks' cores share a cache; kRing is faster only where they share none.
-    table.rules = {{8 * kKiB, kRecursiveDoubling}, {kUnbounded, kRingCached}};
+    table.rules = {{8 * kKiB, kRecursiveDoubling}, {kUnboundedBytes, kRingCached}};
   } else {
     // Not measured across nodes: the ring backend's own split.
-    table.rules = {{32 * kKiB, kRecursiveDoubling}, {kUnbounded, kRing}};
+    table.rules = {{32 * kKiB, kRecursiveDoubling}, {kUnboundedBytes, kRing}};
   }
   return table;
 }
@@ -166,14 +164,15 @@ TuningTable ringBackendTable(std::size_t smallBytes) {
   return {RankLayout{},
           "",
           "",
-          {{smallBytes, AllreduceAlgorithm::kRecursiveDoubling}, {kUnbounded, AllreduceAlgorithm::kRing}}};
+          {{smallBytes, AllreduceAlgorithm::kRecursiveDoubling},
+           {kUnboundedBytes, AllreduceAlgorithm::kRing}}};
 }
 
 TuningTable singleAlgorithmTable(const RankLayout& layout, AllreduceAlgorithm algorithm) {
-  TuningTable table{layout, cpuModel(), ringtrainBuild(), {{kUnbounded, algorithm}}};
+  TuningTable table{layout, cpuModel(), ringtrainBuild(), {{kUnboundedBytes, algorithm}}};
   if (algorithm == AllreduceAlgorithm::kRecursiveDoubling) {
     table.rules = {{kMaxRecursiveDoublingBytes, algorithm},
-                   {kUnbounded, AllreduceAlgorithm::kRing}};
+                   {kUnboundedBytes, AllreduceAlgorithm::kRing}};
   }
   return table;
 }

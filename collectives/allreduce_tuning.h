@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -48,6 +49,9 @@ struct RankLayout {
 // Collective over `comm`: its layout (nodes as NodeTopology finds them; every ranksPerNode
 // consecutive ranks when ranksPerNode > 0).
 RankLayout rankLayoutOf(MPI_Comm comm, int ranksPerNode);
+
+// A rule's maxBytes that holds every larger size (the last rule's, "null" in the file).
+inline constexpr std::size_t kUnboundedBytes = std::numeric_limits<std::size_t>::max();
 
 // Messages of more than the previous rule's maxBytes and at most this one's take `algorithm`.
 struct TuningRule {

@@ -37,7 +37,6 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
-#include <limits>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -825,7 +824,7 @@ Gpu chooseGpu(const collectives::MpiEnvironment& env, const Options& o) {
 }
 
 // One communicator per table; a ring-net<size> table is the ring with those network chunks. A
-// tuning file auto refuses (the same on every rank) ends the job on every rank.
+// tuning file the tuned backend refuses (the same on every rank) ends the job on every rank.
 std::vector<std::unique_ptr<Communicator>> makeCommunicators(const Options& o) {
   std::vector<std::unique_ptr<Communicator>> comms;
   std::optional<std::string> error;
@@ -845,7 +844,7 @@ std::vector<std::unique_ptr<Communicator>> makeCommunicators(const Options& o) {
 }
 
 // The tuned backend's table, printed by rank 0 and kept in the JSON.
-void describeAuto(const std::vector<std::unique_ptr<Communicator>>& comms, nlohmann::json& json,
+void describeTuned(const std::vector<std::unique_ptr<Communicator>>& comms, nlohmann::json& json,
                   bool root) {
   for (const auto& comm : comms) {
     // The ring backend is a TunedCommunicator too, with its fixed table (described above).
@@ -1297,10 +1296,9 @@ std::vector<collectives::TuningRule> mergeRules(
     else
       rules.push_back({bytes, algorithm});
   }
-  const std::size_t unbounded = std::numeric_limits<std::size_t>::max();
   if (rules.back().algorithm == AllreduceAlgorithm::kRecursiveDoubling)
-    rules.push_back({unbounded, AllreduceAlgorithm::kRing});
-  rules.back().maxBytes = unbounded;
+    rules.push_back({collectives::kUnboundedBytes, AllreduceAlgorithm::kRing});
+  rules.back().maxBytes = collectives::kUnboundedBytes;
   return rules;
 }
 
@@ -1376,7 +1374,7 @@ int run(int argc, char** argv) {
   printNcclTestsHeader(env, o, gpu);
   if (root) printRunHeader(o, json);
   describeHierarchical(comms, o, json, root);
-  describeAuto(comms, json, root);
+  describeTuned(comms, json, root);
   const double memoryBytesPerSecond = o.memoryBandwidth ? reportMemoryBandwidth(json, root) : 0;
 
   // One allocation of the largest size, for every size, case and backend.

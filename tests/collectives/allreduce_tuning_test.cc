@@ -5,14 +5,12 @@
 
 #include <gtest/gtest.h>
 
-#include <limits>
 #include <stdexcept>
 #include <string>
 
 namespace ringtrain::collectives {
 namespace {
 
-constexpr std::size_t kUnbounded = std::numeric_limits<std::size_t>::max();
 
 TuningTable fourRuleTable() {
   return {{4, 2},
@@ -21,7 +19,7 @@ TuningTable fourRuleTable() {
           {{1024, AllreduceAlgorithm::kRecursiveDoubling},
            {65536, AllreduceAlgorithm::kMpi},
            {1 << 20, AllreduceAlgorithm::kRingCached},
-           {kUnbounded, AllreduceAlgorithm::kHierarchical}}};
+           {kUnboundedBytes, AllreduceAlgorithm::kHierarchical}}};
 }
 
 TEST(AllreduceTuning, ChooseTakesTheFirstRuleWhoseBoundHoldsTheSize) {
@@ -50,7 +48,7 @@ TEST(AllreduceTuning, BuiltinTablesCoverEverySizeAndKeepRecursiveDoublingSmall) 
   for (const RankLayout layout : {RankLayout{2, 2}, RankLayout{3, 3}, RankLayout{8, 2}}) {
     const TuningTable table = builtinTuningTable(layout);
     EXPECT_EQ(table.layout, layout);
-    EXPECT_EQ(table.rules.back().maxBytes, kUnbounded);
+    EXPECT_EQ(table.rules.back().maxBytes, kUnboundedBytes);
     EXPECT_LE(table.recursiveDoublingBytes(), kMaxRecursiveDoublingBytes);
     EXPECT_NO_THROW(parseTuningTable(tuningTableText(table)));
   }

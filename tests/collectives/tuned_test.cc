@@ -7,7 +7,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <regex>
 #include <string>
 #include <vector>
@@ -26,7 +25,6 @@ using collectives::ReduceOp;
 using collectives::TunedCommunicator;
 using collectives::TuningTable;
 
-constexpr std::size_t kUnbounded = std::numeric_limits<std::size_t>::max();
 
 // Every algorithm in one table; every 2 ranks form a node, so that 3 ranks are uneven nodes.
 collectives::CommunicatorOptions twoPerNode() {
@@ -43,7 +41,7 @@ TuningTable everyAlgorithm() {
           {{1024, AllreduceAlgorithm::kRecursiveDoubling},
            {16384, AllreduceAlgorithm::kMpi},
            {262144, AllreduceAlgorithm::kRing},
-           {kUnbounded, AllreduceAlgorithm::kHierarchical}}};
+           {collectives::kUnboundedBytes, AllreduceAlgorithm::kHierarchical}}};
 }
 
 TEST(TunedBackend, EverySizeAroundEveryBoundIsRightAndTheSameOnEveryRank) {
