@@ -54,11 +54,10 @@ while [ $# -gt 0 ]; do
     *) echo "cnn_speed.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
-for value in "$rounds" "$steps" "$repeats"; do
-  [[ "$value" =~ ^[1-9][0-9]*$ ]] ||
-    { echo "cnn_speed.sh: --rounds, --steps and --repeats must be positive integers" >&2; exit 2; }
-done
-[[ "$warmup" =~ ^[0-9]+$ ]] || { echo "cnn_speed.sh: --warmup must be an integer >= 0" >&2; exit 2; }
+ringtrain_need_count --rounds "$rounds"
+ringtrain_need_count --steps "$steps"
+ringtrain_need_count --repeats "$repeats"
+ringtrain_need_count --warmup "$warmup" 0
 [[ "$seconds" =~ ^[0-9]*\.?[0-9]+$ ]] || { echo "cnn_speed.sh: --seconds must be a number" >&2; exit 2; }
 builds=("$build_dir")
 [ -n "$compare" ] && builds+=("$compare")

@@ -81,13 +81,12 @@ while [ $# -gt 0 ]; do
 done
 if [ "$quick" = 1 ]; then rounds=1 steps=2 warmup=1; fi
 rounds="${set_rounds:-$rounds}" steps="${set_steps:-$steps}" warmup="${set_warmup:-$warmup}"
-for value in "$rounds" "$steps" "$batch"; do
-  [[ "$value" =~ ^[1-9][0-9]*$ ]] ||
-    { echo "gpt_speed.sh: --rounds, --steps and --batch must be positive integers" >&2; exit 2; }
-done
+ringtrain_need_count --rounds "$rounds"
+ringtrain_need_count --steps "$steps"
+ringtrain_need_count --batch "$batch"
 [[ "$precision" =~ ^(fp32|bf16)$ ]] ||
   { echo "gpt_speed.sh: --precision must be fp32 or bf16" >&2; exit 2; }
-[[ "$warmup" =~ ^[0-9]+$ ]] || { echo "gpt_speed.sh: --warmup must be an integer >= 0" >&2; exit 2; }
+ringtrain_need_count --warmup "$warmup" 0
 build_dir="$(cd "$build_dir" 2>/dev/null && pwd)" ||
   { echo "gpt_speed.sh: no build folder $build_dir" >&2; exit 2; }
 ringtrain="${RINGTRAIN_BIN:-$build_dir/bin/ringtrain}"

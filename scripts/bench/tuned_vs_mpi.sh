@@ -27,7 +27,7 @@ while [ "$#" -gt 0 ]; do
   esac
   shift
 done
-[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { ringtrain_say "error: --rounds '$rounds' is not a positive number"; exit 2; }
+ringtrain_need_count --rounds "$rounds"
 ringtrain_allow_mpirun_as_root
 [ -x "$build/bin/allreduce_perf" ] || ringtrain_build "$build"
 work="$(mktemp -d)"

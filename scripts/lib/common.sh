@@ -26,6 +26,15 @@ RINGTRAIN_PACKAGES=(
 
 ringtrain_say() { printf '[ringtrain] %s\n' "$*" >&2; }
 
+# ringtrain_need_count OPTION VALUE [MIN]: exit 2 with one line unless VALUE is a whole number
+# of at least MIN (default 1); the benchmark scripts' check of their counts.
+ringtrain_need_count() {
+  local min="${3:-1}"
+  [[ "$2" =~ ^[0-9]+$ ]] && [ "$2" -ge "$min" ] && return 0
+  ringtrain_say "error: $1 '$2': expected a whole number of at least $min"
+  exit 2
+}
+
 # Prints the packages of "$@" that are not installed.
 ringtrain_missing_packages() {
   local package
