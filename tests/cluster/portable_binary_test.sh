@@ -20,6 +20,11 @@ if ! command -v qemu-x86_64 >/dev/null 2>&1; then
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 emulate=(qemu-x86_64 -cpu Westmere)
+# OpenBLAS's kernels for the emulated processor, whatever the caller's environment names for its
+# own: a machine that sets OPENBLAS_CORETYPE=Haswell would otherwise send the emulated ranks into
+# AVX2 kernels, and they die with SIGILL (status 132). Nehalem is OpenBLAS's name for Westmere.
+export OPENBLAS_CORETYPE=Nehalem
+unset OPENBLAS_L2_SIZE
 # shellcheck source=../support/checks.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../support/checks.sh"
 # runs NAME COMMAND...: ok when COMMAND exits 0, else fail with its output.
