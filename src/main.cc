@@ -131,11 +131,15 @@ std::optional<TrainConfig> settledConfig(int argc, char** argv, collectives::Mpi
   }
   exitEverywhereOnError(error);
   if (!config.logFile.empty()) {  // every rank's file starts with a line
-    info(fmt::format("ringtrain {}, pid {}: --log-level {}, --log-file {}", RINGTRAIN_VERSION,
-                     ::getpid(), nameIn(collectives::kLogLevelNames, config.logLevel),
-                     collectives::expandLogPattern(config.logFile, env.worldRank(),
-                                                   env.hostName())));
+    info(fmt::format(
+        "ringtrain {}, pid {}: --log-level {}, --log-file {}", RINGTRAIN_VERSION, ::getpid(),
+        nameIn(collectives::kLogLevelNames, config.logLevel),
+        collectives::expandLogPattern(config.logFile, env.worldRank(), env.hostName())));
   }
+  warnOnRankZero(config.parseWarnings, env.worldRank());
+  // Before anything collective that an option shapes (the tuning table, the timeline, the first
+  // checkpoint): ranks told different things stop here, naming the rank and the option.
+  exitEverywhereOnError(findDisagreement(env.world(), comparableOptions(config)));
   collectives::logLine(collectives::LogLevel::kDebug,
                        fmt::format("node {} of {}, local rank {} of {}, pid {}", env.nodeIndex(),
                                    env.nodeCount(), env.localRank(), env.localSize(), ::getpid()));
@@ -158,10 +162,11 @@ std::optional<TrainConfig> settledConfig(int argc, char** argv, collectives::Mpi
   exitEverywhereOnError(settleTuningFile(config, env.world()));
   if (env.worldRank() == 0 && !config.tuningFile.empty() &&
       config.backend != engine::ExchangeBackend::kTuned) {
-    collectives::logLine(collectives::LogLevel::kWarn,
-                         fmt::format("--tuning-file {} is not used: backend {} takes no tuning table "
-                                     "(only tuned does)",
-                                     config.tuningFile, engine::name(*config.backend)));
+    collectives::logLine(
+        collectives::LogLevel::kWarn,
+        fmt::format("--tuning-file {} is not used: backend {} takes no tuning table "
+                    "(only tuned does)",
+                    config.tuningFile, engine::name(*config.backend)));
   }
   if (env.worldRank() == 0) {
     info(fmt::format("ringtrain train: {} rank(s) on {} node(s); {}", env.worldSize(),

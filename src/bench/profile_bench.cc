@@ -17,6 +17,7 @@
 #include "engine/exchange_factory.h"
 #include "src/common/physical_memory.h"
 #include "src/common/startup_errors.h"
+#include "src/trainer/consistency_check.h"
 #include "src/trainer/device_choice.h"
 
 namespace ringtrain::bench {
@@ -86,6 +87,8 @@ std::optional<BenchConfig> settledConfig(int argc, char** argv, collectives::Mpi
       env.worldRank());
   if (!parsed) return std::nullopt;  // --help
   BenchConfig& config = *parsed;
+  warnOnRankZero(config.parseWarnings, env.worldRank());
+  exitEverywhereOnError(findDisagreement(env.world(), comparableOptions(config)));
   std::optional<std::string> error;
   const auto choice = chooseDevice(config.engine, deviceFacts(config.engine, env));
   if (const std::string* refusal = std::get_if<std::string>(&choice)) error = *refusal;

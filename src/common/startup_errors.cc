@@ -22,4 +22,10 @@ void exitEverywhereOnError(const std::optional<std::string>& error, int exitCode
   std::exit(exitCode);
 }
 
+void warnOnRankZero(const std::vector<std::string>& warnings, int rank) {
+  if (rank != 0) return;
+  for (const std::string& warning : warnings)
+    collectives::logLine(collectives::LogLevel::kWarn, "warning: " + warning);
+}
+
 }  // namespace ringtrain

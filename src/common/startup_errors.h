@@ -5,6 +5,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace ringtrain {
 
@@ -13,6 +14,9 @@ namespace ringtrain {
 // every rank finalises MPI and exits with `exitCode`: nobody is left waiting in a collective and
 // the user reads the cause once, not once per rank.
 void exitEverywhereOnError(const std::optional<std::string>& error, int exitCode = 2);
+
+// Rank 0 logs each of parsing's warnings once (RINGTRAIN_* variables that name no option).
+void warnOnRankZero(const std::vector<std::string>& warnings, int rank);
 
 // A command's options, parsed on every rank by `parse(config, help, helpText)`, which returns
 // the first bad option's error or nullopt. A bad option (or a throw) ends the job on every rank

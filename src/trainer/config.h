@@ -1,30 +1,34 @@
-// TrainConfig: everything `ringtrain train` is told, in one typed struct.
+// TrainConfig, BenchConfig, GenerationOptions: everything `ringtrain train`, `bench` and
+// `generate` are told, each in one typed struct, and the one table of each program's options
+// (src/trainer/option_tables.cc; src/common/option_table.h derives the rest from it).
 //
-// Filled by Boost.Program_options from, in order of precedence, the command line, RINGTRAIN_*
-// environment variables (RINGTRAIN_BATCH_SIZE=64 is --batch-size 64) and a --config file
-// (`batch-size = 64` lines); nothing else in ringtrain reads the environment for settings.
+// Filled from, in order of precedence, the command line, RINGTRAIN_* environment variables
+// (RINGTRAIN_BATCH_SIZE=64 is --batch-size 64) and a --config file (`batch-size = 64` lines);
+// nothing else in ringtrain reads the environment for settings.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "engine/exchange_factory.h"
-#include "engine/gradient_reducer.h"
 #include "collectives/log.h"
 #include "collectives/named_values.h"
+#include "engine/exchange_factory.h"
+#include "engine/gradient_reducer.h"
 #include "models/matrix_products.h"
 #include "models/model_factory.h"
+#include "src/common/option_table.h"
 #include "src/trainer/lr_schedule.h"
 #include "src/trainer/optimizer.h"
 
 namespace ringtrain {
 
-// The modes of the options, each with its one table of names (src/common/choices.h); the
-// engine's (--backend, --compression) live in engine/.
+// The modes of the options, each with its one table of names; the engine's (--backend,
+// --compression) live in engine/.
 enum class ModelKind { kLinreg, kMlp, kCnn, kGpt };
 inline constexpr NamedValue<ModelKind> kModelNames[] = {{ModelKind::kLinreg, "linreg"},
                                                         {ModelKind::kMlp, "mlp"},
@@ -79,7 +83,7 @@ inline constexpr NamedValue<FailurePoint> kFailurePointNames[] = {
 struct TrainTestHooks {
   int stallRank = -1;  // this rank stops at gradient collective stallCollective (shm: step)
   std::uint64_t stallCollective = 0;
-  int stallSeconds = 0;  // > 0: it takes part after this many seconds (0: never)
+  int stallSeconds = 0;       // > 0: it takes part after this many seconds (0: never)
   std::int64_t nanStep = -1;  // rank 0 feeds a NaN into this step's batch
   int stepSleepMs = 0;        // every rank sleeps this long per step (slow runs to kill)
   // Rank failRank throws an error at failAt in step failStep (counted from 1), as a damaged
@@ -113,7 +117,7 @@ struct TrainConfig {
   // step: a step trains on accumulateSteps x batchSize samples per rank.
   int accumulateSteps = 1;
   std::uint64_t seed = 42;
-  std::int64_t evalEvery = 0;  // also evaluate every N steps (0: only at each epoch's end)
+  std::int64_t evalEvery = 0;    // also evaluate every N steps (0: only at each epoch's end)
   std::int64_t evalSamples = 0;  // evaluate on the first N test samples (0: all of them)
   std::int64_t logEvery = 100;
 
@@ -131,7 +135,7 @@ struct TrainConfig {
   std::int64_t lrStepSize = 1000;  // step schedule: multiply by lrGamma every lrStepSize steps
   double lrGamma = 0.1;
   double clipGradNorm = 0;  // > 0: scale the averaged gradients to at most this global L2 norm
-  bool scaleLr = false;  // linear scaling rule: learning rate x number of ranks
+  bool scaleLr = false;     // linear scaling rule: learning rate x number of ranks
 
   // Device (src/trainer/device_choice.h settles auto before training)
   Device device = Device::kAuto;
@@ -157,7 +161,7 @@ struct TrainConfig {
   std::string resume = "none";       // none | auto (the newest good one in checkpointDir) | PATH
   std::string initFrom;              // safetensors weights to start a fresh run from ("" : none)
   OnResize onResize = OnResize::kKeepGlobalBatch;
-  std::string logdir;               // TensorBoard event files and metrics.jsonl ("" : none)
+  std::string logdir;  // TensorBoard event files and metrics.jsonl ("" : none)
   collectives::LogLevel logLevel = collectives::LogLevel::kInfo;
   std::string logFile;  // each rank's log file, %r the rank, %h the host ("" : the terminal only)
   double sigtermGraceSeconds = 25;  // SIGTERM: stop, final checkpoint, exit within this (0: die)
@@ -165,8 +169,8 @@ struct TrainConfig {
 
   TrainTestHooks test;
 
-  // Where the options came from, for the log.
-  std::string configFile;
+  // RINGTRAIN_* variables that name no option, for rank 0 to warn about once.
+  std::vector<std::string> parseWarnings;
 };
 
 // How `ringtrain bench` stands in for a layer's computation: sleep (the core stays free, so many
@@ -191,9 +195,27 @@ struct BenchConfig {
   // --fusion-threshold, --compression, --stall-timeout); the other fields keep their defaults
   // but for device, always cpu.
   TrainConfig engine;
+  std::vector<std::string> parseWarnings;  // as TrainConfig's
 };
 
-// Parses argv (without the "bench" word) like parseTrainConfig, from the command line only.
+// Everything `ringtrain generate` is told (src/trainer/generation.h runs it).
+struct GenerationOptions {
+  std::filesystem::path checkpoint;
+  std::filesystem::path vocabulary = "data/gpt2";  // encoder.json and vocab.bpe
+  std::string prompt;                              // empty: start from <|endoftext|>
+  int tokens = 64;                                 // new tokens per sample
+  double temperature = 0.8;
+  int topK = 40;  // 0: the whole vocabulary
+  int samples = 1;
+  std::uint64_t seed = 1;
+};
+
+// The one table of each program's options.
+const options::Table<TrainConfig>& trainOptionTable();
+const options::Table<BenchConfig>& benchOptionTable();
+const options::Table<GenerationOptions>& generateOptionTable();
+
+// Parses argv (without the "bench" word) like parseTrainConfig.
 std::optional<std::string> parseBenchConfig(int argc, const char* const* argv, BenchConfig& config,
                                             bool& help, std::string& helpText);
 
@@ -210,28 +232,27 @@ std::optional<std::string> validateTrainConfig(const TrainConfig& config);
 // `config.device` must be settled (not auto).
 bool prefetchesInBackground(const TrainConfig& config, bool dataReadsStorage);
 
-// "--hidden 512,256" and friends: comma-separated positive integers.
-std::optional<std::vector<int>> parseIntList(const std::string& text);
-
 // One line per option with its value, for the start of the log.
 std::string describe(const TrainConfig& config);
 
-// The options every rank must agree on, as (--name, value) pairs; paths that may differ from
-// node to node (--data, --config, --timeline, --log-file) are left out, and so are --log-level
-// (each rank's own) and the options only rank 0 acts on (--checkpoint-*, --keep, --resume,
-// --on-resize, --logdir: rank 0 decides and broadcasts what the others need).
+// Parses argv (without the "generate" word) like parseTrainConfig, for one process.
+std::optional<std::string> parseGenerateConfig(int argc, const char* const* argv,
+                                               GenerationOptions& options, bool& help,
+                                               std::string& helpText);
+
+// The options every rank must agree on, as (--name, value) pairs: the table's compared options,
+// and for those compared by presence "(given)" or "(not given)". Paths read on each node, a
+// rank's own log and what only rank 0 acts on are left out (docs/options.md lists them).
 std::vector<std::pair<std::string, std::string>> comparableOptions(const TrainConfig& config);
+std::vector<std::pair<std::string, std::string>> comparableOptions(const BenchConfig& config);
 
 // The configuration as `name = value` lines, the format of a --config file, as a checkpoint
-// stores it: the comparable options, --data and the checkpoint options (not --resume, --config,
-// --timeline, which say how a run was started rather than what it trains).
+// stores it: the options the table marks saved (not --resume, --config, --timeline, which say how
+// a run was started rather than what it trains).
 std::string configLines(const TrainConfig& config);
 
 // The gradient exchange's settings (and test hooks) of a configuration.
 engine::ExchangeOptions exchangeOptions(const TrainConfig& config);
-
-// "8M" -> 8388608; "64K", "1G", plain bytes.
-std::optional<std::size_t> parseByteSize(const std::string& text);
 
 // The option's value as the command line writes it: "auto" for no backend yet.
 std::string_view name(const std::optional<engine::ExchangeBackend>& backend);

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <boost/program_options.hpp>
 #include <cmath>
 #include <iostream>
 #include <numeric>
@@ -16,8 +15,6 @@
 
 namespace ringtrain {
 namespace {
-
-namespace po = boost::program_options;
 
 constexpr std::int32_t kEndOfText = 50256;  // GPT-2's <|endoftext|>
 
@@ -51,8 +48,8 @@ models::Model<float> loadModel(const GenerationOptions& options) {
       throw std::runtime_error(options.checkpoint.string() + ": " + tensor.name + " has " +
                                std::to_string(tensor.values.size()) + " values, the model " +
                                std::to_string(entry.count));
-    std::copy(tensor.values.begin(), tensor.values.end(), model.parameters().begin() +
-                                                              static_cast<std::ptrdiff_t>(entry.offset));
+    std::copy(tensor.values.begin(), tensor.values.end(),
+              model.parameters().begin() + static_cast<std::ptrdiff_t>(entry.offset));
   }
   model.reserve(1);
   return model;
@@ -67,8 +64,8 @@ void extend(models::Model<float>& model, std::vector<std::int32_t>& tokens, int 
   for (int n = 0; n < count; ++n) {
     const auto length = std::min<std::size_t>(tokens.size(), static_cast<std::size_t>(context));
     std::fill(window.begin(), window.end(), 0.0f);  // positions after `length` are not read
-    std::transform(tokens.end() - static_cast<std::ptrdiff_t>(length), tokens.end(),
-                   window.begin(), [](std::int32_t id) { return static_cast<float>(id); });
+    std::transform(tokens.end() - static_cast<std::ptrdiff_t>(length), tokens.end(), window.begin(),
+                   [](std::int32_t id) { return static_cast<float>(id); });
     const auto outputs = model.infer(window);
     const float* last = outputs.data() + (static_cast<models::Index>(length) - 1) * vocabulary;
     const std::int32_t next = sampleToken({last, static_cast<std::size_t>(vocabulary)},
@@ -76,32 +73,6 @@ void extend(models::Model<float>& model, std::vector<std::int32_t>& tokens, int 
     if (next == kEndOfText) return;  // the text is complete
     tokens.push_back(next);
   }
-}
-
-std::optional<std::string> parseOptions(int argc, char** argv, GenerationOptions& o, bool& help) {
-  po::options_description described("ringtrain generate: text from a trained GPT checkpoint");
-  std::string checkpoint, vocabulary = o.vocabulary.string();
-  // clang-format off
-  described.add_options()
-      ("help,h", "print this help")
-      ("checkpoint", po::value(&checkpoint)->required(), "a checkpoint of --model gpt (ckpt-<step>.h5), or its folder (the newest good one)")
-      ("prompt", po::value(&o.prompt)->default_value(o.prompt), "the text to continue (empty: start a new text)")
-      ("vocab-dir", po::value(&vocabulary)->default_value(vocabulary), "folder with GPT-2's encoder.json and vocab.bpe (data/fetch_gpt2_vocab.sh)")
-      ("tokens", po::value(&o.tokens)->default_value(o.tokens), "new tokens per sample")
-      ("temperature", po::value(&o.temperature)->default_value(o.temperature), "softmax temperature (0: always the most likely token)")
-      ("top-k", po::value(&o.topK)->default_value(o.topK), "draw from the k most likely tokens (0: all)")
-      ("samples", po::value(&o.samples)->default_value(o.samples), "texts to draw")
-      ("seed", po::value(&o.seed)->default_value(o.seed), "seed of the draws");
-  // clang-format on
-  if (auto error = parseSubcommandLine(argc, argv, described, {}, help)) return error;
-  if (help) return std::nullopt;
-  o.checkpoint = checkpoint;
-  o.vocabulary = vocabulary;
-  if (o.tokens < 1 || o.samples < 1) return "--tokens and --samples must be at least 1";
-  if (!(o.temperature >= 0) || !std::isfinite(o.temperature))
-    return "--temperature must be a finite number of at least 0";
-  if (o.topK < 0) return "--top-k must not be negative (0: all tokens)";
-  return std::nullopt;
 }
 
 }  // namespace
@@ -114,10 +85,10 @@ models::GptShape gptShapeOf(const storage::CheckpointContent& saved,
   shape.vocabulary = wte.shape.at(0);
   shape.width = wte.shape.at(1);
   shape.context = wpe.shape.at(0);
-  shape.layers = std::count_if(saved.parameters.begin(), saved.parameters.end(),
-                               [](const storage::Tensor& t) {
-                                 return t.name.starts_with("h.") && t.name.ends_with(".ln_1.weight");
-                               });
+  shape.layers =
+      std::count_if(saved.parameters.begin(), saved.parameters.end(), [](const storage::Tensor& t) {
+        return t.name.starts_with("h.") && t.name.ends_with(".ln_1.weight");
+      });
   shape.heads = savedHeads(saved.config, file);
   return shape;
 }
@@ -149,11 +120,16 @@ int generateCommand(int argc, char** argv) {
   GenerationOptions options;
   bool help = false;
   try {
-    if (const auto problem = parseOptions(argc, argv, options, help)) {
+    std::string helpText;
+    // argv[1] is "generate": the options start after it.
+    if (const auto problem = parseGenerateConfig(argc - 1, argv + 1, options, help, helpText)) {
       std::cerr << "ringtrain generate: " << *problem << "\n";
       return 2;
     }
-    if (help) return 0;
+    if (help) {
+      std::cout << helpText;
+      return 0;
+    }
     const data::BpeTokenizer tokenizer = data::BpeTokenizer::loadFolder(options.vocabulary);
     models::Model<float> model = loadModel(options);
     models::SplitMix64 generator(options.seed);

@@ -16,19 +16,9 @@
 #include "models/model.h"
 #include "models/model_factory.h"
 #include "src/storage/checkpoint.h"
+#include "src/trainer/config.h"
 
 namespace ringtrain {
-
-struct GenerationOptions {
-  std::filesystem::path checkpoint;
-  std::filesystem::path vocabulary = "data/gpt2";  // encoder.json and vocab.bpe
-  std::string prompt;     // empty: start from <|endoftext|>
-  int tokens = 64;        // new tokens per sample
-  double temperature = 0.8;
-  int topK = 40;          // 0: the whole vocabulary
-  int samples = 1;
-  std::uint64_t seed = 1;
-};
 
 // The GPT sizes a checkpoint holds; throws std::runtime_error naming the file when it holds no
 // GPT (no wte.weight, no heads in its configuration).

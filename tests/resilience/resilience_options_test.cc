@@ -114,10 +114,14 @@ TEST(ResilienceOptionsTest, TheSavedConfigurationIsAConfigFileOfTheRun) {
 
 TEST(ResilienceOptionsTest, AllRanksMustAgreeOnWhetherSigtermIsHandled) {
   TrainConfig on;
-  TrainConfig off;
+  on.checkpointDir = "/one";
+  on.logdir = "/one/logs";
+  TrainConfig off = on;
   off.sigtermGraceSeconds = 0;
   EXPECT_NE(comparableOptions(on), comparableOptions(off));
-  TrainConfig elsewhere;  // rank 0 alone acts on where checkpoints and logs go
+  // Rank 0 alone writes checkpoints and logs: their paths may differ (whether checkpoints are
+  // written at all may not: the option agreement test).
+  TrainConfig elsewhere;
   elsewhere.checkpointDir = "/other";
   elsewhere.logdir = "/other/logs";
   elsewhere.resume = "auto";
