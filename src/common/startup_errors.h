@@ -6,13 +6,15 @@
 #include <optional>
 #include <string>
 
+#include "base/exit_status.h"
+
 namespace ringtrain {
 
 // Called by every rank with its own verdict on the command line and inputs (nullopt when fine).
 // When any rank has an error, the lowest such rank prints it as one line with its rank label,
 // every rank finalises MPI and exits with `exitCode`: nobody is left waiting in a collective and
 // the user reads the cause once, not once per rank.
-void exitEverywhereOnError(const std::optional<std::string>& error, int exitCode = 2);
+void exitEverywhereOnError(const std::optional<std::string>& error, int exitCode = kExitBadInput);
 
 // A command's options, parsed on every rank by `parse(config, help, helpText)`, which returns
 // the first bad option's error or nullopt. A bad option (or a throw) ends the job on every rank

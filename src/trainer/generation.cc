@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "base/exit_status.h"
 #include "data/bpe_tokenizer.h"
 #include "src/trainer/subcommand.h"
 
@@ -51,8 +52,8 @@ models::Model<float> loadModel(const GenerationOptions& options) {
       throw std::runtime_error(options.checkpoint.string() + ": " + tensor.name + " has " +
                                std::to_string(tensor.values.size()) + " values, the model " +
                                std::to_string(entry.count));
-    std::copy(tensor.values.begin(), tensor.values.end(), model.parameters().begin() +
-                                                              static_cast<std::ptrdiff_t>(entry.offset));
+    std::copy(tensor.values.begin(), tensor.values.end(),
+              model.parameters().begin() + static_cast<std::ptrdiff_t>(entry.offset));
   }
   model.reserve(1);
   return model;
@@ -67,8 +68,8 @@ void extend(models::Model<float>& model, std::vector<std::int32_t>& tokens, int 
   for (int n = 0; n < count; ++n) {
     const auto length = std::min<std::size_t>(tokens.size(), static_cast<std::size_t>(context));
     std::fill(window.begin(), window.end(), 0.0f);  // positions after `length` are not read
-    std::transform(tokens.end() - static_cast<std::ptrdiff_t>(length), tokens.end(),
-                   window.begin(), [](std::int32_t id) { return static_cast<float>(id); });
+    std::transform(tokens.end() - static_cast<std::ptrdiff_t>(length), tokens.end(), window.begin(),
+                   [](std::int32_t id) { return static_cast<float>(id); });
     const auto outputs = model.infer(window);
     const float* last = outputs.data() + (static_cast<models::Index>(length) - 1) * vocabulary;
     const std::int32_t next = sampleToken({last, static_cast<std::size_t>(vocabulary)},
@@ -85,7 +86,7 @@ std::optional<std::string> parseOptions(int argc, char** argv, GenerationOptions
   described.add_options()
       ("help,h", "print this help")
       ("checkpoint", po::value(&checkpoint)->required(), "a checkpoint of --model gpt (ckpt-<step>.h5), or its folder (the newest good one)")
-      ("prompt", po::value(&o.prompt)->default_value(o.prompt), "the text to continue (empty: start a new text)")
+      ("prompt", po::value(&o.prompt)->default_value(o.prompt), "the text to continue (empty: start a new text); a prompt longer than the model's context is cut to its last context tokens (said on stderr), as each new token sees only the last context tokens")
       ("vocab-dir", po::value(&vocabulary)->default_value(vocabulary), "folder with GPT-2's encoder.json and vocab.bpe (data/fetch_gpt2_vocab.sh)")
       ("tokens", po::value(&o.tokens)->default_value(o.tokens), "new tokens per sample")
       ("temperature", po::value(&o.temperature)->default_value(o.temperature), "softmax temperature (0: always the most likely token)")
@@ -114,10 +115,10 @@ models::GptShape gptShapeOf(const storage::CheckpointContent& saved,
   shape.vocabulary = wte.shape.at(0);
   shape.width = wte.shape.at(1);
   shape.context = wpe.shape.at(0);
-  shape.layers = std::count_if(saved.parameters.begin(), saved.parameters.end(),
-                               [](const storage::Tensor& t) {
-                                 return t.name.starts_with("h.") && t.name.ends_with(".ln_1.weight");
-                               });
+  shape.layers =
+      std::count_if(saved.parameters.begin(), saved.parameters.end(), [](const storage::Tensor& t) {
+        return t.name.starts_with("h.") && t.name.ends_with(".ln_1.weight");
+      });
   shape.heads = savedHeads(saved.config, file);
   return shape;
 }
@@ -151,15 +152,21 @@ int generateCommand(int argc, char** argv) {
   try {
     if (const auto problem = parseOptions(argc, argv, options, help)) {
       std::cerr << "ringtrain generate: " << *problem << "\n";
-      return 2;
+      return kExitBadInput;
     }
-    if (help) return 0;
+    if (help) return kExitOk;
     const data::BpeTokenizer tokenizer = data::BpeTokenizer::loadFolder(options.vocabulary);
     models::Model<float> model = loadModel(options);
     models::SplitMix64 generator(options.seed);
     for (int s = 0; s < options.samples; ++s) {
       std::vector<std::int32_t> tokens = tokenizer.encode(options.prompt);
       if (tokens.empty()) tokens.push_back(kEndOfText);
+      const auto context = static_cast<std::size_t>(model.inputShape().height);
+      if (s == 0 && tokens.size() > context) {
+        std::cerr << "ringtrain generate: the prompt is " << tokens.size()
+                  << " tokens, the model's context " << context << ": it continues from the last "
+                  << context << "\n";
+      }
       const std::size_t promptLength = options.prompt.empty() ? 1 : tokens.size();
       extend(model, tokens, options.tokens, options, generator);
       const std::span<const std::int32_t> text(tokens);
@@ -169,9 +176,9 @@ int generateCommand(int argc, char** argv) {
     }
   } catch (const std::exception& e) {
     std::cerr << "ringtrain generate: " << e.what() << "\n";
-    return 2;
+    return kExitBadInput;
   }
-  return 0;
+  return kExitOk;
 }
 
 }  // namespace ringtrain
