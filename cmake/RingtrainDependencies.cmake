@@ -84,10 +84,13 @@ endif()
 message(STATUS "ringtrain GPU path: ${RINGTRAIN_CUDA_STATUS}")
 
 # The model kernels (models/cuda/*.cu) need the CUDA language: nvcc from the toolkit that was
-# found, with the C++ compiler as its host compiler. The default architectures cover the A100
-# (80) and the H100/H200 (90); pass -DCMAKE_CUDA_ARCHITECTURES=... for others ("native" builds
-# for the GPUs of the build machine). Enabled here, at the top level, because it must be enabled
-# in the directory common to every target that compiles or links CUDA code.
+# found, with the C++ compiler as its host compiler. The architectures: RINGTRAIN_CUDA_ARCHITECTURES
+# ("80;90", "native" for the build machine's GPUs), else CMAKE_CUDA_ARCHITECTURES, else every one
+# the nvcc lists from 7.0 up (cmake/RingtrainCudaArchitectures.cmake). Enabled here, at the top
+# level, because it must be enabled in the directory common to every target that compiles or
+# links CUDA code.
+set(RINGTRAIN_CUDA_ARCHITECTURES "" CACHE STRING
+    "GPU architectures of the CUDA kernels (empty: every one the found nvcc supports from 7.0 up)")
 if(RINGTRAIN_HAVE_CUDA)
   if(NOT CMAKE_CUDA_COMPILER)
     set(CMAKE_CUDA_COMPILER "${CUDAToolkit_NVCC_EXECUTABLE}")
@@ -95,8 +98,14 @@ if(RINGTRAIN_HAVE_CUDA)
   if(NOT CMAKE_CUDA_HOST_COMPILER)
     set(CMAKE_CUDA_HOST_COMPILER "${CMAKE_CXX_COMPILER}")
   endif()
-  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-    set(CMAKE_CUDA_ARCHITECTURES "80;90" CACHE STRING "GPU architectures of the CUDA kernels")
+  if(RINGTRAIN_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES "${RINGTRAIN_CUDA_ARCHITECTURES}" CACHE STRING
+        "GPU architectures of the CUDA kernels" FORCE)
+  elseif(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    include(RingtrainCudaArchitectures)
+    ringtrain_default_cuda_architectures("${CMAKE_CUDA_COMPILER}" _ringtrain_cuda_architectures)
+    set(CMAKE_CUDA_ARCHITECTURES "${_ringtrain_cuda_architectures}" CACHE STRING
+        "GPU architectures of the CUDA kernels")
   endif()
   enable_language(CUDA)
   # C++17: CMake 3.25 knows no C++20 flag for nvcc, and the kernels need nothing newer.

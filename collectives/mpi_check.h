@@ -10,13 +10,14 @@
 #include <string>
 #include <string_view>
 
+#include "base/exit_status.h"
 #include "collectives/log.h"
 
 namespace ringtrain::collectives {
 
 // Logs the message as an error and aborts every rank of the job (MPI_Abort when MPI
 // is initialised, std::exit otherwise).
-[[noreturn]] void abortJob(std::string_view message, int exitCode = 1);
+[[noreturn]] void abortJob(std::string_view message, int exitCode = kExitFailed);
 
 // Aborts the job with "[rank r/N host] MPI_Xxx failed: <MPI error string> (file:line)" unless
 // rc == MPI_SUCCESS. `call` is the call's source text; only the function name is printed.

@@ -14,17 +14,15 @@
 #include <variant>
 #include <vector>
 
+#include "base/exit_status.h"
 #include "collectives/communicator.h"
 #include "collectives/environment.h"
 #include "collectives/log.h"
 #include "collectives/mpi_check.h"
 #include "collectives/stall_watchdog.h"
 #include "data/data_error.h"
-#include "data/data_folder.h"
 #include "data/hdf5_dataset.h"
 #include "data/separate_check.h"
-#include "data/synthetic_dataset.h"
-#include "data/synthetic_token_dataset.h"
 #include "models/flush_to_zero.h"
 #include "models/matrix_products.h"
 #include "src/bench/profile_bench.h"
@@ -35,7 +33,9 @@
 #include "src/trainer/batch_source.h"
 #include "src/trainer/config.h"
 #include "src/trainer/consistency_check.h"
+#include "src/trainer/data_sources.h"
 #include "src/trainer/device_choice.h"
+#include "src/trainer/eval_command.h"
 #include "src/trainer/exported_weights.h"
 #include "src/trainer/generation.h"
 #include "src/trainer/model_memory.h"
@@ -56,6 +56,9 @@ constexpr const char* kUsage =
     "  train      train a model, data-parallel over the MPI ranks (ringtrain train --help)\n"
     "  bench      a model's gradient exchange with timed stand-ins for its computation:\n"
     "             mpirun -np 2 ringtrain bench --profile resnet50 (bench --help)\n"
+    "  eval       the test-set loss and accuracy of a checkpoint or safetensors file, without\n"
+    "             training: mpirun -np 2 ringtrain eval --checkpoint FILE|FOLDER --data DIR\n"
+    "             (eval --help)\n"
     "  generate   text from a GPT checkpoint: --checkpoint FILE --prompt TEXT (generate --help)\n"
     "  export --format safetensors CHECKPOINT OUT\n"
     "             the checkpoint's weights as a safetensors file other tools read (export --help)\n"
@@ -63,54 +66,9 @@ constexpr const char* kUsage =
     "             read FILE as the trainer would, without MPI, and say whether it is good\n"
     "             (hdf5-dataset: every sample is read, every compressed chunk inflated)\n"
     "  --version  print the version\n"
-    "Start it with mpirun: mpirun -np 2 ringtrain train --data data/mnist\n";
-
-struct Sources {
-  std::unique_ptr<BatchSource> train;
-  std::unique_ptr<BatchSource> test;
-};
-
-Sources loadData(const TrainConfig& config) {
-  Sources sources;
-  if (config.model == ModelKind::kLinreg) {
-    // y = 2x + 10 plus noise: 8,000 samples to train on, the next 2,000 to test.
-    data::LinearRegressionOptions options;
-    options.seed = config.seed;
-    sources.train = regressionSource(options);
-    options.firstIndex = options.size;
-    options.size = 2000;
-    sources.test = regressionSource(options);
-  } else if (config.synthetic && config.model == ModelKind::kGpt) {
-    data::SyntheticTokenOptions options;
-    options.vocabulary = config.gpt.vocabulary;
-    options.context = config.gpt.context;
-    options.size = config.syntheticSize;
-    options.seed = config.seed;
-    data::DatasetPair pair = data::makeSyntheticTokenPair(
-        options, std::max<std::int64_t>(1, std::min<std::int64_t>(256, config.syntheticSize / 8)));
-    sources.train = classificationSource(std::move(pair.train));
-    sources.test = classificationSource(std::move(pair.test));
-  } else if (config.synthetic) {
-    data::SyntheticOptions options;
-    options.shape = {config.syntheticShape[0], config.syntheticShape[1], config.syntheticShape[2]};
-    options.numClasses = config.syntheticClasses;
-    options.size = config.syntheticSize;
-    options.seed = config.seed;
-    data::DatasetPair pair = data::makeSyntheticPair(
-        options,
-        std::max<std::int64_t>(1, std::min<std::int64_t>(10000, config.syntheticSize / 6)));
-    sources.train = classificationSource(std::move(pair.train));
-    sources.test = classificationSource(std::move(pair.test));
-  } else {
-    data::TokenOptions tokens;  // a language model reads token files, in windows of its context
-    if (config.model == ModelKind::kGpt)
-      tokens = {config.gpt.context, static_cast<int>(config.gpt.vocabulary)};
-    data::DatasetPair pair = data::loadDataFolder(config.dataDir, tokens);
-    sources.train = classificationSource(std::move(pair.train));
-    sources.test = classificationSource(std::move(pair.test));
-  }
-  return sources;
-}
+    "Start it with mpirun: mpirun -np 2 ringtrain train --data data/mnist\n"
+    "Exit statuses (0 done, 1 failed, 2 bad input, 3 training stopped, 137 killed, 143 stopped by\n"
+    "SIGTERM) and what the launch scripts return: docs/options.md#exit-statuses\n";
 
 // The options, with --device and --backend auto settled to what this job can run, the same on
 // every rank; nullopt after --help. A bad option ends the job on every rank.
@@ -272,7 +230,7 @@ int trainAndReport(const TrainConfig& config, const Sources& sources, RunService
     // Every rank stopped at the same step for the same reason; one says so.
     if (env.worldRank() == 0)
       collectives::logLine(collectives::LogLevel::kError, std::string("error: ") + stopped.what());
-    return 3;
+    return kExitTrainingStopped;
   } catch (const std::exception& e) {
     abortOn(e);
   }
@@ -285,13 +243,13 @@ int trainAndReport(const TrainConfig& config, const Sources& sources, RunService
     for (const std::string& line : runReport(summary, config, facts))
       info(line);
   }
-  if (!summary.replicasIdentical) return 1;
-  return summary.stoppedBySigterm ? config.sigtermExitCode : 0;
+  if (!summary.replicasIdentical) return kExitFailed;
+  return summary.stoppedBySigterm ? config.sigtermExitCode : kExitOk;
 }
 
 int train(int argc, char** argv, collectives::MpiEnvironment& env) {
   const std::optional<TrainConfig> settled = settledConfig(argc, argv, env);
-  if (!settled) return 0;  // --help
+  if (!settled) return kExitOk;  // --help
   const TrainConfig& config = *settled;
   models::enableFlushToZero();
   models::keepMatrixProductsOnOneThread();
@@ -319,11 +277,20 @@ int train(int argc, char** argv, collectives::MpiEnvironment& env) {
 // `ringtrain check KIND FILE`: reads FILE the way training would, in this process, without MPI
 // (the trainer runs it as a separate process before reading a file with libhdf5, see
 // data/separate_check.h). One line on stdout; exit 0 when the file is good, 2 when it is not,
-// and whatever a crash gives.
+// and whatever a crash gives. --help prints the usage and exits 0.
 int check(int argc, char** argv) {
+  constexpr const char* kCheckUsage =
+      "usage: ringtrain check checkpoint|hdf5-dataset FILE\n"
+      "  read FILE as the trainer would, without MPI; one line on stdout, exit 0 when it is\n"
+      "  good, 2 when it is not (hdf5-dataset: every sample read, every compressed chunk "
+      "inflated)\n";
+  if (argc == 3 && (std::strcmp(argv[2], "--help") == 0 || std::strcmp(argv[2], "-h") == 0)) {
+    std::cout << kCheckUsage;
+    return kExitOk;
+  }
   if (argc != 4) {
-    std::cerr << "usage: ringtrain check checkpoint|hdf5-dataset FILE\n";
-    return 2;
+    std::cerr << kCheckUsage;
+    return kExitBadInput;
   }
   const std::string kind = argv[2];
   const std::filesystem::path file = argv[3];
@@ -349,13 +316,13 @@ int check(int argc, char** argv) {
     } else {
       std::cerr << "ringtrain check: unknown kind '" << kind
                 << "' (checkpoint, hdf5-dataset, hdf5-dataset-quick)\n";
-      return 2;
+      return kExitBadInput;
     }
   } catch (const std::exception& e) {
     std::cout << "error: " << e.what() << "\n";
-    return 2;
+    return kExitBadInput;
   }
-  return 0;
+  return kExitOk;
 }
 
 // Where this program is, for the separate checks: /proc/self/exe, else argv[0].
@@ -371,11 +338,11 @@ std::filesystem::path thisProgram(const char* argv0) {
 int main(int argc, char** argv) {
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
     std::cout << ringtrain::kUsage;
-    return argc < 2 ? 2 : 0;
+    return argc < 2 ? ringtrain::kExitBadInput : ringtrain::kExitOk;
   }
   if (std::strcmp(argv[1], "--version") == 0) {
     std::cout << "ringtrain " << RINGTRAIN_VERSION << "\n";
-    return 0;
+    return ringtrain::kExitOk;
   }
   if (std::strcmp(argv[1], "check") == 0) return ringtrain::check(argc, argv);
   if (std::strcmp(argv[1], "generate") == 0) return ringtrain::generateCommand(argc, argv);
@@ -383,9 +350,10 @@ int main(int argc, char** argv) {
     return ringtrain::exportCommand(argc, argv, RINGTRAIN_VERSION);
   }
   const bool bench = std::strcmp(argv[1], "bench") == 0;
-  if (!bench && std::strcmp(argv[1], "train") != 0) {
+  const bool eval = std::strcmp(argv[1], "eval") == 0;
+  if (!bench && !eval && std::strcmp(argv[1], "train") != 0) {
     std::cerr << "ringtrain: unknown command '" << argv[1] << "'\n" << ringtrain::kUsage;
-    return 2;
+    return ringtrain::kExitBadInput;
   }
   ringtrain::data::setFileCheckProgram(ringtrain::thisProgram(argv[0]));
   ringtrain::collectives::MpiEnvironment env(&argc, &argv);
@@ -393,6 +361,7 @@ int main(int argc, char** argv) {
     if (bench)
       return ringtrain::bench::benchCommand(argc - 1, argv + 1, env,
                                             ringtrain::thisProgram(argv[0]));
+    if (eval) return ringtrain::evalCommand(argc - 1, argv + 1, env);
     // argv[1] is "train": the options start after it.
     return ringtrain::train(argc - 1, argv + 1, env);
   } catch (const std::exception& e) {

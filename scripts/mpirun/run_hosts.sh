@@ -12,7 +12,9 @@
 #   scripts/mpirun/run_hosts.sh --hostfile scripts/mpirun/hostfile.example --dry-run
 #   scripts/mpirun/run_hosts.sh --hosts localhost:2 -- build/bin/ringtrain train --synthetic --steps 100
 #
-# Without PROGRAM: `ringtrain train` (from PATH, else this checkout's build/bin) with no arguments.
+# Without PROGRAM: `ringtrain train` with no arguments; ringtrain is the one beside this script (an
+# installed copy: cmake --install puts both in PREFIX/bin), else on PATH, else this checkout's
+# build/bin.
 # For `ringtrain train`, --expect-world-size N is added (unless given), so a launcher that starts
 # another number of ranks than asked is refused instead of training on the wrong machines.
 #
@@ -37,7 +39,7 @@
 # variables are set.
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 say() { printf '[run-hosts] %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 2; }
@@ -97,8 +99,9 @@ fi
 
 # The program: ringtrain train by default; --expect-world-size for ringtrain train.
 if [ $# -eq 0 ]; then
-  program="$(command -v ringtrain || true)"
-  [ -n "$program" ] || program="$root/build/bin/ringtrain"
+  program="$here/ringtrain"
+  [ -x "$program" ] || program="$(command -v ringtrain || true)"
+  [ -n "$program" ] || program="$here/../../build/bin/ringtrain"
   set -- "$program" train
 fi
 if [ "$(basename "$1")" = ringtrain ] && [ "${2:-}" = train ] && ! printf '%s\n' "$@" | grep -q '^--expect-world-size'; then

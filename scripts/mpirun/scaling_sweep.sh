@@ -182,7 +182,8 @@ allreduce() {
   [ $# -eq 0 ] || { shift; mpirun_options=("$@"); }
   measure "$name" "$hosts" "$rate" \
     "\"kind\":\"allreduce\",\"json\":\"$name.json\",\"options\":\"${sizes[*]}\",\"mpirun_options\":\"${mpirun_options[*]}\"" \
-    mpirun -np "$hosts" "${mpirun_options[@]}" "$bin/allreduce_perf" "${sizes[@]}" --json "$raw/$name.json"
+    mpirun -np "$hosts" "${mpirun_options[@]}" "$bin/allreduce_perf" "${sizes[@]}" --backends mpi,ring \
+      --json "$raw/$name.json"
 }
 
 # train NAME HOSTS RATE BACKEND ENGINE MODEL_ARGS...: one ringtrain run, one rank per host.

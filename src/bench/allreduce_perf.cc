@@ -6,14 +6,17 @@
 // result of separate, checked runs (-c) is compared with the exact expected values on every rank
 // (#wrong, summed over ranks, which also counts ranks whose bytes differ from rank 0's).
 // stdout is nccl-tests' output, one table per backend (each with its own "# Out of bounds values"
-// and "# Avg bus bandwidth" lines), so that scripts written for nccl-tests read it unchanged;
+// and "# Avg bus bandwidth" lines), so that scripts written for nccl-tests read it unchanged. By
+// default there is one table, of the backend a training run's all-reduce uses (tuned on host
+// buffers, nccl on device buffers); --backends names others, in the order given;
 // everything else is on lines starting with '#'. Progress (k of n) goes to rank 0's stderr.
 // As in nccl-tests, one harness times, checks and prints whatever collective a small struct
 // describes (Collective; all-reduce is kAllReduce).
 //
 //   mpirun -np 2 build/bin/allreduce_perf -b 8 -e 256M -f 2 --json out.json
-//   mpirun -np 2 build/bin/allreduce_perf -b 1M -e 4M -i 1M -d all -o sum --backends ring
-//   mpirun -np 4 build/bin/allreduce_perf --backends mpi,ring,hierarchical --ranks-per-node 2
+//   mpirun -np 2 build/bin/allreduce_perf -b 8 -e 128M -f 2 -i 0 -g 1 -c 1 -n 20 -w 5 -N 1 -C 0 -T
+//   0 mpirun -np 2 build/bin/allreduce_perf -b 1M -e 4M -i 1M -d all -o sum --backends ring mpirun
+//   -np 4 build/bin/allreduce_perf --backends mpi,ring,hierarchical --ranks-per-node 2
 // (--ranks-per-node lets one machine stand in for several nodes: 4 ranks as 2 nodes x 2.)
 //   mpirun -np 2 build/bin/allreduce_perf --also-ring-network-chunk-bytes 512K
 // (a table "ring-net512K": the ring with 512 KiB messages to neighbours on other nodes, after
@@ -101,15 +104,23 @@ struct Options {
   int aggIters = 1;       // calls per timed iteration (-m)
   int checkIters = 1;     // checked calls per measurement, stopping at the first wrong one; 0: none
   bool blocking = false;  // -z 1: a barrier after every call
-  // nccl-tests' -g, -t, -G: one buffer per rank and no CUDA graphs, so only 1, 1 and 0 are taken.
+  // nccl-tests' -g, -t, -G: one buffer per rank and no CUDA graphs, so only 1, 1 and 0 are taken;
+  // -N, -C, -T, -p, -R likewise only at the values that ask for what this program does anyway.
   int gpus = 1;
   int threads = 1;
   int cudaGraphLaunches = 0;
+  int runCycles = 1;       // -N: one pass over the sizes
+  int reportCpuTime = 0;   // -C: wall-clock time
+  int timeoutSeconds = 0;  // -T: none
+  int parallelInit = 0;    // -p: the communicators are set up one after another
+  int localRegister = 0;   // -R: no buffer registration
   std::vector<DataType> types = {DataType::kFloat32};
   std::vector<ReduceOp> ops = {ReduceOp::kSum};
   int average = 1;  // 0: rank 0's time, 1: average over ranks, 2: minimum, 3: maximum
-  // The hierarchical backend only when asked for: on one node it is the ring in two passes.
-  std::vector<std::string> backends = {"mpi", "ring"};
+  // One table by default, for the backend `ringtrain train --backend auto` averages host
+  // gradients with across nodes (on one node it takes shm, which has no stand-alone all-reduce
+  // to time); --device cuda takes nccl (readBackends). Others only when --backends names them.
+  std::vector<std::string> backends = {"tuned"};
   // Extra tables by label ("ring-net512K"): the ring backend with another ringNetworkChunkBytes.
   std::map<std::string, std::size_t> ringNetworkVariants;
   collectives::CommunicatorOptions communicator;
@@ -221,6 +232,16 @@ po::options_description ncclTestsOptions(Options& o, OptionText& text) {
       "1: a barrier after every call (the calls themselves always complete before returning)");
   add("cudagraph,G", po::value(&o.cudaGraphLaunches)->default_value(o.cudaGraphLaunches),
       "CUDA graph launches: 0 only (refused otherwise: no backend here captures graphs)");
+  add("run_cycles,N", po::value(&o.runCycles)->default_value(o.runCycles),
+      "passes over the sizes: 1 only (run the program again for more)");
+  add("report_cputime,C", po::value(&o.reportCpuTime)->default_value(o.reportCpuTime),
+      "0 only: times are wall-clock (the calls block until complete, so CPU time adds nothing)");
+  add("timeout,T", po::value(&o.timeoutSeconds)->default_value(o.timeoutSeconds),
+      "0 only (no timeout; mpirun --timeout or timeout(1) bound a run)");
+  add("parallel_init,p", po::value(&o.parallelInit)->default_value(o.parallelInit),
+      "0 only: one rank per process sets up its communicators itself");
+  add("local_register,R", po::value(&o.localRegister)->default_value(o.localRegister),
+      "0 only: no backend here registers buffers");
   return description;
 }
 
@@ -229,7 +250,8 @@ po::options_description ringtrainOptions(Options& o, OptionText& text) {
   po::options_description description("ringtrain options");
   auto add = description.add_options();
   add("backends", po::value(&text.backends)->default_value(text.backends),
-      "comma-separated backends, one table each");
+      "comma-separated backends, one table each, in this order (default: the backend training "
+      "uses, tuned; with --device cuda nccl)");
   add("ring-small-bytes", po::value(&text.smallBytes),
       "ring: largest all-reduce done by recursive doubling (bytes)");
   add("ring-chunk-bytes", po::value(&text.chunkBytes), "ring: bytes per pipelined message");
@@ -296,9 +318,13 @@ std::optional<std::string> readSizes(const OptionText& text, Options& o) {
   if (auto e = readSize(text.minBytes, "minbytes", o.minBytes)) return e;
   if (auto e = readSize(text.maxBytes, "maxbytes", o.maxBytes)) return e;
   if (auto e = readSizeIfGiven(text.stepBytes, "stepbytes", o.stepBytes)) return e;
-  if (!text.stepBytes.empty() && text.stepFactorGiven)
-    return "--stepbytes and --stepfactor: give one of them (a fixed increment or a factor)";
-  if (!text.stepBytes.empty() && o.stepBytes == 0) return "--stepbytes 0: must be at least 1";
+  // Both given: as nccl-tests, a factor above 1 wins and the increment is not used.
+  const bool factorWins = text.stepFactorGiven && o.stepFactor > 1;
+  if (text.stepBytes.empty() || factorWins) {
+    o.stepBytes = 0;
+  } else if (o.stepBytes == 0) {
+    return "--stepbytes 0: must be at least 1";
+  }
   if (auto e = readSizeIfGiven(text.smallBytes, "ring-small-bytes", ring.ringSmallMessageBytes))
     return e;
   if (auto e = readSizeIfGiven(text.chunkBytes, "ring-chunk-bytes", ring.ringChunkBytes)) return e;
@@ -313,8 +339,31 @@ std::optional<std::string> readSizes(const OptionText& text, Options& o) {
   return std::nullopt;
 }
 
+// nccl-tests' run options at values other than the ones that change nothing here, with why.
+std::optional<std::string> unsupportedRunRequest(const Options& o) {
+  struct Only {
+    int value, only;
+    const char* option;
+    const char* why;
+  };
+  const Only runOptions[] = {
+      {o.runCycles, 1, "run_cycles",
+       "every size is measured once per run (run the program again, or raise --iters, for more)"},
+      {o.reportCpuTime, 0, "report_cputime",
+       "the times are wall-clock, and the calls complete before they return, so CPU time would "
+       "tell the same"},
+      {o.timeoutSeconds, 0, "timeout", "bound the run with mpirun --timeout or timeout(1) instead"},
+      {o.parallelInit, 0, "parallel_init", "one rank per process, nothing to set up in parallel"},
+      {o.localRegister, 0, "local_register", "no backend here registers buffers"}};
+  for (const Only& r : runOptions) {
+    if (r.value != r.only)
+      return fmt::format("--{} {}: only {}; {}", r.option, r.value, r.only, r.why);
+  }
+  return std::nullopt;
+}
+
 // nccl-tests' options that ask for what a rank here does not have: several GPUs or threads per
-// process, CUDA graphs.
+// process, CUDA graphs; then the run options above.
 std::optional<std::string> unsupportedRequest(const Options& o) {
   if (o.threads != 1) {
     return fmt::format(
@@ -333,7 +382,7 @@ std::optional<std::string> unsupportedRequest(const Options& o) {
                        o.cudaGraphLaunches,
                        o.device == "cuda" ? "" : " (and --device cpu runs no GPU work)");
   }
-  return std::nullopt;
+  return unsupportedRunRequest(o);
 }
 
 std::optional<std::string> checkRanges(const Options& o) {
@@ -468,10 +517,10 @@ std::optional<std::string> parseOptions(int argc, char** argv, int ranksOnNode, 
     text.stepFactorGiven = !vm["stepfactor"].defaulted();
     if (vm.count("help")) {
       help = true;
-      std::cout
-          << "allreduce_perf: all-reduce bus bandwidth, nccl-tests' all_reduce_perf table "
-             "per backend\n(defaults -b 8 -e 256M -f 2; nccl-tests' are -b 32M -e 32M -i 1M)\n"
-          << shown << "\n";
+      std::cout << "allreduce_perf: all-reduce bus bandwidth, nccl-tests' all_reduce_perf table "
+                   "per backend\n(defaults -b 8 -e 256M -f 2; nccl-tests' are -b 32M -e 32M -i 1M; "
+                   "one table, of tuned, unless --backends)\n"
+                << shown << "\n";
       return std::nullopt;
     }
   } catch (const po::error& e) {
@@ -845,7 +894,7 @@ std::vector<std::unique_ptr<Communicator>> makeCommunicators(const Options& o) {
 
 // The tuned backend's table, printed by rank 0 and kept in the JSON.
 void describeTuned(const std::vector<std::unique_ptr<Communicator>>& comms, nlohmann::json& json,
-                  bool root) {
+                   bool root) {
   for (const auto& comm : comms) {
     // The ring backend is a TunedCommunicator too, with its fixed table (described above).
     const auto* tuned = dynamic_cast<const collectives::TunedCommunicator*>(&*comm);

@@ -7,13 +7,15 @@
 #include <string>
 #include <vector>
 
+#include "base/exit_status.h"
+
 namespace ringtrain {
 
 // Called by every rank with its own verdict on the command line and inputs (nullopt when fine).
 // When any rank has an error, the lowest such rank prints it as one line with its rank label,
 // every rank finalises MPI and exits with `exitCode`: nobody is left waiting in a collective and
 // the user reads the cause once, not once per rank.
-void exitEverywhereOnError(const std::optional<std::string>& error, int exitCode = 2);
+void exitEverywhereOnError(const std::optional<std::string>& error, int exitCode = kExitBadInput);
 
 // Rank 0 logs each of parsing's warnings once (RINGTRAIN_* variables that name no option).
 void warnOnRankZero(const std::vector<std::string>& warnings, int rank);

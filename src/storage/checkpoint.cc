@@ -15,6 +15,7 @@
 #include <limits>
 #include <utility>
 
+#include "base/exit_status.h"
 #include "data/durable_io.h"
 #include "data/hdf5_support.h"
 #include "data/separate_check.h"
@@ -559,7 +560,7 @@ std::string readLatest(const fs::path& dir) {
 
 [[noreturn]] void crashNow() {
   std::raise(SIGKILL);
-  std::_Exit(137);  // not reached: SIGKILL cannot be caught
+  std::_Exit(kExitKilled);  // not reached: SIGKILL cannot be caught
 }
 
 void crashIf(CrashPoint at, CrashPoint here) {

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/exit_status.h"
 #include "collectives/log.h"
 #include "collectives/named_values.h"
 #include "engine/exchange_factory.h"
@@ -165,7 +166,7 @@ struct TrainConfig {
   collectives::LogLevel logLevel = collectives::LogLevel::kInfo;
   std::string logFile;  // each rank's log file, %r the rank, %h the host ("" : the terminal only)
   double sigtermGraceSeconds = 25;  // SIGTERM: stop, final checkpoint, exit within this (0: die)
-  int sigtermExitCode = 143;        // the status of a job stopped by SIGTERM
+  int sigtermExitCode = kExitSigterm;  // the status of a job stopped by SIGTERM
 
   TrainTestHooks test;
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "base/exit_status.h"
 #include "src/storage/checkpoint_model.h"
 #include "src/trainer/subcommand.h"
 
@@ -108,9 +109,9 @@ int exportCommand(int argc, char** argv, std::string_view version) {
   try {
     if (const auto problem = parseOptions(argc, argv, options, help)) {
       std::cerr << "ringtrain export: " << *problem << "\n";
-      return 2;
+      return kExitBadInput;
     }
-    if (help) return 0;
+    if (help) return kExitOk;
     const storage::ResumePlan plan = checkpointToRead(options.checkpoint);
     const storage::SafetensorsContent content = exportedWeights(plan.content, version);
     storage::writeSafetensors(options.out, content);
@@ -118,9 +119,9 @@ int exportCommand(int argc, char** argv, std::string_view version) {
               << plan.content.step << " from " << plan.path.string() << "\n";
   } catch (const std::exception& e) {
     std::cerr << "ringtrain export: " << e.what() << "\n";
-    return 2;
+    return kExitBadInput;
   }
-  return 0;
+  return kExitOk;
 }
 
 }  // namespace ringtrain

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "base/exit_status.h"
 #include "data/bpe_tokenizer.h"
 #include "src/trainer/subcommand.h"
 
@@ -124,11 +125,11 @@ int generateCommand(int argc, char** argv) {
     // argv[1] is "generate": the options start after it.
     if (const auto problem = parseGenerateConfig(argc - 1, argv + 1, options, help, helpText)) {
       std::cerr << "ringtrain generate: " << *problem << "\n";
-      return 2;
+      return kExitBadInput;
     }
     if (help) {
       std::cout << helpText;
-      return 0;
+      return kExitOk;
     }
     const data::BpeTokenizer tokenizer = data::BpeTokenizer::loadFolder(options.vocabulary);
     models::Model<float> model = loadModel(options);
@@ -136,6 +137,12 @@ int generateCommand(int argc, char** argv) {
     for (int s = 0; s < options.samples; ++s) {
       std::vector<std::int32_t> tokens = tokenizer.encode(options.prompt);
       if (tokens.empty()) tokens.push_back(kEndOfText);
+      const auto context = static_cast<std::size_t>(model.inputShape().height);
+      if (s == 0 && tokens.size() > context) {
+        std::cerr << "ringtrain generate: the prompt is " << tokens.size()
+                  << " tokens, the model's context " << context << ": it continues from the last "
+                  << context << "\n";
+      }
       const std::size_t promptLength = options.prompt.empty() ? 1 : tokens.size();
       extend(model, tokens, options.tokens, options, generator);
       const std::span<const std::int32_t> text(tokens);
@@ -145,9 +152,9 @@ int generateCommand(int argc, char** argv) {
     }
   } catch (const std::exception& e) {
     std::cerr << "ringtrain generate: " << e.what() << "\n";
-    return 2;
+    return kExitBadInput;
   }
-  return 0;
+  return kExitOk;
 }
 
 }  // namespace ringtrain

@@ -330,7 +330,7 @@ const options::Table<GenerationOptions>& generateOptionTable() {
     // clang-format off
     options::Table<GenerationOptions> all = {
         checkpoint,
-        options::text<GenerationOptions>("prompt", RINGTRAIN_FIELD(prompt), "the text to continue (empty: start a new text); a prompt longer than the model's context keeps only its last context tokens"),
+        options::text<GenerationOptions>("prompt", RINGTRAIN_FIELD(prompt), "the text to continue (empty: start a new text); a prompt longer than the model's context is cut to its last context tokens (said on stderr), as each new token sees only the last context tokens"),
         options::text<GenerationOptions>("vocab-dir", RINGTRAIN_FIELD(vocabulary), "folder with GPT-2's encoder.json and vocab.bpe (data/fetch_gpt2_vocab.sh)"),
         options::number<GenerationOptions>("tokens", RINGTRAIN_FIELD(tokens), options::kPositive, "new tokens per sample"),
         options::number<GenerationOptions>("temperature", RINGTRAIN_FIELD(temperature), {.min = 0, .rule = "must be a finite number of at least 0"}, "softmax temperature (0: always the most likely token)"),

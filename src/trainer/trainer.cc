@@ -25,6 +25,7 @@
 #include "models/matrix_products.h"
 #include "src/storage/checkpoint.h"
 #include "src/trainer/device_choice.h"
+#include "src/trainer/evaluation.h"
 #include "src/trainer/exported_weights.h"
 #include "src/trainer/model_memory.h"
 #include "src/trainer/run_report.h"
@@ -249,18 +250,6 @@ ConsistencyItems Trainer::consistencyItems() const {
   return items;
 }
 
-models::Batch<float> Trainer::batchView(const HostBatch& gathered) const {
-  models::Batch<float> batch;
-  batch.inputs = gathered.inputs;
-  if (isClassification()) {
-    batch.labels = {gathered.labels.data(),
-                    gathered.samples * static_cast<std::size_t>(train_.labelsPerSample())};
-  } else {
-    batch.values = {gathered.values.data(), gathered.samples};
-  }
-  return batch;
-}
-
 void Trainer::log(const std::string& line) const {
   if (log_) collectives::logLine(collectives::LogLevel::kInfo, line);
 }
@@ -423,7 +412,7 @@ std::int64_t Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
     const bool last = micro + 1 == config_.accumulateSteps;
     const std::int64_t begun = collectives::steadyNowNs();
     const HostBatch& batch = nextBatch(step, last);
-    const models::Batch<float> input = batchView(batch);
+    const models::Batch<float> input = batchView(batch, train_);
     const std::int64_t gathered = collectives::steadyNowNs();
     traceSpan("data", "data", begun);
     const auto size = static_cast<std::int64_t>(batch.samples);
@@ -469,32 +458,10 @@ models::BatchResult Trainer::evaluate(bool whole) {
   const std::int64_t size = test_.size();
   const std::int64_t samples =
       config_.evalSamples > 0 && !whole ? std::min(config_.evalSamples, size) : size;
-  const data::IndexRange shard = data::contiguousShard(samples, control_->rank(), control_->size());
-  const std::size_t chunk = static_cast<std::size_t>(std::max(config_.batchSize, 256));
-  HostBatch gathered;
-  std::vector<std::int64_t> indices;
-  models::BatchResult local;
-  for (std::int64_t begin = shard.begin; begin < shard.end;
-       begin += static_cast<std::int64_t>(chunk)) {
-    const std::int64_t end =
-        std::min<std::int64_t>(shard.end, begin + static_cast<std::int64_t>(chunk));
-    indices.clear();
-    for (std::int64_t i = begin; i < end; ++i)
-      indices.push_back(samples == size ? i : i * size / samples);
-    gatherBatch(test_, indices, gathered);
-    const models::Batch<float> view = batchView(gathered);
-    local.add(gpu_ ? gpu_->evaluate(view) : model_.evaluate(view));
-  }
-  // Counts are exact in float64 far beyond any test set.
-  std::array<double, 4> totals = {local.lossSum, static_cast<double>(local.correct),
-                                  static_cast<double>(local.samples),
-                                  static_cast<double>(local.predictions)};
-  control_->allreduce(std::span<double>(totals), collectives::ReduceOp::kSum);
-  models::BatchResult global;
-  global.lossSum = totals[0];
-  global.correct = static_cast<std::int64_t>(totals[1]);
-  global.samples = static_cast<models::Index>(totals[2]);
-  global.predictions = static_cast<std::int64_t>(totals[3]);
+  const models::BatchResult global = evaluateTestSet(
+      test_, samples, config_.batchSize, *control_, [this](const models::Batch<float>& view) {
+        return gpu_ ? gpu_->evaluate(view) : model_.evaluate(view);
+      });
   traceSpan("evaluation", "evaluation", start);
   return global;
 }
@@ -751,20 +718,12 @@ void Trainer::evaluateAndLog(std::int64_t step, TrainingSummary& summary) {
   const std::int64_t epoch = sampler_.position().epoch;  // epochs completed
   const models::BatchResult& result = summary.lastEvaluation;
   stopIfDiverged("the test loss", result.meanLoss(), step);
-  if (tokensPerSample() > 0) {
-    log(fmt::format("Validation loss at step {}: {:.4f}  (perplexity {:.1f}, token accuracy {:.4f}, "
-                    "epoch {}, {} sequences)",
-                    step, result.meanLoss(), std::exp(result.meanLoss()), result.accuracy(), epoch,
-                    result.samples));
-    logScalars("test", step, {{"loss", result.meanLoss()}, {"accuracy", result.accuracy()}});
-  } else if (isClassification()) {
-    log(fmt::format("Accuracy at step {}: {:.4f}  (test loss {:.4f}, epoch {}, {} test samples)",
-                    step, result.accuracy(), result.meanLoss(), epoch, result.samples));
-    logScalars("test", step, {{"loss", result.meanLoss()}, {"accuracy", result.accuracy()}});
-  } else {
-    log(fmt::format("Test loss at step {}: {:.6f}  (epoch {}, {} test samples)", step,
-                    result.meanLoss(), epoch, result.samples));
+  const EvaluationKind kind = evaluationKind(tokensPerSample(), train_);
+  log(evaluationLine(result, kind, step, epoch));
+  if (kind == EvaluationKind::kRegression) {
     logScalars("test", step, {{"loss", result.meanLoss()}});
+  } else {
+    logScalars("test", step, {{"loss", result.meanLoss()}, {"accuracy", result.accuracy()}});
   }
 }
 
@@ -801,10 +760,11 @@ void Trainer::logTrainingWindow(std::int64_t done, std::int64_t epoch, TrainingS
   const double reduceMs = 1e3 * windowReduceSeconds_ / static_cast<double>(windowSteps_);
   // This rank's own pace: the slow rank of a job is the one whose steps take longest.
   debug([&] {
-    return fmt::format("this rank, steps {} to {}: {:.2f} ms per step, of which {:.2f} ms "
-                       "waiting for averaged gradients",
-                       done - windowSteps_ + 1, done,
-                       1e3 * windowSeconds_ / static_cast<double>(windowSteps_), reduceMs);
+    return fmt::format(
+        "this rank, steps {} to {}: {:.2f} ms per step, of which {:.2f} ms "
+        "waiting for averaged gradients",
+        done - windowSteps_ + 1, done, 1e3 * windowSeconds_ / static_cast<double>(windowSteps_),
+        reduceMs);
   });
   if (isClassification()) {
     logScalars("train", done,

@@ -198,8 +198,6 @@ class Trainer {
   std::int64_t tokensPerSample() const {
     return config_.model == ModelKind::kGpt ? config_.gpt.context : 0;
   }
-  // A gathered batch as the model takes it: labels or regression targets by the data.
-  models::Batch<float> batchView(const HostBatch& gathered) const;
   void traceSpan(std::string_view name, std::string_view category, std::int64_t start) const;
   // Rank 0 writes a checkpoint of the state after `step` steps (a failure aborts the job).
   void saveCheckpoint(std::int64_t step, TrainingSummary& summary);

@@ -47,7 +47,7 @@ parsed() {
 # --help lists every nccl-tests option this program takes, under its letter.
 help="$("$perf" --help 2>&1)"
 missing=""
-for letter in b e f i n w c g t d o a z m G; do
+for letter in b e f i n w c g t d o a z m G N C T p R; do
   grep -q -E "^  -$letter \[ --[a-z_]+ \]" <<<"$help" || missing+=" -$letter"
 done
 if [ -z "$missing" ]; then ok "--help lists nccl-tests' options"; else fail "--help lacks$missing"; fi
@@ -64,6 +64,14 @@ if run sweep 0 -b 8 -e 32K -f 4 -c 1 "${quick[@]}" --backends mpi,ring --json "$
   else
     fail "sweep: the JSON"
   fi
+fi
+
+# A command line written for nccl-tests' all_reduce_perf, -i and -f together (the factor wins, as
+# there) and -N, -C, -T at their defaults: one table, of the backend training uses (tuned), so
+# that a script reading the first '# Avg bus bandwidth' line reads ringtrain's figure.
+sizes="$(python3 -c 'print(",".join(str(8 << k) for k in range(25)))')"
+if run nccl_tests_line 0 -b 8 -e 128M -f 2 -i 0 -g 1 -c 1 -n 20 -w 5 -N 1 -C 0 -T 0; then
+  parsed nccl_tests_line --tables 1 --sizes "$sizes" --backends tuned
 fi
 
 # Fixed steps (-i), every type and reduction (-d all -o all), nccl-tests' other flags at values
@@ -115,7 +123,10 @@ expect "zero -e" "--minbytes 8 is larger than --maxbytes 0" -e 0
 expect "below one element" "--minbytes 4: smaller than one double element \(8 bytes\)" -b 4 -d double
 expect "factor 1" "--stepfactor 1: must be at least 2" -f 1
 expect "factor 0" "--stepfactor 0: must be at least 2" -f 0
-expect "factor and step" "--stepbytes and --stepfactor: give one of them" -f 2 -i 1K
+# -f 1 and -i together: the increment, as in nccl-tests (a factor counts only above 1).
+if run factor_one_and_step 0 -b 64 -e 192 -f 1 -i 64 "${quick[@]}"; then
+  parsed factor_one_and_step --tables 1 --sizes 64,128,192 --backends tuned
+fi
 expect "zero step" "--stepbytes 0: must be at least 1" -i 0
 expect "too many sizes" "--stepbytes 8: more than 10000 sizes" -b 8 -e 1M -i 8
 expect "not a size" "--maxbytes: '12Q' is not a size" -e 12Q
@@ -126,6 +137,11 @@ expect "beyond memory" "--maxbytes [0-9]+: the send and receive buffers need .* 
 expect "-g 2" "--ngpus 2: only 1" -g 2
 expect "-t 2" "--nthreads 2: only 1" -t 2
 expect "-G 1" "--cudagraph 1: refused" -G 1
+expect "-N 2" "--run_cycles 2: only 1" -N 2
+expect "-C 1" "--report_cputime 1: only 0" -C 1
+expect "-T 5" "--timeout 5: only 0; bound the run with mpirun --timeout" -T 5
+expect "-p 1" "--parallel_init 1: only 0" -p 1
+expect "-R 1" "--local_register 1: only 0" -R 1
 expect "-c -1" "--check must be 0" -c -1
 expect "-m 0" "--iters and --agg_iters must be at least 1" -m 0
 expect "-a 4" "--average must be 0, 1, 2 or 3" -a 4

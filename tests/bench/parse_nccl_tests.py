@@ -2,13 +2,14 @@
 """Reads all_reduce_perf output the way scripts written for nccl-tests do, and checks it.
 
     parse_nccl_tests.py OUTPUT --tables N --sizes 8,32,... [--cases N] [--wrong W]
+                        [--backends NAME,...]
 
 Rows are the lines not starting with '#', split on blanks, columns taken by position (size,
 count, type, redop, root, then time, algbw, busbw, #wrong out of place and in place); the
 summary is the '# Out of bounds values' and '# Avg bus bandwidth' lines. Checks: N tables (one
 '# Avg bus bandwidth' line each), each with every size of --sizes for each of --cases (type, redop)
-pairs, every #wrong equal to W, and 'Out of bounds values' 0 OK when W is 0. Prints what is wrong
-and exits 1, or prints a one-line summary and exits 0.
+pairs, every #wrong equal to W, and 'Out of bounds values' 0 OK when W is 0. With --backends, the
+tables' '# backend:' lines name those backends, in that order. Prints what is wrong and exits 1, or prints a one-line summary and exits 0.
 """
 import argparse
 import sys
@@ -38,6 +39,7 @@ def main():
     ap.add_argument("--sizes", required=True)
     ap.add_argument("--cases", type=int, default=1)
     ap.add_argument("--wrong", type=int, default=0)
+    ap.add_argument("--backends")
     a = ap.parse_args()
     sizes = [int(s) for s in a.sizes.split(",")]
     with open(a.output) as f:
@@ -45,6 +47,11 @@ def main():
     problems = []
     if len(tables) != a.tables:
         problems.append(f"{len(tables)} tables, want {a.tables}")
+    if a.backends is not None:
+        with open(a.output) as f:
+            named = [line.split(":", 1)[1].strip() for line in f if line.startswith("# backend:")]
+        if named != a.backends.split(","):
+            problems.append(f"tables of backends {named}, want {a.backends.split(',')}")
     if leftover:
         problems.append(f"{len(leftover)} rows after the last '# Avg bus bandwidth' line")
     for i, t in enumerate(tables):

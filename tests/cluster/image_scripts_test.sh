@@ -93,6 +93,10 @@ adds="$(grep -c '^ADD ' "$dockerfile")"
 check "Dockerfile: NVIDIA's key is checked against its fingerprint ($adds download)" "$dockerfile_text" \
   'gpg --show-keys --with-colons /tmp/cuda.pub' '[ "$fingerprints" = "${CUDA_KEY_FINGERPRINT}" ]'
 [ "$adds" -eq 1 ] || fail "Dockerfile: $adds ADDs of URLs; each needs a check like the key's"
+check "Dockerfile: the CUDA architectures are a build argument passed to CMake" "$dockerfile_text" \
+  '"-DRINGTRAIN_CUDA_ARCHITECTURES=${CUDA_ARCHITECTURES}"'
+if grep -qx 'ARG CUDA_ARCHITECTURES=' "$dockerfile"; then ok "Dockerfile: CUDA_ARCHITECTURES empty by default (nvcc's from 7.0 up)"; else fail "Dockerfile: CUDA_ARCHITECTURES has a fixed default"; fi
+if grep -n '80;90' "$dockerfile" | grep -v '^[0-9]*:#'; then fail "Dockerfile: fixed CUDA architectures"; else ok "Dockerfile: no fixed CUDA architectures"; fi
 check "Dockerfile: the data tools and what data/fetch_mnist.sh needs are in the image" "$dockerfile_text" \
   "cmake --install /build --prefix /opt/ringtrain" "procps curl"
 

@@ -25,3 +25,13 @@ if [ "${#jobs[@]}" -eq 0 ]; then
 fi
 # The validator prints OK or FAIL per job and exits non-zero on any failure.
 "$python" "$validator" --strict "${jobs[@]}"
+# One operator version: the release docs/kubernetes.md installs is the one whose CRD this checks
+# against (the schemas' README names it).
+pinned="$(grep -o 'pins release v[0-9.]*[0-9]' "$shared/k8s-schemas/README.txt" | grep -o 'v[0-9.]*')"
+docs="$(dirname "${BASH_SOURCE[0]}")/../../docs/kubernetes.md"
+installed="$(grep -o 'mpi-operator/v[0-9.]*[0-9]/deploy' "$docs" | sort -u)"
+if [ -z "$pinned" ] || [ "$installed" != "mpi-operator/$pinned/deploy" ]; then
+  echo "FAIL: docs/kubernetes.md installs '${installed:-no release}', the CRD checked is release '${pinned:-?}''s"
+  exit 1
+fi
+echo "OK   docs/kubernetes.md installs mpi-operator $pinned, the release whose CRD the manifests are validated against"
