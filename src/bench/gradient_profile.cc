@@ -11,6 +11,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "base/file_checks.h"
+
 namespace ringtrain::bench {
 namespace {
 
@@ -74,6 +76,9 @@ double GradientProfile::flopsPerSample() const {
 }
 
 GradientProfile readProfile(const std::filesystem::path& file) {
+  if (auto problem = base::regularFileProblem(file)) {
+    throw std::runtime_error(fmt::format("profile {}: {}", file.string(), *problem));
+  }
   std::ifstream in(file);
   if (!in) throw std::runtime_error(fmt::format("profile {}: cannot open the file", file.string()));
   GradientProfile profile{file.stem().string(), {}};

@@ -15,6 +15,8 @@
 #include <limits>
 #include <utility>
 
+#include "base/file_checks.h"
+#include "base/read_exactly.h"
 #include "data/durable_io.h"
 #include "data/hdf5_support.h"
 #include "data/separate_check.h"
@@ -545,6 +547,8 @@ bool isTemporaryName(std::string_view name) {
 }
 
 std::string readLatest(const fs::path& dir) {
+  // Only a hint for the log: anything but a regular file (a FIFO would block open) is no hint.
+  if (base::regularFileProblem(dir / kLatestName)) return "";
   const int fd = ::open((dir / kLatestName).c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return "";
   char text[256];
@@ -742,6 +746,7 @@ CheckpointContent parseCheckpoint(std::span<const std::uint8_t> bytes, const fs:
 }
 
 CheckpointContent readCheckpoint(const fs::path& path, std::string_view expectedModelLayout) {
+  if (auto problem = base::regularFileProblem(path)) fail(path, *problem);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
   struct Closer {
@@ -755,14 +760,7 @@ CheckpointContent readCheckpoint(const fs::path& path, std::string_view expected
   // Read and check the header before allocating for the rest: the size comes from the file
   // system, and the header must agree with it, so a huge stray file costs nothing.
   const auto readAt = [&](std::uint8_t* into, std::size_t count, std::uint64_t offset) {
-    std::size_t done = 0;
-    while (done < count) {
-      const ssize_t n = ::pread(fd, into + done, count - done, static_cast<off_t>(offset + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) fail(path, std::string("read error: ") + std::strerror(errno));
-      if (n == 0) fail(path, "truncated while being read (the file shrank)");
-      done += static_cast<std::size_t>(n);
-    }
+    if (auto problem = base::readExactly(fd, into, count, offset)) fail(path, *problem);
   };
   std::vector<std::uint8_t> bytes(std::min<std::uint64_t>(fileBytes, kHeaderBytes));
   readAt(bytes.data(), bytes.size(), 0);

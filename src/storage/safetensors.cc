@@ -10,6 +10,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "base/file_checks.h"
 #include "data/durable_io.h"
 
 namespace ringtrain::storage {
@@ -235,8 +236,8 @@ SafetensorsContent parseSafetensors(std::span<const std::uint8_t> bytes, const f
 }
 
 SafetensorsContent readSafetensors(const fs::path& path) {
+  if (auto problem = base::regularFileProblem(path)) fail(path, *problem);
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) fail(path, "no such file");
   std::ifstream in(path, std::ios::binary);
   const std::uintmax_t size = fs::file_size(path, ec);
   if (!in || ec) fail(path, "cannot open: " + std::string(std::strerror(errno)));

@@ -134,7 +134,10 @@ refused "unknown profile" "--profile resnet5: no such profile .*known: .*resnet5
   --profile resnet5
 refused "bad profile line" "profile $work/bad.txt line 3: shape '64x3x7z7'" \
   --profile "$work/bad.txt"
-refused "missing profile file" "profile $work/none.txt: cannot open" --profile "$work/none.txt"
+refused "missing profile file" "profile $work/none.txt: no such file" --profile "$work/none.txt"
+mkfifo "$work/fifo.txt"
+refused "a FIFO as the profile file" "profile $work/fifo.txt: is a FIFO \(named pipe\), not a regular file" \
+  --profile "$work/fifo.txt"
 refused "negative --compute-ms" "--compute-ms must be a finite number, at least 0" \
   --compute-ms -5
 refused "bad --stand-in" "--stand-in 'nap': expected sleep or spin" --stand-in nap

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -264,9 +265,26 @@ TEST_F(DamagedCheckpointTest, TheHeaderIsTheDocumentedOne) {
   EXPECT_EQ(withHeader(image, 10), bytes_);
 }
 
+// open() of a FIFO waits for a writer forever: a FIFO checkpoint is refused before it is opened,
+// and a FIFO `latest` (only a hint) is passed over.
+TEST(CheckpointTest, AFifoIsRefusedOrPassedOverWithoutBlocking) {
+  TempFolder folder;
+  ASSERT_EQ(::mkfifo((folder / "ckpt-00000009.h5").c_str(), 0600), 0);
+  EXPECT_EQ(
+      checkpointErrorOf([&] { readCheckpoint(folder / "ckpt-00000009.h5"); }),
+      (folder / "ckpt-00000009.h5").string() + ": is a FIFO (named pipe), not a regular file");
+  writeCheckpoint(folder.path(), sampleContent(5), 3);
+  fs::remove(folder / "latest");
+  ASSERT_EQ(::mkfifo((folder / "latest").c_str(), 0600), 0);
+  const auto plan = findCheckpointToResume(folder.path(), kLayout);
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->content.step, 5);
+  EXPECT_THAT(plan->skipped, ElementsAre(HasSubstr("ckpt-00000009.h5: is a FIFO")));
+}
+
 TEST_F(DamagedCheckpointTest, MissingFile) {
   EXPECT_EQ(checkpointErrorOf([&] { readCheckpoint(folder_ / "none.h5"); }),
-            (folder_ / "none.h5").string() + ": cannot open: No such file or directory");
+            (folder_ / "none.h5").string() + ": no such file");
 }
 
 TEST_F(DamagedCheckpointTest, EmptyFile) {
@@ -539,7 +557,7 @@ TEST(ResumeTest, APathIsReadAsItIsAndAFolderIsSearched) {
   ASSERT_TRUE(byFolder);
   EXPECT_EQ(byFolder->content.step, 200);
   EXPECT_THAT(checkpointErrorOf([&] { resolveResume((folder / "x.h5").string(), "unused"); }),
-              HasSubstr("x.h5: cannot open"));
+              HasSubstr("x.h5: no such file"));
 }
 
 TEST(ResumeTest, ConfigChangesNameTheOptionsThatDiffer) {
