@@ -596,7 +596,9 @@ void replaceDurably(const fs::path& dir, const std::string& name,
   }
 }
 
-void prune(const fs::path& dir, const fs::path& newest, int keep, CrashPoint crashAt,
+// Removes the checkpoints of `own` (this writer's, the new one among them) beyond the newest
+// `keep`, and stale temporaries; lists the folder's other checkpoints in result.keptOthers.
+void prune(const fs::path& dir, std::vector<fs::path>& own, int keep, CrashPoint crashAt,
            CheckpointWriteResult& result) {
   const auto removeOne = [&](const fs::path& path) {
     std::error_code ec;
@@ -608,13 +610,16 @@ void prune(const fs::path& dir, const fs::path& newest, int keep, CrashPoint cra
   };
   int kept = 1;  // the new checkpoint
   for (const Listed& listed : listCheckpoints(dir)) {
-    if (listed.path == newest) continue;
-    if (keep == 0 || kept < keep) {
-      ++kept;
-      continue;
+    const auto mine = std::find(own.begin(), own.end(), listed.path);
+    if (mine == own.end()) {
+      result.keptOthers.push_back(listed.path);
+    } else if (listed.path == result.path || keep == 0 || kept < keep) {
+      kept += listed.path == result.path ? 0 : 1;
+    } else {
+      removeOne(listed.path);
+      own.erase(mine);
+      crashIf(crashAt, CrashPoint::kDuringPrune);
     }
-    removeOne(listed.path);
-    crashIf(crashAt, CrashPoint::kDuringPrune);
   }
   // Temporaries are only ever this writer's, and its own are renamed by now: anything left is
   // from a writer that died.
@@ -684,9 +689,13 @@ std::vector<std::uint8_t> encodeCheckpoint(const CheckpointContent& content) {
   return bytes;
 }
 
-CheckpointWriteResult writeCheckpoint(const fs::path& dir, const CheckpointContent& content,
-                                      int keep, CrashPoint crashAt) {
-  if (keep < 0) throw std::invalid_argument("writeCheckpoint: keep is negative");
+CheckpointWriter::CheckpointWriter(fs::path dir, int keep) : dir_(std::move(dir)), keep_(keep) {
+  if (keep < 0) throw std::invalid_argument("CheckpointWriter: keep is negative");
+}
+
+CheckpointWriteResult CheckpointWriter::write(const CheckpointContent& content,
+                                              CrashPoint crashAt) {
+  const fs::path& dir = dir_;
   const std::vector<std::uint8_t> bytes = encodeCheckpoint(content);
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -697,6 +706,10 @@ CheckpointWriteResult writeCheckpoint(const fs::path& dir, const CheckpointConte
   result.path = dir / name;
   replaceDurably(dir, name, bytes, crashAt, CrashPoint::kDuringTemporaryWrite,
                  CrashPoint::kBeforeRename);
+  // Ours from here on, also when it replaced a file of that name (the same step rewritten).
+  if (std::find(written_.begin(), written_.end(), result.path) == written_.end()) {
+    written_.push_back(result.path);
+  }
   crashIf(crashAt, CrashPoint::kBeforeLatest);
   // The checkpoint is complete from here on: what follows can only warn.
   const std::string latest = name + "\n";
@@ -708,7 +721,7 @@ CheckpointWriteResult writeCheckpoint(const fs::path& dir, const CheckpointConte
     result.warnings.push_back(e.what());
   }
   crashIf(crashAt, CrashPoint::kBeforePrune);
-  prune(dir, result.path, keep, crashAt, result);
+  prune(dir, written_, keep_, crashAt, result);
   return result;
 }
 
