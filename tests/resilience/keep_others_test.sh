@@ -18,7 +18,7 @@ train() {
   timeout 120 "${mpirun[@]}" -np 2 "$ringtrain" train --synthetic --synthetic-size 256 \
     --batch-size 8 --log-every 0 --eval-every 0 --checkpoint-every 1 "$@" 2>&1
 }
-names() { (cd "$1" && ls ckpt-*.h5 | tr '\n' ' '); }
+names() { (cd "$1" && printf '%s ' ckpt-*.h5); }
 
 if ! out="$(train --steps 4 --keep 0 --checkpoint-dir "$work/first")"; then
   fail "the first run" "$out"
