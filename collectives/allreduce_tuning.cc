@@ -6,6 +6,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "base/file_checks.h"
 #include "collectives/log.h"
 #include "collectives/mpi_check.h"
 #include "collectives/node_topology.h"
@@ -76,6 +77,9 @@ struct Verdict {
 };
 
 Verdict readOnRoot(const std::string& path, const RankLayout& layout) {
+  if (auto problem = base::regularFileProblem(path)) {
+    return {Verdict::kRefuse, "tuning file " + path + ": " + *problem, ""};
+  }
   std::ifstream file(path);
   if (!file) return {Verdict::kRefuse, "tuning file " + path + ": cannot be read", ""};
   std::stringstream text;

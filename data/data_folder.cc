@@ -20,7 +20,8 @@ constexpr const char* kValidationSuffix = "val.bin";
 constexpr const char* kTokenFolderHint =
     "data/prepare_fortunes.sh writes fortunes_train.bin and fortunes_val.bin";
 
-// The regular files in `folder` whose names end in `suffix`, sorted; none when it is no folder.
+// The entries of `folder` other than folders whose names end in `suffix`, sorted; none when it is
+// no folder. A FIFO or device of such a name is listed, for its reader to refuse by name.
 std::vector<std::filesystem::path> filesEndingIn(const std::filesystem::path& folder,
                                                  const std::string& suffix) {
   std::vector<std::filesystem::path> found;
@@ -28,7 +29,7 @@ std::vector<std::filesystem::path> filesEndingIn(const std::filesystem::path& fo
   for (std::filesystem::directory_iterator it(folder, ec), end; !ec && it != end;
        it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name.ends_with(suffix) && it->is_regular_file(ec)) found.push_back(it->path());
+    if (name.ends_with(suffix) && !it->is_directory(ec)) found.push_back(it->path());
   }
   std::sort(found.begin(), found.end());
   return found;

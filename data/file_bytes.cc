@@ -13,6 +13,7 @@
 #include <string>
 #include <system_error>
 
+#include "base/file_checks.h"
 #include "data/data_error.h"
 
 namespace ringtrain::data {
@@ -28,10 +29,7 @@ struct FileCloser {
 using File = std::unique_ptr<std::FILE, FileCloser>;
 
 std::vector<std::uint8_t> readRaw(const std::filesystem::path& path) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (!std::filesystem::exists(status)) fail(path, "no such file");
-  if (std::filesystem::is_directory(status)) fail(path, "is a folder, not a file");
+  if (auto problem = base::regularFileProblem(path)) fail(path, *problem);
   File file(std::fopen(path.c_str(), "rb"));
   if (!file) fail(path, std::string("cannot open: ") + std::strerror(errno));
   // Start from the size the file system reports -- one byte more, so that the end of an

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "base/file_checks.h"
 #include "data/data_error.h"
 #include "data/durable_io.h"
 #include "data/file_bytes.h"
@@ -190,10 +191,7 @@ const char* toString(PixelType type) {
 // ---- Reading ------------------------------------------------------------------------------------
 
 Hdf5Dataset::Hdf5Dataset(const std::filesystem::path& path) : path_(path) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (!std::filesystem::exists(status)) fail(path, "no such file");
-  if (std::filesystem::is_directory(status)) fail(path, "is a folder, not an HDF5 file");
+  if (auto problem = base::regularFileProblem(path)) fail(path, *problem);
   Hdf5Scope scope;
   if (check(H5Fis_hdf5(path.c_str()), path, "cannot read the file") == 0) {
     fail(path, "not an HDF5 file (no HDF5 signature)");

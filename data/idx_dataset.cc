@@ -4,6 +4,7 @@
 #include <string>
 #include <system_error>
 
+#include "base/file_checks.h"
 #include "data/data_error.h"
 #include "data/idx_reader.h"
 #include "data/pixel_scale.h"
@@ -52,11 +53,11 @@ std::string IdxDataset::describe() const {
 }
 
 std::filesystem::path findIdxFile(const std::filesystem::path& folder, const std::string& name) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(folder, ec)) {
-    throw DataError(folder.string() + ": no such folder (data/fetch_mnist.sh " + folder.string() +
+  if (auto problem = base::folderProblem(folder)) {
+    throw DataError(folder.string() + ": " + *problem + " (data/fetch_mnist.sh " + folder.string() +
                     " fetches MNIST into it)");
   }
+  std::error_code ec;
   for (const std::string& candidate : {name, name + ".gz"}) {
     const std::filesystem::path path = folder / candidate;
     if (std::filesystem::exists(path, ec)) return path;

@@ -735,6 +735,23 @@ class Buffers {
   std::unique_ptr<bench::DeviceBytes> device_[2];
 };
 
+// The two buffers of `bytes` each. A rank that cannot allocate them (a memory limit, ulimit -v)
+// ends the job on every rank with one line naming the size, not a bare std::bad_alloc.
+std::optional<Buffers> allocateBuffers(std::size_t bytes, bool onDevice) {
+  std::optional<Buffers> buffers;
+  std::optional<std::string> error;
+  try {
+    buffers.emplace(bytes, onDevice);
+  } catch (const std::bad_alloc&) {
+    error = fmt::format(
+        "allocating the two {} buffers of --maxbytes {} bytes ({:.2f} GiB) each failed "
+        "(std::bad_alloc): lower --maxbytes or raise the memory limit",
+        onDevice ? "host copies of the" : "host", bytes, static_cast<double>(bytes) / (1 << 30));
+  }
+  exitEverywhereOnError(error);
+  return buffers;
+}
+
 // What every measurement of a run shares.
 struct Bench {
   const Collective& collective;
@@ -1427,11 +1444,11 @@ int run(int argc, char** argv) {
   const double memoryBytesPerSecond = o.memoryBandwidth ? reportMemoryBandwidth(json, root) : 0;
 
   // One allocation of the largest size, for every size, case and backend.
-  Buffers buffers(std::max<std::size_t>(o.maxBytes, 64), onDevice);
-  const Bench bench{collective, o, buffers, env.worldRank()};
+  std::optional<Buffers> buffers = allocateBuffers(std::max<std::size_t>(o.maxBytes, 64), onDevice);
+  const Bench bench{collective, o, *buffers, env.worldRank()};
   const std::vector<Case> cases = makeCases(o, collective, env.worldRank(), env.worldSize());
   const auto copyGbps =
-      onDevice ? measureDeviceCopies(buffers, o, root) : std::map<std::size_t, double>{};
+      onDevice ? measureDeviceCopies(*buffers, o, root) : std::map<std::size_t, double>{};
   if (o.tune) {
     const std::uint64_t wrong = tune(bench, cases.front(), json, root);
     if (root && !o.jsonPath.empty() && !writeJson(o.jsonPath, json)) return 1;

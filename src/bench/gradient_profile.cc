@@ -11,6 +11,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "base/file_checks.h"
+
 namespace ringtrain::bench {
 namespace {
 
@@ -74,6 +76,9 @@ double GradientProfile::flopsPerSample() const {
 }
 
 GradientProfile readProfile(const std::filesystem::path& file) {
+  if (auto problem = base::regularFileProblem(file)) {
+    throw std::runtime_error(fmt::format("profile {}: {}", file.string(), *problem));
+  }
   std::ifstream in(file);
   if (!in) throw std::runtime_error(fmt::format("profile {}: cannot open the file", file.string()));
   GradientProfile profile{file.stem().string(), {}};
@@ -97,26 +102,34 @@ GradientProfile readProfile(const std::filesystem::path& file) {
   return profile;
 }
 
-std::filesystem::path profileFolder(const std::filesystem::path& program) {
-  return program.parent_path().parent_path() / "share" / "ringtrain" / "profiles";
+ProfileFolder profileFolder(const std::filesystem::path& program, const char* variable) {
+  if (variable != nullptr && *variable != '\0') return {variable, kProfileDirVariable};
+  return {program.parent_path().parent_path() / "share" / "ringtrain" / "profiles",
+          "beside the program " + program.string()};
 }
 
-std::filesystem::path profileFile(const std::string& nameOrFile,
-                                  const std::filesystem::path& folder) {
+std::filesystem::path profileFile(const std::string& nameOrFile, const ProfileFolder& folder) {
   const bool isPath = nameOrFile.find('/') != std::string::npos ||
                       std::filesystem::path(nameOrFile).extension() == ".txt";
   if (isPath) return nameOrFile;
-  const std::filesystem::path file = folder / (nameOrFile + ".txt");
+  if (auto problem = base::folderProblem(folder.path)) {
+    throw std::runtime_error(fmt::format(
+        "--profile {}: looked in {} ({}): {}; set {} to a folder of NAME.txt profiles (the "
+        "checkout's bench/profiles), or give a profile file's path",
+        nameOrFile, folder.path.string(), folder.origin, *problem, kProfileDirVariable));
+  }
+  const std::filesystem::path file = folder.path / (nameOrFile + ".txt");
   std::error_code error;
-  if (std::filesystem::is_regular_file(file, error)) return file;
+  if (std::filesystem::exists(file, error)) return file;  // readProfile refuses a FIFO, say
   std::vector<std::string> known;
-  for (const auto& entry : std::filesystem::directory_iterator(folder, error)) {
+  for (const auto& entry : std::filesystem::directory_iterator(folder.path, error)) {
     if (entry.path().extension() == ".txt") known.push_back(entry.path().stem().string());
   }
   std::sort(known.begin(), known.end());
   throw std::runtime_error(fmt::format(
-      "--profile {}: no such profile in {} (known: {}; or give a profile file's path)", nameOrFile,
-      folder.string(), known.empty() ? "none" : fmt::format("{}", fmt::join(known, ", "))));
+      "--profile {}: no such profile in {} ({}; known: {}; or give a profile file's path)",
+      nameOrFile, folder.path.string(), folder.origin,
+      known.empty() ? "none" : fmt::format("{}", fmt::join(known, ", "))));
 }
 
 }  // namespace ringtrain::bench

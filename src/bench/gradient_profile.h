@@ -33,13 +33,24 @@ struct GradientProfile {
 // file that cannot be read or holds no tensor or the same tensor name twice.
 GradientProfile readProfile(const std::filesystem::path& file);
 
-// The folder of the named profiles: share/ringtrain/profiles beside the program's bin folder
-// (where the build copies bench/profiles).
-std::filesystem::path profileFolder(const std::filesystem::path& program);
+// The variable naming a folder of NAME.txt profiles, for a program outside the build tree and the
+// install prefix (read where profiles are looked up: it is no option of `ringtrain bench`).
+inline constexpr const char* kProfileDirVariable = "RINGTRAIN_PROFILE_DIR";
+
+// The folder of the named profiles, and how it was found (for messages).
+struct ProfileFolder {
+  std::filesystem::path path;
+  std::string origin;  // "RINGTRAIN_PROFILE_DIR" or "beside the program PROGRAM"
+};
+
+// `variable` (RINGTRAIN_PROFILE_DIR's value; null or empty: unset) when set, else
+// share/ringtrain/profiles beside the program's bin folder (where the build copies bench/profiles
+// and `cmake --install` puts them).
+ProfileFolder profileFolder(const std::filesystem::path& program, const char* variable);
 
 // `nameOrFile` as a file: itself where it names a path (holds a '/' or ends in .txt), else
-// NAME.txt in `folder`. Throws std::runtime_error listing the known names for an unknown name.
-std::filesystem::path profileFile(const std::string& nameOrFile,
-                                  const std::filesystem::path& folder);
+// NAME.txt in `folder`. Throws std::runtime_error saying where it looked and why that failed (no
+// such folder; no such name, listing the known ones).
+std::filesystem::path profileFile(const std::string& nameOrFile, const ProfileFolder& folder);
 
 }  // namespace ringtrain::bench

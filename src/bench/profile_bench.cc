@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -112,7 +113,8 @@ GradientProfile loadProfile(const BenchConfig& config, const std::filesystem::pa
   std::optional<std::string> error;
   GradientProfile profile;
   try {
-    profile = readProfile(profileFile(config.profile, profileFolder(program)));
+    profile = readProfile(
+        profileFile(config.profile, profileFolder(program, std::getenv(kProfileDirVariable))));
     const double perRank = static_cast<double>(profile.parameters()) * 2 * sizeof(float);
     const std::uint64_t physical = physicalMemoryBytes();
     if (physical > 0 && perRank * ranksOnNode > static_cast<double>(physical)) {

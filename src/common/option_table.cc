@@ -161,6 +161,7 @@ const std::vector<std::string_view>& scriptVariables() {
                                                        "RINGTRAIN_CLUSTER_SLOTS",
                                                        "RINGTRAIN_CMAKE_CUDA",
                                                        "RINGTRAIN_CUDA",
+                                                       "RINGTRAIN_CUDA_ARCHITECTURES",
                                                        "RINGTRAIN_CUDA_CHECK",
                                                        "RINGTRAIN_DATA",
                                                        "RINGTRAIN_DRY_RUN",

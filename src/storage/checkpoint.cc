@@ -16,6 +16,8 @@
 #include <utility>
 
 #include "base/exit_status.h"
+#include "base/file_checks.h"
+#include "base/read_exactly.h"
 #include "data/durable_io.h"
 #include "data/hdf5_support.h"
 #include "data/separate_check.h"
@@ -546,6 +548,8 @@ bool isTemporaryName(std::string_view name) {
 }
 
 std::string readLatest(const fs::path& dir) {
+  // Only a hint for the log: anything but a regular file (a FIFO would block open) is no hint.
+  if (base::regularFileProblem(dir / kLatestName)) return "";
   const int fd = ::open((dir / kLatestName).c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return "";
   char text[256];
@@ -593,7 +597,9 @@ void replaceDurably(const fs::path& dir, const std::string& name,
   }
 }
 
-void prune(const fs::path& dir, const fs::path& newest, int keep, CrashPoint crashAt,
+// Removes the checkpoints of `own` (this writer's, the new one among them) beyond the newest
+// `keep`, and stale temporaries; lists the folder's other checkpoints in result.keptOthers.
+void prune(const fs::path& dir, std::vector<fs::path>& own, int keep, CrashPoint crashAt,
            CheckpointWriteResult& result) {
   const auto removeOne = [&](const fs::path& path) {
     std::error_code ec;
@@ -605,13 +611,16 @@ void prune(const fs::path& dir, const fs::path& newest, int keep, CrashPoint cra
   };
   int kept = 1;  // the new checkpoint
   for (const Listed& listed : listCheckpoints(dir)) {
-    if (listed.path == newest) continue;
-    if (keep == 0 || kept < keep) {
-      ++kept;
-      continue;
+    const auto mine = std::find(own.begin(), own.end(), listed.path);
+    if (mine == own.end()) {
+      result.keptOthers.push_back(listed.path);
+    } else if (listed.path == result.path || keep == 0 || kept < keep) {
+      kept += listed.path == result.path ? 0 : 1;
+    } else {
+      removeOne(listed.path);
+      own.erase(mine);
+      crashIf(crashAt, CrashPoint::kDuringPrune);
     }
-    removeOne(listed.path);
-    crashIf(crashAt, CrashPoint::kDuringPrune);
   }
   // Temporaries are only ever this writer's, and its own are renamed by now: anything left is
   // from a writer that died.
@@ -681,9 +690,13 @@ std::vector<std::uint8_t> encodeCheckpoint(const CheckpointContent& content) {
   return bytes;
 }
 
-CheckpointWriteResult writeCheckpoint(const fs::path& dir, const CheckpointContent& content,
-                                      int keep, CrashPoint crashAt) {
-  if (keep < 0) throw std::invalid_argument("writeCheckpoint: keep is negative");
+CheckpointWriter::CheckpointWriter(fs::path dir, int keep) : dir_(std::move(dir)), keep_(keep) {
+  if (keep < 0) throw std::invalid_argument("CheckpointWriter: keep is negative");
+}
+
+CheckpointWriteResult CheckpointWriter::write(const CheckpointContent& content,
+                                              CrashPoint crashAt) {
+  const fs::path& dir = dir_;
   const std::vector<std::uint8_t> bytes = encodeCheckpoint(content);
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -694,6 +707,10 @@ CheckpointWriteResult writeCheckpoint(const fs::path& dir, const CheckpointConte
   result.path = dir / name;
   replaceDurably(dir, name, bytes, crashAt, CrashPoint::kDuringTemporaryWrite,
                  CrashPoint::kBeforeRename);
+  // Ours from here on, also when it replaced a file of that name (the same step rewritten).
+  if (std::find(written_.begin(), written_.end(), result.path) == written_.end()) {
+    written_.push_back(result.path);
+  }
   crashIf(crashAt, CrashPoint::kBeforeLatest);
   // The checkpoint is complete from here on: what follows can only warn.
   const std::string latest = name + "\n";
@@ -705,7 +722,7 @@ CheckpointWriteResult writeCheckpoint(const fs::path& dir, const CheckpointConte
     result.warnings.push_back(e.what());
   }
   crashIf(crashAt, CrashPoint::kBeforePrune);
-  prune(dir, result.path, keep, crashAt, result);
+  prune(dir, written_, keep_, crashAt, result);
   return result;
 }
 
@@ -743,6 +760,7 @@ CheckpointContent parseCheckpoint(std::span<const std::uint8_t> bytes, const fs:
 }
 
 CheckpointContent readCheckpoint(const fs::path& path, std::string_view expectedModelLayout) {
+  if (auto problem = base::regularFileProblem(path)) fail(path, *problem);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
   struct Closer {
@@ -756,14 +774,7 @@ CheckpointContent readCheckpoint(const fs::path& path, std::string_view expected
   // Read and check the header before allocating for the rest: the size comes from the file
   // system, and the header must agree with it, so a huge stray file costs nothing.
   const auto readAt = [&](std::uint8_t* into, std::size_t count, std::uint64_t offset) {
-    std::size_t done = 0;
-    while (done < count) {
-      const ssize_t n = ::pread(fd, into + done, count - done, static_cast<off_t>(offset + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) fail(path, std::string("read error: ") + std::strerror(errno));
-      if (n == 0) fail(path, "truncated while being read (the file shrank)");
-      done += static_cast<std::size_t>(n);
-    }
+    if (auto problem = base::readExactly(fd, into, count, offset)) fail(path, *problem);
   };
   std::vector<std::uint8_t> bytes(std::min<std::uint64_t>(fileBytes, kHeaderBytes));
   readAt(bytes.data(), bytes.size(), 0);

@@ -26,9 +26,10 @@
 //
 // Writing (rank 0): the file is built in memory, written to a hidden temporary name in the same
 // folder, fsynced, renamed to ckpt-<step>.h5, the folder fsynced; then the small text file
-// `latest` (the checkpoint's file name) is replaced the same way; only then are checkpoints
-// beyond `keep` removed. Whatever moment a crash hits, every ckpt-*.h5 in the folder is complete
-// (a rename is atomic), and the newest one is at most one step old.
+// `latest` (the checkpoint's file name) is replaced the same way; only then are the writer's own
+// checkpoints beyond `keep` removed (never another run's, nor the one a run resumed from: nothing
+// saved before the run is lost). Whatever moment a crash hits, every ckpt-*.h5 in the folder is
+// complete (a rename is atomic), and the newest one is at most one step old.
 //
 // Reading: every problem is a CheckpointError, one line naming the file: not a checkpoint,
 // truncated, trailing bytes, checksum mismatch, another format version, another model layout,
@@ -103,20 +104,33 @@ std::optional<CrashPoint> crashPointFromName(std::string_view name);
 struct CheckpointWriteResult {
   std::filesystem::path path;                  // the new checkpoint
   std::vector<std::filesystem::path> removed;  // old checkpoints and stale temporaries removed
+  // The folder's checkpoints this writer did not write (another run's, the one this run resumed
+  // from), highest step first: never removed, whatever `keep` says.
+  std::vector<std::filesystem::path> keptOthers;
   // Problems after the checkpoint was complete (an old file that would not go): worth a log
   // line, not worth stopping the training for.
   std::vector<std::string> warnings;
 };
 
-// Writes dir/ckpt-<step>.h5 (creating dir if needed), then `latest`, then keeps the `keep`
-// checkpoints with the highest steps -- the new one always among them -- and removes the
-// others (keep 0 keeps all). Also removes temporaries that crashed writers left behind. Throws
-// CheckpointError when the checkpoint cannot be written (no space, no permission): the previous
-// checkpoints are then untouched; std::invalid_argument for content that cannot be stored (a
-// tensor whose shape does not match its values, a bad name).
-CheckpointWriteResult writeCheckpoint(const std::filesystem::path& dir,
-                                      const CheckpointContent& content, int keep,
-                                      CrashPoint crashAt = CrashPoint::kNone);
+// A run's checkpoints in one folder. write() writes dir/ckpt-<step>.h5 (creating dir if needed),
+// then `latest`, then keeps the `keep` checkpoints of the highest steps among those this writer
+// wrote -- the new one always among them -- and removes the others (keep 0 keeps all). A
+// checkpoint it did not write is never removed (CheckpointWriteResult::keptOthers lists them).
+// Also removes temporaries that crashed writers left behind (one run writes to a folder at a
+// time: CheckpointFolderLock). Throws CheckpointError when the checkpoint cannot be written (no
+// space, no permission): the previous checkpoints are then untouched; std::invalid_argument for
+// content that cannot be stored (a tensor whose shape does not match its values, a bad name).
+class CheckpointWriter {
+ public:
+  CheckpointWriter(std::filesystem::path dir, int keep);
+  CheckpointWriteResult write(const CheckpointContent& content,
+                              CrashPoint crashAt = CrashPoint::kNone);
+
+ private:
+  std::filesystem::path dir_;
+  int keep_;
+  std::vector<std::filesystem::path> written_;  // this writer's checkpoints still in the folder
+};
 
 // "ckpt-00001234.h5".
 std::string checkpointFileName(std::int64_t step);

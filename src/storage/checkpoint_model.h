@@ -34,35 +34,37 @@ std::vector<Tensor> tensorsFromTable(std::span<const Entry> table, std::span<con
   return tensors;
 }
 
-// Copies each table entry's tensor, found by name, into its place in `flat`. Throws
-// CheckpointError naming `file` when a tensor is missing, has another shape, or when the
-// checkpoint holds a tensor the table does not know (a model of another layout).
-template <class Entry>
-void copyTensorsToFlat(const std::vector<Tensor>& tensors, std::span<const Entry> table,
-                       std::span<float> flat, const std::filesystem::path& file) {
+// For each table entry, the saved tensor of its name (anything with name and shape: a Tensor, a
+// SafetensorsEntry), in table order, once every name and shape matches. Throws CheckpointError
+// naming `file` when a tensor is missing, has another shape, or when the file holds a tensor the
+// table does not know (a model of another layout). Looks at names and shapes only, so a caller
+// can check a file before reading its data.
+template <class Saved, class Entry>
+std::vector<const Saved*> matchTensorsToTable(const std::vector<Saved>& tensors,
+                                              std::span<const Entry> table,
+                                              const std::filesystem::path& file) {
   const auto shapeText = [](const auto& shape) {
     std::string text;
     for (const auto d : shape)
       text += (text.empty() ? "" : "x") + std::to_string(d);
     return text;
   };
+  std::vector<const Saved*> matched;
   for (const Entry& entry : table) {
     const auto found = std::find_if(tensors.begin(), tensors.end(),
-                                    [&](const Tensor& t) { return t.name == entry.name; });
+                                    [&](const Saved& t) { return t.name == entry.name; });
     if (found == tensors.end()) {
       throw CheckpointError(file.string() + ": has no parameter " + entry.name);
     }
     const std::vector<std::int64_t> expected(entry.shape.begin(), entry.shape.end());
-    if (found->shape != expected || found->values.size() != entry.count ||
-        entry.offset + entry.count > flat.size()) {
+    if (found->shape != expected) {
       throw CheckpointError(file.string() + ": parameter " + entry.name + " is " +
                             shapeText(found->shape) + " but the model's is " + shapeText(expected));
     }
-    std::copy(found->values.begin(), found->values.end(),
-              flat.begin() + static_cast<std::ptrdiff_t>(entry.offset));
+    matched.push_back(&*found);
   }
   if (tensors.size() != table.size()) {
-    for (const Tensor& t : tensors) {
+    for (const Saved& t : tensors) {
       const bool known =
           std::any_of(table.begin(), table.end(), [&](const Entry& e) { return e.name == t.name; });
       if (!known) {
@@ -70,6 +72,26 @@ void copyTensorsToFlat(const std::vector<Tensor>& tensors, std::span<const Entry
                               ", which the model does not");
       }
     }
+  }
+  return matched;
+}
+
+// Copies each table entry's tensor, found by name, into its place in `flat`. Throws
+// CheckpointError as matchTensorsToTable does, and for a tensor whose values do not fill its
+// entry.
+template <class Entry>
+void copyTensorsToFlat(const std::vector<Tensor>& tensors, std::span<const Entry> table,
+                       std::span<float> flat, const std::filesystem::path& file) {
+  const std::vector<const Tensor*> matched = matchTensorsToTable(tensors, table, file);
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    const Entry& entry = table[i];
+    if (matched[i]->values.size() != entry.count || entry.offset + entry.count > flat.size()) {
+      throw CheckpointError(file.string() + ": parameter " + entry.name + " has " +
+                            std::to_string(matched[i]->values.size()) + " values but the model's " +
+                            std::to_string(entry.count));
+    }
+    std::copy(matched[i]->values.begin(), matched[i]->values.end(),
+              flat.begin() + static_cast<std::ptrdiff_t>(entry.offset));
   }
 }
 

@@ -1,15 +1,20 @@
 #include "src/storage/safetensors.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
+#include <cmath>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
 
+#include "base/file_checks.h"
+#include "base/read_exactly.h"
 #include "data/durable_io.h"
 
 namespace ringtrain::storage {
@@ -42,20 +47,12 @@ nlohmann::ordered_json tensorHeader(const Tensor& t, std::uint64_t begin) {
           {"data_offsets", {begin, begin + t.values.size() * sizeof(float)}}};
 }
 
-// Where one tensor's values lie in the data, as the header says.
-struct Entry {
-  std::string name;
-  std::vector<std::int64_t> shape;
-  std::uint64_t begin = 0;
-  std::uint64_t end = 0;
-};
-
 std::uint64_t offsetAt(const json& offsets, std::size_t i) {
   return offsets.at(i).get<std::uint64_t>();
 }
 
-Entry parseEntry(const std::string& name, const json& info, std::uint64_t dataBytes,
-                 const fs::path& file) {
+SafetensorsEntry parseEntry(const std::string& name, const json& info, std::uint64_t dataBytes,
+                            const fs::path& file) {
   const std::string where = "tensor " + name;
   if (!info.is_object()) fail(file, where + ": not a JSON object");
   const auto dtype = info.find("dtype");
@@ -70,7 +67,7 @@ Entry parseEntry(const std::string& name, const json& info, std::uint64_t dataBy
       !(*offsets)[0].is_number_unsigned() || !(*offsets)[1].is_number_unsigned()) {
     fail(file, where + ": data_offsets is not [begin, end]");
   }
-  Entry entry{name, {}, offsetAt(*offsets, 0), offsetAt(*offsets, 1)};
+  SafetensorsEntry entry{name, {}, offsetAt(*offsets, 0), offsetAt(*offsets, 1)};
   std::uint64_t count = 1;
   for (const json& d : *shape) {
     if (!d.is_number_unsigned()) fail(file, where + ": shape " + shape->dump() + " is not sizes");
@@ -132,8 +129,9 @@ json parseHeaderJson(std::string_view text, const fs::path& file) {
 }
 
 // The entries sorted by offset must tile the data: each starts where the one before ends.
-void checkTiling(std::vector<Entry>& entries, std::uint64_t dataBytes, const fs::path& file) {
-  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+void checkTiling(std::vector<SafetensorsEntry>& entries, std::uint64_t dataBytes,
+                 const fs::path& file) {
+  std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
   std::uint64_t expected = 0;
@@ -151,6 +149,64 @@ void checkTiling(std::vector<Entry>& entries, std::uint64_t dataBytes, const fs:
     fail(file, "the tensors cover " + std::to_string(expected) +
                    " bytes of data but the file has " + std::to_string(dataBytes));
   }
+}
+
+// The header's length, from the file's first bytes, checked against the readers' limit and the
+// file's size (a header over the limit is refused as such, whether it fits in the file or not).
+std::uint64_t checkedHeaderLength(std::span<const std::uint8_t> first, std::uint64_t fileBytes,
+                                  const fs::path& file) {
+  if (fileBytes < kLengthBytes) {
+    fail(file, "only " + std::to_string(fileBytes) +
+                   " bytes: too short for a safetensors file (8-byte header length)");
+  }
+  std::uint64_t headerBytes = 0;
+  std::memcpy(&headerBytes, first.data(), kLengthBytes);
+  if (headerBytes > kMaxHeaderBytes) {
+    fail(file, "header length " + std::to_string(headerBytes) + " is over the " +
+                   std::to_string(kMaxHeaderBytes) +
+                   "-byte limit of safetensors readers (not safetensors, or damaged)");
+  }
+  if (headerBytes > fileBytes - kLengthBytes) {
+    fail(file, "header length " + std::to_string(headerBytes) + " does not fit in the file's " +
+                   std::to_string(fileBytes) + " bytes (not safetensors, or truncated)");
+  }
+  return headerBytes;
+}
+
+struct Layout {
+  std::vector<SafetensorsEntry> entries;  // in data order
+  std::map<std::string, std::string> metadata;
+};
+
+// The header's text, checked against the `dataBytes` that follow it.
+Layout parseLayout(std::string_view text, std::uint64_t dataBytes, const fs::path& file) {
+  const json header = parseHeaderJson(text, file);
+  Layout layout;
+  for (const auto& [key, value] : header.items()) {
+    if (key == kMetadataKey) {
+      layout.metadata = parseMetadata(value, file);
+    } else {
+      layout.entries.push_back(parseEntry(key, value, dataBytes, file));
+    }
+  }
+  checkTiling(layout.entries, dataBytes, file);
+  return layout;
+}
+
+// Weights must be numbers: a NaN or infinity would stop the training at its first step.
+void checkFinite(const SafetensorsEntry& entry, std::span<const float> values,
+                 const fs::path& file) {
+  const auto bad =
+      std::find_if(values.begin(), values.end(), [](float v) { return !std::isfinite(v); });
+  if (bad == values.end()) return;
+  fail(file, "tensor " + entry.name + " holds " + (std::isnan(*bad) ? "NaN" : "an infinite value") +
+                 " at index " + std::to_string(bad - values.begin()) +
+                 ": weights must be finite numbers");
+}
+
+// Reads `count` bytes at `offset` of the file, all of them.
+void readAt(int fd, void* into, std::uint64_t count, std::uint64_t offset, const fs::path& file) {
+  if (auto problem = base::readExactly(fd, into, count, offset)) fail(file, *problem);
 }
 
 }  // namespace
@@ -195,55 +251,86 @@ void writeSafetensors(const fs::path& path, const SafetensorsContent& content) {
     data::renameDurably(temporary, path);
   } catch (const std::exception& e) {
     fs::remove(temporary, ignored);
-    throw CheckpointError(e.what());
+    // The message names the file asked for; the temporary, which the caller never named, only
+    // in passing.
+    std::string reason = e.what();
+    const std::string prefix = temporary.string() + ": ";
+    if (reason.starts_with(prefix)) reason.erase(0, prefix.size());
+    fail(path, reason + " (writing it through " + temporary.filename().string() + ")");
   }
 }
 
 SafetensorsContent parseSafetensors(std::span<const std::uint8_t> bytes, const fs::path& name) {
-  if (bytes.size() < kLengthBytes) {
-    fail(name, "only " + std::to_string(bytes.size()) +
-                   " bytes: too short for a safetensors file (8-byte header length)");
-  }
-  std::uint64_t headerBytes = 0;
-  std::memcpy(&headerBytes, bytes.data(), kLengthBytes);
-  if (headerBytes > kMaxHeaderBytes || headerBytes > bytes.size() - kLengthBytes) {
-    fail(name, "header length " + std::to_string(headerBytes) + " does not fit in the file's " +
-                   std::to_string(bytes.size()) + " bytes (not safetensors, or truncated)");
-  }
+  const std::uint64_t headerBytes =
+      checkedHeaderLength(bytes.first(std::min(bytes.size(), kLengthBytes)), bytes.size(), name);
   const std::string_view text(reinterpret_cast<const char*>(bytes.data() + kLengthBytes),
                               headerBytes);
-  const json header = parseHeaderJson(text, name);
   const std::span<const std::uint8_t> data = bytes.subspan(kLengthBytes + headerBytes);
+  Layout layout = parseLayout(text, data.size(), name);
   SafetensorsContent content;
-  std::vector<Entry> entries;
-  for (const auto& [key, value] : header.items()) {
-    if (key == kMetadataKey) {
-      content.metadata = parseMetadata(value, name);
-    } else {
-      entries.push_back(parseEntry(key, value, data.size(), name));
-    }
-  }
-  checkTiling(entries, data.size(), name);
-  for (Entry& entry : entries) {
+  content.metadata = std::move(layout.metadata);
+  for (SafetensorsEntry& entry : layout.entries) {
     Tensor& t = content.tensors.emplace_back();
+    t.values.resize(entry.count());
+    std::memcpy(t.values.data(), data.data() + entry.begin, entry.end - entry.begin);
+    checkFinite(entry, t.values, name);
     t.name = std::move(entry.name);
     t.shape = std::move(entry.shape);
-    t.values.resize((entry.end - entry.begin) / sizeof(float));
-    std::memcpy(t.values.data(), data.data() + entry.begin, entry.end - entry.begin);
   }
   return content;
 }
 
+SafetensorsFile::SafetensorsFile(const fs::path& path) : path_(path) {
+  if (auto problem = base::regularFileProblem(path)) fail(path, *problem);
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  try {
+    struct stat info {};
+    if (::fstat(fd_, &info) != 0) fail(path, std::string("cannot stat: ") + std::strerror(errno));
+    const auto fileBytes = static_cast<std::uint64_t>(info.st_size);
+    std::uint8_t length[kLengthBytes] = {};
+    readAt(fd_, length, std::min<std::uint64_t>(fileBytes, kLengthBytes), 0, path);
+    const std::uint64_t headerBytes = checkedHeaderLength(
+        std::span<const std::uint8_t>(length, std::min<std::uint64_t>(fileBytes, kLengthBytes)),
+        fileBytes, path);
+    std::string text(headerBytes, '\0');
+    readAt(fd_, text.data(), headerBytes, kLengthBytes, path);
+    dataStart_ = kLengthBytes + headerBytes;
+    Layout layout = parseLayout(text, fileBytes - dataStart_, path);
+    entries_ = std::move(layout.entries);
+    metadata_ = std::move(layout.metadata);
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  ::close(fd_);
+}
+
+void SafetensorsFile::read(const SafetensorsEntry& entry, std::span<float> out) const {
+  if (out.size() != entry.count()) {
+    throw std::invalid_argument("SafetensorsFile::read: room for " + std::to_string(out.size()) +
+                                " values, tensor " + entry.name + " has " +
+                                std::to_string(entry.count()));
+  }
+  readAt(fd_, out.data(), entry.end - entry.begin, dataStart_ + entry.begin, path_);
+  checkFinite(entry, out, path_);
+}
+
 SafetensorsContent readSafetensors(const fs::path& path) {
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) fail(path, "no such file");
-  std::ifstream in(path, std::ios::binary);
-  const std::uintmax_t size = fs::file_size(path, ec);
-  if (!in || ec) fail(path, "cannot open: " + std::string(std::strerror(errno)));
-  std::vector<std::uint8_t> bytes(size);
-  in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size));
-  if (in.gcount() != static_cast<std::streamsize>(size)) fail(path, "read error");
-  return parseSafetensors(bytes, path);
+  const SafetensorsFile file(path);
+  SafetensorsContent content;
+  content.metadata = file.metadata();
+  for (const SafetensorsEntry& entry : file.tensors()) {
+    Tensor& t = content.tensors.emplace_back();
+    t.name = entry.name;
+    t.shape = entry.shape;
+    t.values.resize(entry.count());
+    file.read(entry, t.values);
+  }
+  return content;
 }
 
 }  // namespace ringtrain::storage

@@ -86,17 +86,21 @@ storage::SafetensorsContent exportedWeights(const storage::CheckpointContent& sa
 }
 
 void loadWeightsFile(const std::filesystem::path& file, models::Model<float>& model) {
-  const storage::SafetensorsContent content = storage::readSafetensors(file);
-  // The model's table as the file lays it out: checked, and copied, in the file's shapes.
+  // The header, checked against the file's size and then the model, before any data is read: a
+  // file of the wrong model costs its header, not its gigabytes.
+  const storage::SafetensorsFile weights(file);
+  // The model's table as the file lays it out: checked, and read, in the file's shapes.
   std::vector<models::ParameterEntry> asInFile(model.parameterTable().begin(),
                                                model.parameterTable().end());
   for (models::ParameterEntry& entry : asInFile)
     if (transposedInFile(entry.name, entry.shape)) std::swap(entry.shape[0], entry.shape[1]);
-  storage::copyTensorsToFlat(content.tensors, std::span<const models::ParameterEntry>(asInFile),
-                             model.parameters(), file);
-  for (const models::ParameterEntry& entry : asInFile) {
-    if (!transposedInFile(entry.name, entry.shape)) continue;
+  const std::vector<const storage::SafetensorsEntry*> matched = storage::matchTensorsToTable(
+      weights.tensors(), std::span<const models::ParameterEntry>(asInFile), file);
+  for (std::size_t i = 0; i < asInFile.size(); ++i) {
+    const models::ParameterEntry& entry = asInFile[i];
     const std::span<float> values = model.parameters().subspan(entry.offset, entry.count);
+    weights.read(*matched[i], values);  // tensor by tensor, straight into the parameters
+    if (!transposedInFile(entry.name, entry.shape)) continue;
     const std::vector<float> back = transposed(values, static_cast<std::size_t>(entry.shape[0]),
                                                static_cast<std::size_t>(entry.shape[1]));
     std::copy(back.begin(), back.end(), values.begin());

@@ -645,11 +645,10 @@ void Trainer::saveCheckpoint(std::int64_t step, TrainingSummary& summary) {
   const std::int64_t start = collectives::steadyNowNs();
   storage::CheckpointWriteResult written;
   try {
-    written = storage::writeCheckpoint(
-        config_.checkpointDir,
-        checkpointContent(model_, *optimizer_, config_, step, sampler_.position(), control_->size(),
-                          schedule_.baseLr),
-        config_.keep);
+    if (!checkpointWriter_) checkpointWriter_.emplace(config_.checkpointDir, config_.keep);
+    written = checkpointWriter_->write(checkpointContent(model_, *optimizer_, config_, step,
+                                                         sampler_.position(), control_->size(),
+                                                         schedule_.baseLr));
   } catch (const std::exception& e) {
     // The checkpoints written before are intact; training on without the ones asked for could
     // throw hours away at the next failure.
@@ -666,6 +665,19 @@ void Trainer::saveCheckpoint(std::int64_t step, TrainingSummary& summary) {
                   ec ? 0.0 : static_cast<double>(bytes) / 1e6, seconds * 1e3));
   for (const std::string& warning : written.warnings)
     log("warning: " + warning);
+  logKeptOthers(written.keptOthers);
+}
+
+void Trainer::logKeptOthers(const std::vector<std::filesystem::path>& others) {
+  if (others.empty() || keptOthersLogged_ || config_.keep == 0) return;
+  keptOthersLogged_ = true;
+  std::string names;
+  for (const std::filesystem::path& other : others)
+    names += (names.empty() ? "" : ", ") + other.filename().string();
+  log(
+      fmt::format("--keep {} prunes only this run's checkpoints: {} other(s) in {} stay ({}); "
+                  "remove them by hand when they are no longer needed",
+                  config_.keep, others.size(), config_.checkpointDir, names));
 }
 
 void Trainer::downloadFromGpu() {

@@ -33,6 +33,7 @@
 #include "engine/gradient_exchange.h"
 #include "models/model.h"
 #include "models/model_factory.h"
+#include "src/storage/checkpoint.h"
 #include "src/storage/tensorboard_writer.h"
 #include "src/trainer/batch_prefetcher.h"
 #include "src/trainer/batch_source.h"
@@ -201,6 +202,8 @@ class Trainer {
   void traceSpan(std::string_view name, std::string_view category, std::int64_t start) const;
   // Rank 0 writes a checkpoint of the state after `step` steps (a failure aborts the job).
   void saveCheckpoint(std::int64_t step, TrainingSummary& summary);
+  // One line, at the first checkpoint beside others: the checkpoints --keep does not prune.
+  void logKeptOthers(const std::vector<std::filesystem::path>& others);
   // Rank 0's part of resume(): the point to continue from, or nullopt for a fresh start.
   std::optional<ResumePoint> resumePointOnRoot();
   // Rank 0's part of a fresh start: the weights of --init-from, if given (false: none given).
@@ -230,9 +233,12 @@ class Trainer {
   // With --accumulate-steps above 1: the sum of a step's earlier micro-batches' gradients.
   std::optional<GradientAccumulator> accumulator_;
   std::int64_t plannedSteps_ = 0;
-  std::int64_t stepsPerEpoch_ = 0;           // the sampler's: (micro-)batches per epoch
-  std::int64_t firstStep_ = 0;               // a resumed run's first step
-  std::int64_t lastCheckpointStep_ = -1;     // the step of this run's newest checkpoint
+  std::int64_t stepsPerEpoch_ = 0;        // the sampler's: (micro-)batches per epoch
+  std::int64_t firstStep_ = 0;            // a resumed run's first step
+  std::int64_t lastCheckpointStep_ = -1;  // the step of this run's newest checkpoint
+  // Rank 0's writer of --checkpoint-dir, made at the first checkpoint; it prunes only its own.
+  std::optional<storage::CheckpointWriter> checkpointWriter_;
+  bool keptOthersLogged_ = false;            // the checkpoints --keep leaves alone are named once
   std::vector<std::string> layerSpanNames_;  // "forward fc1", "backward fc1", ...
   std::vector<std::int64_t> layerStarts_;
   std::vector<std::string> optimizerSpanNames_;  // per bucket

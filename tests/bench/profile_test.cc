@@ -17,6 +17,7 @@ namespace ringtrain::bench {
 namespace {
 
 const std::filesystem::path kProfiles = RINGTRAIN_PROFILE_DIR;
+const ProfileFolder kFolder{kProfiles, "the test's folder"};
 
 struct Published {
   const char* name;
@@ -35,7 +36,7 @@ constexpr Published kPublished[] = {{"resnet50", 161, 25'557'032},
 TEST(GradientProfile, EveryProfileHasItsModelsPublishedSize) {
   for (const Published& p : kPublished) {
     SCOPED_TRACE(p.name);
-    const GradientProfile profile = readProfile(profileFile(p.name, kProfiles));
+    const GradientProfile profile = readProfile(profileFile(p.name, kFolder));
     EXPECT_EQ(profile.name, p.name);
     EXPECT_EQ(profile.tensors.size(), p.tensors);
     EXPECT_EQ(profile.parameters(), p.parameters);
@@ -50,7 +51,7 @@ TEST(GradientProfile, Gpt2ProfileIsRingtrainsGpt2Model) {
   spec.name = "gpt";
   spec.gpt = presetShape(GptPreset::kGpt2Small);
   spec.input = {1, spec.gpt.context, 1};
-  const GradientProfile profile = readProfile(profileFile("gpt2-124m", kProfiles));
+  const GradientProfile profile = readProfile(profileFile("gpt2-124m", kFolder));
   EXPECT_EQ(static_cast<double>(profile.parameters()), models::parameterCount(spec));
   const models::Model<float> model = models::makeModel<float>(spec);
   const auto table = model.parameterTable();
@@ -92,15 +93,42 @@ TEST(GradientProfile, BadLinesAreRefusedWithTheirLineNumber) {
 }
 
 TEST(GradientProfile, NamesAreLookedUpInTheFolderAndPathsTakenAsGiven) {
-  EXPECT_EQ(profileFile("vgg16", kProfiles), kProfiles / "vgg16.txt");
-  EXPECT_EQ(profileFile("some/where.txt", kProfiles), "some/where.txt");
-  EXPECT_EQ(profileFile("mine.txt", kProfiles), "mine.txt");
+  EXPECT_EQ(profileFile("vgg16", kFolder), kProfiles / "vgg16.txt");
+  EXPECT_EQ(profileFile("some/where.txt", kFolder), "some/where.txt");
+  EXPECT_EQ(profileFile("mine.txt", kFolder), "mine.txt");
   try {
-    profileFile("resnet5", kProfiles);
+    profileFile("resnet5", kFolder);
     ADD_FAILURE() << "resnet5 found";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("--profile resnet5: no such profile"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("--profile resnet5: no such profile in " +
+                                         kProfiles.string() + " (the test's folder; known:"),
+              std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("resnet50, vgg16"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GradientProfile, TheFolderIsTheVariablesWhenSetElseBesideTheProgram) {
+  const ProfileFolder beside = profileFolder("/opt/rt/bin/ringtrain", nullptr);
+  EXPECT_EQ(beside.path, "/opt/rt/share/ringtrain/profiles");
+  EXPECT_EQ(beside.origin, "beside the program /opt/rt/bin/ringtrain");
+  EXPECT_EQ(profileFolder("/opt/rt/bin/ringtrain", "").path, beside.path);  // empty: unset
+  const ProfileFolder given = profileFolder("/opt/rt/bin/ringtrain", "/data/profiles");
+  EXPECT_EQ(given.path, "/data/profiles");
+  EXPECT_EQ(given.origin, "RINGTRAIN_PROFILE_DIR");
+}
+
+TEST(GradientProfile, AMissingFolderIsNamedWithWhereItCameFromAndTheVariable) {
+  const ProfileFolder missing = profileFolder("/nowhere/bin/ringtrain", nullptr);
+  try {
+    profileFile("resnet50", missing);
+    ADD_FAILURE() << "resnet50 found in /nowhere";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "--profile resnet50: looked in /nowhere/share/ringtrain/profiles (beside the "
+                  "program /nowhere/bin/ringtrain): no such folder; set RINGTRAIN_PROFILE_DIR"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -13,6 +13,8 @@ work="$(mktemp -d)"
 # shellcheck source=tests/support/tagged_ranks.sh
 source "$(dirname "$0")/../support/tagged_ranks.sh"
 export RINGTRAIN_TEST_TAG="ringtrain-bench-$$"
+# The profiles come from beside the program unless a case below says otherwise.
+unset RINGTRAIN_PROFILE_DIR
 trap 'kill_own_ranks; rm -rf "$work"' EXIT
 failures=0
 fail() {
@@ -134,12 +136,41 @@ refused "unknown profile" "--profile resnet5: no such profile .*known: .*resnet5
   --profile resnet5
 refused "bad profile line" "profile $work/bad.txt line 3: shape '64x3x7z7'" \
   --profile "$work/bad.txt"
-refused "missing profile file" "profile $work/none.txt: cannot open" --profile "$work/none.txt"
+refused "missing profile file" "profile $work/none.txt: no such file" --profile "$work/none.txt"
+mkfifo "$work/fifo.txt"
+refused "a FIFO as the profile file" "profile $work/fifo.txt: is a FIFO \(named pipe\), not a regular file" \
+  --profile "$work/fifo.txt"
 refused "negative --compute-ms" "--compute-ms must be a finite number, at least 0" \
   --compute-ms -5
 refused "bad --stand-in" "--stand-in 'nap': expected sleep or spin" --stand-in nap
 refused "--backend nccl" "--backend nccl averages GPU buffers, and ringtrain bench averages host" \
   --backend nccl
 refused "--json in no folder" "--json $work/none/r.json: no such folder" --json "$work/none/r.json"
+
+# A copy of the program outside the build tree and the install prefix has no profiles beside it:
+# the refusal says where it looked and names RINGTRAIN_PROFILE_DIR, which then serves the profiles.
+mkdir -p "$work/outside/bin"
+cp "$ringtrain" "$work/outside/bin/ringtrain"
+built="$ringtrain"
+ringtrain="$work/outside/bin/ringtrain"
+unset RINGTRAIN_PROFILE_DIR
+beside="$work/outside/share/ringtrain/profiles \(beside the program $ringtrain\)"
+refused "program outside the build tree" \
+  "--profile resnet50: looked in $beside: no such folder; set RINGTRAIN_PROFILE_DIR" \
+  --profile resnet50
+export RINGTRAIN_PROFILE_DIR="$work/nowhere"
+refused "RINGTRAIN_PROFILE_DIR no folder" \
+  "--profile resnet50: looked in $work/nowhere \(RINGTRAIN_PROFILE_DIR\): no such folder" \
+  --profile resnet50
+export RINGTRAIN_PROFILE_DIR="$profiles"
+if ranks 2 --profile resnet50 --stand-in sleep --compute-ms 1 --warmup-steps 1 --chunks 1 \
+  --steps-per-chunk 1 --batch-size 8 && exits 2 0; then
+  echo "ok   RINGTRAIN_PROFILE_DIR serves the profiles to a program outside the build tree"
+else
+  fail "RINGTRAIN_PROFILE_DIR: not every rank exited 0"
+  sed 's/^/     | /' "$work/out"
+fi
+unset RINGTRAIN_PROFILE_DIR
+ringtrain="$built"
 
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -112,6 +113,11 @@ std::string latestOf(const fs::path& dir) {
 }
 
 // Checkpoint errors are DataErrors: the data tests' helper checks the message is one line.
+// One checkpoint by a writer of its own, as a run that writes one: it prunes nothing else.
+CheckpointWriteResult writeOne(const fs::path& dir, const CheckpointContent& content) {
+  return CheckpointWriter(dir, 1).write(content);
+}
+
 std::string checkpointErrorOf(const std::function<void()>& action) {
   return data::testing::dataErrorOf(action);
 }
@@ -121,7 +127,7 @@ std::string checkpointErrorOf(const std::function<void()>& action) {
 TEST(CheckpointTest, RoundTripKeepsEveryFieldToTheBit) {
   TempFolder folder;
   const CheckpointContent saved = sampleContent(1234);
-  const CheckpointWriteResult result = writeCheckpoint(folder / "ckpt", saved, 3);
+  const CheckpointWriteResult result = writeOne(folder / "ckpt", saved);
   EXPECT_EQ(result.path, folder / "ckpt/ckpt-00001234.h5");
   EXPECT_TRUE(result.warnings.empty());
   expectSame(readCheckpoint(result.path, kLayout), saved);
@@ -133,14 +139,14 @@ TEST(CheckpointTest, EmptyTextsAndNoOptimizerStateRoundTrip) {
   TempFolder folder;
   CheckpointContent saved;
   saved.parameters = {tensor("w", {0}, 0.0f)};
-  const auto path = writeCheckpoint(folder.path(), saved, 1).path;
+  const auto path = writeOne(folder.path(), saved).path;
   expectSame(readCheckpoint(path), saved);
 }
 
 // The header sits in HDF5's user block: the file is an ordinary HDF5 file for h5dump and h5py.
 TEST(CheckpointTest, IsAPlainHdf5FileWithTheTensorsNamedAndShaped) {
   TempFolder folder;
-  const auto path = writeCheckpoint(folder.path(), sampleContent(7), 1).path;
+  const auto path = writeOne(folder.path(), sampleContent(7)).path;
   const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   ASSERT_GE(file, 0);
   const hid_t dataset = H5Dopen2(file, "/parameters/fc1.weight", H5P_DEFAULT);
@@ -158,21 +164,44 @@ TEST(CheckpointTest, IsAPlainHdf5FileWithTheTensorsNamedAndShaped) {
 
 TEST(CheckpointTest, KeepsTheNewestAndRemovesTheRestOnlyAfterTheNewIsComplete) {
   TempFolder folder;
+  CheckpointWriter writer(folder.path(), 3);
   for (std::int64_t step = 100; step <= 600; step += 100)
-    writeCheckpoint(folder.path(), sampleContent(step), 3);
+    writer.write(sampleContent(step));
   EXPECT_THAT(folderNames(folder.path()),
               ElementsAre("ckpt-00000400.h5", "ckpt-00000500.h5", "ckpt-00000600.h5", "latest"));
   // keep 0 keeps everything.
-  writeCheckpoint(folder.path(), sampleContent(700), 0);
+  CheckpointWriter(folder.path(), 0).write(sampleContent(700));
   EXPECT_EQ(folderNames(folder.path()).size(), 5u);
+}
+
+// --keep must not lose what was saved before the run: another run's checkpoint in the folder (or
+// the one this run resumed from) stays, however many of its own the writer prunes.
+TEST(CheckpointTest, OnlyTheWritersOwnCheckpointsArePruned) {
+  TempFolder folder;
+  writeOne(folder.path(), sampleContent(50));  // another run's
+  CheckpointWriter writer(folder.path(), 2);
+  CheckpointWriteResult result;
+  for (std::int64_t step = 100; step <= 400; step += 100)
+    result = writer.write(sampleContent(step));
+  EXPECT_THAT(folderNames(folder.path()),
+              ElementsAre("ckpt-00000050.h5", "ckpt-00000300.h5", "ckpt-00000400.h5", "latest"));
+  EXPECT_THAT(result.removed, ElementsAre(folder / "ckpt-00000200.h5"));
+  EXPECT_THAT(result.keptOthers, ElementsAre(folder / "ckpt-00000050.h5"));
+  // keep 1, the other run's checkpoint of a higher step: it stays too.
+  writeOne(folder.path(), sampleContent(900));
+  CheckpointWriter(folder.path(), 1).write(sampleContent(500));
+  EXPECT_THAT(folderNames(folder.path()),
+              ElementsAre("ckpt-00000050.h5", "ckpt-00000300.h5", "ckpt-00000400.h5",
+                          "ckpt-00000500.h5", "ckpt-00000900.h5", "latest"));
 }
 
 TEST(CheckpointTest, ANewCheckpointOfAnEarlierStepIsNeverTheOnePruned) {
   TempFolder folder;
-  writeCheckpoint(folder.path(), sampleContent(300), 2);
-  writeCheckpoint(folder.path(), sampleContent(400), 2);
-  // A run resumed from an older checkpoint writes step 350 next.
-  const auto result = writeCheckpoint(folder.path(), sampleContent(350), 2);
+  CheckpointWriter writer(folder.path(), 2);
+  writer.write(sampleContent(300));
+  writer.write(sampleContent(400));
+  // The writer, gone back to an older state, writes step 350 next.
+  const auto result = writer.write(sampleContent(350));
   EXPECT_THAT(folderNames(folder.path()),
               ElementsAre("ckpt-00000350.h5", "ckpt-00000400.h5", "latest"));
   EXPECT_THAT(result.removed, ElementsAre(folder / "ckpt-00000300.h5"));
@@ -181,10 +210,10 @@ TEST(CheckpointTest, ANewCheckpointOfAnEarlierStepIsNeverTheOnePruned) {
 
 TEST(CheckpointTest, RewritingAStepReplacesIt) {
   TempFolder folder;
-  writeCheckpoint(folder.path(), sampleContent(5), 3);
+  writeOne(folder.path(), sampleContent(5));
   CheckpointContent again = sampleContent(5);
   again.epoch = 42;
-  writeCheckpoint(folder.path(), again, 3);
+  writeOne(folder.path(), again);
   EXPECT_EQ(readCheckpoint(folder / "ckpt-00000005.h5").epoch, 42);
 }
 
@@ -194,7 +223,7 @@ TEST(CheckpointTest, TemporariesOfADeadWriterAreRemovedByTheNextWrite) {
   writeRaw(folder / ".ckpt-00000200.h5.tmp-99999", junk);
   writeRaw(folder / ".latest.tmp-99999", junk);
   writeRaw(folder / "notes.txt", junk);
-  const auto result = writeCheckpoint(folder.path(), sampleContent(300), 3);
+  const auto result = writeOne(folder.path(), sampleContent(300));
   EXPECT_THAT(folderNames(folder.path()), ElementsAre("ckpt-00000300.h5", "latest", "notes.txt"));
   EXPECT_EQ(result.removed.size(), 2u);
 }
@@ -203,20 +232,20 @@ TEST(CheckpointTest, ContentThatCannotBeStoredIsAnInvalidArgument) {
   TempFolder folder;
   CheckpointContent c = sampleContent(1);
   c.parameters[0].shape = {4, 4};  // 12 values
-  EXPECT_THROW(writeCheckpoint(folder.path(), c, 1), std::invalid_argument);
+  EXPECT_THROW(writeOne(folder.path(), c), std::invalid_argument);
   c = sampleContent(1);
   c.parameters[1].name = "fc1/bias";
-  EXPECT_THROW(writeCheckpoint(folder.path(), c, 1), std::invalid_argument);
+  EXPECT_THROW(writeOne(folder.path(), c), std::invalid_argument);
   c = sampleContent(1);
   c.parameters[1].name = c.parameters[0].name;
-  EXPECT_THROW(writeCheckpoint(folder.path(), c, 1), std::invalid_argument);
+  EXPECT_THROW(writeOne(folder.path(), c), std::invalid_argument);
   EXPECT_TRUE(folderNames(folder.path()).empty());
 }
 
 TEST(CheckpointTest, AFolderThatCannotBeCreatedIsACheckpointError) {
   TempFolder folder;
   writeRaw(folder / "file", std::vector<std::uint8_t>{1});
-  EXPECT_THAT(checkpointErrorOf([&] { writeCheckpoint(folder / "file/sub", sampleContent(1), 1); }),
+  EXPECT_THAT(checkpointErrorOf([&] { writeOne(folder / "file/sub", sampleContent(1)); }),
               StartsWith((folder / "file/sub").string() + ": cannot create the checkpoint folder"));
 }
 
@@ -225,7 +254,7 @@ TEST(CheckpointTest, AFolderThatCannotBeCreatedIsACheckpointError) {
 class DamagedCheckpointTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    path_ = writeCheckpoint(folder_.path(), sampleContent(10), 1).path;
+    path_ = writeOne(folder_.path(), sampleContent(10)).path;
     bytes_ = readRaw(path_);
   }
   std::string errorAfter(const std::function<void(std::vector<std::uint8_t>&)>& damage) {
@@ -264,9 +293,26 @@ TEST_F(DamagedCheckpointTest, TheHeaderIsTheDocumentedOne) {
   EXPECT_EQ(withHeader(image, 10), bytes_);
 }
 
+// open() of a FIFO waits for a writer forever: a FIFO checkpoint is refused before it is opened,
+// and a FIFO `latest` (only a hint) is passed over.
+TEST(CheckpointTest, AFifoIsRefusedOrPassedOverWithoutBlocking) {
+  TempFolder folder;
+  ASSERT_EQ(::mkfifo((folder / "ckpt-00000009.h5").c_str(), 0600), 0);
+  EXPECT_EQ(
+      checkpointErrorOf([&] { readCheckpoint(folder / "ckpt-00000009.h5"); }),
+      (folder / "ckpt-00000009.h5").string() + ": is a FIFO (named pipe), not a regular file");
+  writeOne(folder.path(), sampleContent(5));
+  fs::remove(folder / "latest");
+  ASSERT_EQ(::mkfifo((folder / "latest").c_str(), 0600), 0);
+  const auto plan = findCheckpointToResume(folder.path(), kLayout);
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->content.step, 5);
+  EXPECT_THAT(plan->skipped, ElementsAre(HasSubstr("ckpt-00000009.h5: is a FIFO")));
+}
+
 TEST_F(DamagedCheckpointTest, MissingFile) {
   EXPECT_EQ(checkpointErrorOf([&] { readCheckpoint(folder_ / "none.h5"); }),
-            (folder_ / "none.h5").string() + ": cannot open: No such file or directory");
+            (folder_ / "none.h5").string() + ": no such file");
 }
 
 TEST_F(DamagedCheckpointTest, EmptyFile) {
@@ -461,7 +507,7 @@ TEST(ResumeTest, NothingToResumeInAMissingOrEmptyFolder) {
 TEST(ResumeTest, AutoTakesTheNewestGoodOneAndSaysWhatItSkipped) {
   TempFolder folder;
   for (const std::int64_t step : {100, 200, 300})
-    writeCheckpoint(folder.path(), sampleContent(step), 0);
+    writeOne(folder.path(), sampleContent(step));
   auto bytes = readRaw(folder / "ckpt-00000300.h5");
   bytes[bytes.size() / 2] ^= 0xff;
   writeRaw(folder / "ckpt-00000300.h5", bytes);
@@ -483,10 +529,10 @@ TEST(ResumeTest, AutoTakesTheNewestGoodOneAndSaysWhatItSkipped) {
 
 TEST(ResumeTest, AutoSkipsCheckpointsOfAnotherLayout) {
   TempFolder folder;
-  writeCheckpoint(folder.path(), sampleContent(100), 0);
+  writeOne(folder.path(), sampleContent(100));
   CheckpointContent other = sampleContent(200);
   other.modelLayout = "another model\n";
-  writeCheckpoint(folder.path(), other, 0);
+  writeOne(folder.path(), other);
   const auto plan = findCheckpointToResume(folder.path(), kLayout);
   ASSERT_TRUE(plan);
   EXPECT_EQ(plan->content.step, 100);
@@ -499,8 +545,8 @@ TEST(ResumeTest, AutoSkipsCheckpointsTheRunDoesNotTake) {
   TempFolder folder;
   CheckpointContent sgd = sampleContent(100);
   sgd.optimizerKind = "sgd";
-  writeCheckpoint(folder.path(), sgd, 0);
-  writeCheckpoint(folder.path(), sampleContent(200), 0);
+  writeOne(folder.path(), sgd);
+  writeOne(folder.path(), sampleContent(200));
   std::vector<std::int64_t> taken;
   const TakeCheckpoint takeSgdOnly = [&](const CheckpointContent& c, const fs::path& file) {
     if (c.optimizerKind != "sgd") throw CheckpointError(file.string() + ": not sgd");
@@ -530,8 +576,8 @@ TEST(ResumeTest, NoUsableCheckpointIsAnErrorNotAFreshStart) {
 
 TEST(ResumeTest, APathIsReadAsItIsAndAFolderIsSearched) {
   TempFolder folder;
-  writeCheckpoint(folder.path(), sampleContent(100), 0);
-  writeCheckpoint(folder.path(), sampleContent(200), 0);
+  writeOne(folder.path(), sampleContent(100));
+  writeOne(folder.path(), sampleContent(200));
   const auto byFile = resolveResume((folder / "ckpt-00000100.h5").string(), "unused");
   ASSERT_TRUE(byFile);
   EXPECT_EQ(byFile->content.step, 100);
@@ -539,7 +585,7 @@ TEST(ResumeTest, APathIsReadAsItIsAndAFolderIsSearched) {
   ASSERT_TRUE(byFolder);
   EXPECT_EQ(byFolder->content.step, 200);
   EXPECT_THAT(checkpointErrorOf([&] { resolveResume((folder / "x.h5").string(), "unused"); }),
-              HasSubstr("x.h5: cannot open"));
+              HasSubstr("x.h5: no such file"));
 }
 
 TEST(ResumeTest, ConfigChangesNameTheOptionsThatDiffer) {
@@ -561,20 +607,21 @@ struct CrashCase {
 
 class CheckpointCrashTest : public ::testing::TestWithParam<CrashCase> {};
 
-// The folder holds complete checkpoints 50 and 100 (latest: 100); a writer of step 200 with
-// keep 1 is killed with SIGKILL at the stage under test. Auto resume must then find a complete
-// checkpoint -- the previous one until the new one is renamed into place, the new one after --
-// and the next write must leave a clean folder.
+// The folder holds complete checkpoints 50 and 100 (latest: 100); their writer, with keep 2, is
+// killed with SIGKILL at the stage under test of writing step 200 (pruning 50). Auto resume must
+// then find a complete checkpoint -- the previous one until the new one is renamed into place, the
+// new one after -- and the next run's first write must leave no temporary behind.
 TEST_P(CheckpointCrashTest, LeavesAResumableFolder) {
   const CrashCase c = GetParam();
   TempFolder folder;
-  writeCheckpoint(folder.path(), sampleContent(50), 0);
-  writeCheckpoint(folder.path(), sampleContent(100), 0);
+  CheckpointWriter writer(folder.path(), 2);
+  writer.write(sampleContent(50));
+  writer.write(sampleContent(100));
 
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    writeCheckpoint(folder.path(), sampleContent(200), 1, c.point);
+    writer.write(sampleContent(200), c.point);
     _exit(0);  // the crash point was not reached
   }
   int status = 0;
@@ -589,8 +636,10 @@ TEST_P(CheckpointCrashTest, LeavesAResumableFolder) {
   EXPECT_EQ(latestOf(folder.path()), c.latest);
   expectSame(plan->content, sampleContent(c.resumedStep));
 
-  writeCheckpoint(folder.path(), sampleContent(300), 1);
-  EXPECT_THAT(folderNames(folder.path()), ElementsAre("ckpt-00000300.h5", "latest"));
+  CheckpointWriter(folder.path(), 1).write(sampleContent(300));
+  EXPECT_EQ(latestOf(folder.path()), "ckpt-00000300.h5\n");
+  for (const std::string& name : folderNames(folder.path()))
+    EXPECT_TRUE(name == "latest" || name.starts_with("ckpt-")) << name << " left behind";
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -646,7 +695,7 @@ TEST(CheckpointModelTest, ParametersAndOptimizerStateGoBackWhereTheyCameFrom) {
   c.optimizerKind = "adam";
   c.optimizerSteps = 1;
   c.optimizerState = optimizerStateTensors("adam", state.spans());
-  const auto path = writeCheckpoint(folder.path(), c, 1).path;
+  const auto path = writeOne(folder.path(), c).path;
 
   const CheckpointContent back = readCheckpoint(path, model.describe());
   EXPECT_THAT(back.parameters[0].name, "fc1.weight");

@@ -5,8 +5,11 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -183,6 +186,81 @@ TEST(Safetensors, EveryBrokenFileIsRefusedNamingIt) {
   for (const auto& [header, message] : cases) {
     EXPECT_EQ(parseError(fileOf(header, 8)).find("w.safetensors: " + message), 0u)
         << header << "\n  gave: " << parseError(fileOf(header, 8));
+  }
+}
+
+// A header over the readers' limit is refused as such, though the file is long enough to hold it.
+TEST(Safetensors, AHeaderOverTheLimitIsRefusedForThat) {
+  std::vector<std::uint8_t> bytes(8 + 200, ' ');
+  const std::uint64_t length = 100'000'001;
+  std::memcpy(bytes.data(), &length, 8);
+  EXPECT_EQ(parseError(bytes),
+            "w.safetensors: header length 100000001 is over the 100000000-byte limit of "
+            "safetensors readers (not safetensors, or damaged)");
+  const TempFolder folder;
+  const fs::path path = folder.path() / "long.safetensors";
+  writeRaw(path, bytes);
+  fs::resize_file(path, 8 + 2 * length);  // a hole: no disk used
+  try {
+    SafetensorsFile file(path);
+    ADD_FAILURE() << "no error";
+  } catch (const CheckpointError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("header length 100000001 is over the 100000000-byte limit"));
+  }
+}
+
+TEST(Safetensors, ANanOrInfiniteValueIsRefusedNamingTheTensor) {
+  for (const float bad :
+       {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+    SafetensorsContent content = sample();
+    content.tensors[1].values[2] = bad;
+    const std::string what = std::isnan(bad) ? "NaN" : "an infinite value";
+    EXPECT_EQ(parseError(encodeSafetensors(content)),
+              "w.safetensors: tensor fc1.bias holds " + what +
+                  " at index 2: weights must be finite numbers");
+    const TempFolder folder;
+    writeSafetensors(folder.path() / "w.safetensors", content);
+    const SafetensorsFile file(folder.path() / "w.safetensors");
+    std::vector<float> values(file.tensors()[0].count());
+    file.read(file.tensors()[0], values);  // fc1.weight: fine
+    values.resize(file.tensors()[1].count());
+    EXPECT_THROW(file.read(file.tensors()[1], values), CheckpointError);
+  }
+}
+
+// The header is read and checked without the data: the table of a file is there before any
+// tensor is read.
+TEST(Safetensors, TheTableComesFromTheHeaderAlone) {
+  const TempFolder folder;
+  writeSafetensors(folder.path() / "w.safetensors", sample());
+  const SafetensorsFile file(folder.path() / "w.safetensors");
+  ASSERT_EQ(file.tensors().size(), 4u);
+  EXPECT_EQ(file.tensors()[0].name, "fc1.weight");
+  EXPECT_EQ(file.tensors()[0].shape, (std::vector<std::int64_t>{3, 2}));
+  EXPECT_EQ(file.metadata().at("format"), "pt");
+}
+
+TEST(Safetensors, NoRegularFileIsRefusedBeforeItIsOpened) {
+  const TempFolder folder;
+  const fs::path fifo = folder.path() / "w.safetensors";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  try {
+    readSafetensors(fifo);  // open() would wait for a writer forever
+    ADD_FAILURE() << "no error";
+  } catch (const CheckpointError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              fifo.string() + ": is a FIFO (named pipe), not a regular file");
+  }
+}
+
+TEST(Safetensors, AnUnwritableFileIsNamedNotItsTemporary) {
+  const TempFolder folder;
+  const fs::path out = folder.path() / "missing" / "w.safetensors";
+  try {
+    writeSafetensors(out, sample());
+    ADD_FAILURE() << "no error";
+  } catch (const CheckpointError& e) {
+    EXPECT_EQ(std::string(e.what()).find(out.string() + ": "), 0u) << e.what();
   }
 }
 

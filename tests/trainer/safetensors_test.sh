@@ -7,8 +7,10 @@
 #     lr 1e-30 leaves them as they were, where the same run without it does not);
 #   - the GPT file in a PyTorch GPT-2 written with Hugging Face's layout gives ringtrain's loss;
 #   - bad files and options (truncated, bad JSON, overlapping offsets, another dtype, a missing,
-#     unexpected or differently shaped tensor, with --resume FILE) end the job with status 2 and
-#     one line naming the file, no hang.
+#     unexpected or differently shaped tensor, a NaN or infinite weight, a header over the readers'
+#     limit, with --resume FILE) end the job with status 2 and one line naming the file, no hang;
+#     a 2 GiB file of another model is refused from its header under a 1.5 GiB memory limit;
+#   - export to a path that cannot be written names that path, not its temporary file.
 # Usage: safetensors_test.sh RINGTRAIN MPIEXEC [MPIEXEC FLAGS...]
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -171,6 +173,33 @@ expect "unexpected tensor" "gpt.st: has parameter h.1.ln_1.weight, which the mod
 expect "another model" "mlp.st: has no parameter wte.weight" "${gpt[@]}" --steps 1 \
   --init-from "$work/mlp.st"
 expect "no such file" "nothing.st: no such file" "${gpt[@]}" --steps 1 --init-from "$work/nothing.st"
+"${tool[@]}" value "$st" "$work/nan.st" h.0.attn.c_proj.weight 5 nan
+expect "a NaN weight" "nan.st: tensor h.0.attn.c_proj.weight holds NaN at index 5" "${gpt[@]}" \
+  --steps 1 --init-from "$work/nan.st"
+"${tool[@]}" value "$st" "$work/inf.st" wte.weight 0 -inf
+expect "an infinite weight" "inf.st: tensor wte.weight holds an infinite value at index 0" \
+  "${gpt[@]}" --steps 1 --init-from "$work/inf.st"
+# A header over the readers' 100 MB limit, in a file that holds it: the limit is the reason.
+"${tool[@]}" long-header "$work/long.st" 200000000
+expect "a header over the limit" \
+  "long.st: header length 200000000 is over the 100000000-byte limit of safetensors readers" \
+  "${gpt[@]}" --steps 1 --init-from "$work/long.st"
+# A 2 GiB file (sparse) of another model, under a 1.5 GiB address-space limit (an Open MPI rank
+# maps about 1 GiB before it trains: its components' libraries): refused from its header, within
+# seconds, without reading (or allocating) its data. The same job without the file trains under
+# the limit, so the refusal is for the reason it names.
+"${tool[@]}" sparse "$work/huge.st" wte.weight 2147483648
+(
+  ulimit -v $((3 << 19))
+  if ! out="$(train "${gpt[@]}" --device cpu --steps 1 2>&1)"; then
+    bad "the GPT does not train under a 1.5 GiB address-space limit"
+    sed 's/^/     | /' <<<"$out"
+  fi
+  expect "a 2 GiB file under a 1.5 GiB memory limit" \
+    "huge.st: parameter wte.weight is 536870912 but the model's is 64x16" "${gpt[@]}" \
+    --device cpu --steps 1 --init-from "$work/huge.st"
+  exit "$failures"
+) || failures=$((failures + 1))
 expect "with --resume FILE" "--init-from starts a new run and --resume" "${gpt[@]}" --steps 1 \
   --init-from "$st" --resume "$work/gpt/ckpt-00000003.h5"
 # The export command refuses as plainly.
@@ -179,6 +208,13 @@ if out="$("$ringtrain" export --format onnx "$work/gpt" "$work/x.st" 2>&1)"; the
 else
   grep -q "the only format is safetensors" <<<"$out" && ok "export --format onnx: $out" ||
     bad "export --format onnx: $out"
+fi
+# OUT that cannot be written is named as given, not by its temporary.
+if out="$("$ringtrain" export "$work/gpt" "$work/no/such/folder/x.st" 2>&1)"; then
+  bad "export into a missing folder succeeded"
+else
+  [ "$(wc -l <<<"$out")" -eq 1 ] && grep -q "^ringtrain export: $work/no/such/folder/x.st: " <<<"$out" &&
+    ok "export into a missing folder: $out" || bad "export into a missing folder: $out"
 fi
 if out="$("$ringtrain" export "$work/truncated.st" "$work/x.st" 2>&1)"; then
   bad "export of a non-checkpoint succeeded"

@@ -13,6 +13,13 @@
   safetensors_tool.py overlap FILE OUT           OUT's first two tensors (by offset) share bytes.
   safetensors_tool.py dtype FILE OUT NAME DTYPE  OUT is FILE with NAME's dtype said to be DTYPE
                                                  (the same bytes: a valid file for a 4-byte type).
+  safetensors_tool.py value FILE OUT NAME INDEX VALUE
+                                                 OUT is FILE with NAME's value INDEX set to VALUE
+                                                 (nan, inf, -inf or a number).
+  safetensors_tool.py sparse OUT NAME BYTES      OUT holds one F32 tensor NAME of BYTES bytes, a
+                                                 valid file whose data is a hole (no disk used).
+  safetensors_tool.py long-header OUT LENGTH     OUT says its header is LENGTH bytes, and is a
+                                                 sparse file larger than that.
 
 The reader checks the format as the specification states it: 8-byte little-endian header
 length, a JSON object starting with '{', offsets relative to the data after the header, the
@@ -162,6 +169,26 @@ def main(argv):
         offsets = layout(tensors)
         offsets[argv[4]]["dtype"] = argv[5]
         write(argv[3], metadata, tensors, offsets)
+    elif command == "value":
+        metadata, tensors = read(argv[2])
+        shape, raw = tensors[argv[4]]
+        index = int(argv[5])
+        raw = raw[:4 * index] + struct.pack("<f", float(argv[6])) + raw[4 * index + 4:]
+        tensors[argv[4]] = (shape, raw)
+        write(argv[3], metadata, tensors, layout(tensors))
+    elif command == "sparse":
+        size = int(argv[4])
+        header = {argv[3]: {"dtype": "F32", "shape": [size // 4], "data_offsets": [0, size]}}
+        text = json.dumps(header).encode()
+        text += b" " * (-(8 + len(text)) % 8)
+        with open(argv[2], "wb") as out:
+            out.write(struct.pack("<Q", len(text)) + text)
+            out.truncate(8 + len(text) + size)
+    elif command == "long-header":
+        length = int(argv[3])
+        with open(argv[2], "wb") as out:
+            out.write(struct.pack("<Q", length) + b"{}")
+            out.truncate(8 + 2 * length)
     else:
         fail("unknown command " + command)
 
