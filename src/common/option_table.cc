@@ -13,6 +13,8 @@
 #include <set>
 #include <sstream>
 
+#include "base/file_checks.h"
+
 namespace ringtrain {
 namespace po = boost::program_options;
 
@@ -354,15 +356,10 @@ void gatherEnvironment(const Program& program, const std::vector<Spec>& specs, G
 // would block for ever).
 std::optional<std::string> configFileProblem(const std::string& path) {
   std::error_code error;
-  const auto status = std::filesystem::status(path, error);
-  if (!std::filesystem::exists(status))
+  if (!std::filesystem::exists(path, error))
     return "--config " + path + ": cannot open the file (no such file)";
-  if (std::filesystem::is_directory(status))
-    return "--config " + path + ": is a folder; expected a file of `name = value` lines";
-  if (!std::filesystem::is_regular_file(status))
-    return "--config " + path +
-           ": not a regular file (a FIFO or device?); expected a file of "
-           "`name = value` lines";
+  if (auto problem = base::regularFileProblem(path))
+    return "--config " + path + ": " + *problem + "; expected a file of `name = value` lines";
   return std::nullopt;
 }
 

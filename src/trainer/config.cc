@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include "base/file_checks.h"
+
 namespace ringtrain {
 namespace {
 
@@ -105,12 +107,11 @@ std::optional<std::string> validateTrainConfig(const TrainConfig& c) {
            "--checkpoint-dir has no checkpoint yet)";
   }
   if (!c.synthetic && c.model != ModelKind::kLinreg) {
-    std::error_code error;
-    if (!std::filesystem::is_directory(c.dataDir, error)) {
+    if (const auto problem = base::folderProblem(c.dataDir)) {
       const std::string prepare = c.model == ModelKind::kGpt
                                       ? "prepare a corpus with data/prepare_fortunes.sh --out "
                                       : "fetch MNIST with data/fetch_mnist.sh ";
-      return "--data " + c.dataDir + ": no such folder (" + prepare + c.dataDir +
+      return "--data " + c.dataDir + ": " + *problem + " (" + prepare + c.dataDir +
              ", or train on --synthetic data)";
     }
   }
