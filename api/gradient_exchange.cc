@@ -27,6 +27,7 @@ struct GradientExchange::Impl final : api::Closable {
   };
 
   api::Runtime* runtime = nullptr;
+  engine::ExchangeOptions options;    // start()'s, with this exchange's compression
   std::vector<Parameter> parameters;  // registration (backward) order
   std::unique_ptr<engine::GradientExchange> exchange;
   std::vector<float> storage;  // the flat gradients, where the exchange leaves them to us
@@ -120,7 +121,7 @@ void GradientExchange::Impl::build() {
   }
   exchange = api::translated([&] {
     return engine::makeGradientExchange(runtime->backend, runtime->environment->world(),
-                                        std::move(segments), runtime->exchangeOptions);
+                                        std::move(segments), options);
   });
   storage.assign(offset, 0.0f);
   buffers = exchange->hostBuffers(storage);
@@ -170,7 +171,12 @@ void GradientExchange::Impl::copyAverage(const engine::GradientBucket& part) {
 GradientExchange::GradientExchange() : impl_(std::make_unique<Impl>()) {
   api::Runtime& runtime = api::startedRuntime("GradientExchange");
   impl_->runtime = &runtime;
+  impl_->options = runtime.exchangeOptions;
   runtime.open.push_back(impl_.get());
+}
+
+GradientExchange::GradientExchange(Compression compression) : GradientExchange() {
+  impl_->options.compression = api::engineCompression(compression);
 }
 
 GradientExchange::~GradientExchange() = default;

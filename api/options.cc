@@ -126,11 +126,15 @@ engine::ExchangeBackend engineBackend(Backend backend, int nodeCount) {
   throw Error("Options::backend: no such backend");
 }
 
+engine::Compression engineCompression(Compression compression) {
+  return kEngineCompression[static_cast<std::size_t>(compression)];
+}
+
 engine::ExchangeOptions engineOptions(const Options& options) {
   engine::ExchangeOptions exchange;
   exchange.fusionThresholdBytes = options.fusionThresholdBytes;
   exchange.overlap = options.overlap;
-  exchange.compression = kEngineCompression[static_cast<std::size_t>(options.compression)];
+  exchange.compression = engineCompression(options.compression);
   exchange.stallTimeoutSeconds = options.stallTimeoutSeconds;
   exchange.tuningFile = options.tuningFile;
   return exchange;

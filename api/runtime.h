@@ -54,5 +54,6 @@ Options resolvedOptions(const Options& options);
 // The engine's backend for `backend` on a job of `nodeCount` nodes (kAuto resolved).
 engine::ExchangeBackend engineBackend(Backend backend, int nodeCount);
 engine::ExchangeOptions engineOptions(const Options& options);
+engine::Compression engineCompression(Compression compression);
 
 }  // namespace ringtrain::api

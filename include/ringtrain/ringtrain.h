@@ -92,7 +92,8 @@ void barrier();
 // fixes the parameters; ranks that registered different ones get an Error naming both.
 class GradientExchange {
  public:
-  GradientExchange();  // needs start()
+  GradientExchange();  // needs start(); the compression of start()'s options
+  explicit GradientExchange(Compression compression);  // this exchange's own compression
   ~GradientExchange();
   GradientExchange(const GradientExchange&) = delete;
   GradientExchange& operator=(const GradientExchange&) = delete;
