@@ -21,7 +21,7 @@ function(ringtrain_target_options target)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-march=${RINGTRAIN_ARCH}>)
   endif()
   # Whole-repository includes: #include "collectives/communicator.h".
-  target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>)
 endfunction()
 
 # nvcc's flags for the .cu files of a target (GPU builds only): the host compiler's warnings

@@ -28,6 +28,20 @@ MpiEnvironment::MpiEnvironment(int* argc, char*** argv, ThreadLevel requested)
   int rc = MPI_Init_thread(argc, argv, static_cast<int>(requested), &provided);
   if (rc != MPI_SUCCESS) abortJob("MPI_Init_thread failed; is this program started by mpirun?");
   provided_ = static_cast<ThreadLevel>(provided);
+  describeProcess();
+}
+
+MpiEnvironment::MpiEnvironment(Adopt) : requested_(ThreadLevel::kMultiple), ownsMpi_(false) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) abortJob("MpiEnvironment::Adopt: MPI is not initialised");
+  int provided = MPI_THREAD_SINGLE;
+  RINGTRAIN_MPI_CHECK(MPI_Query_thread(&provided));
+  provided_ = static_cast<ThreadLevel>(provided);
+  describeProcess();
+}
+
+void MpiEnvironment::describeProcess() {
   // From here on failing calls return their error code to RINGTRAIN_MPI_CHECK.
   RINGTRAIN_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
 
@@ -60,7 +74,7 @@ MpiEnvironment::~MpiEnvironment() {
   MPI_Finalized(&finalized);
   if (finalized) return;
   if (localComm_ != MPI_COMM_NULL) MPI_Comm_free(&localComm_);
-  MPI_Finalize();
+  if (ownsMpi_) MPI_Finalize();
 }
 
 void MpiEnvironment::requireThreadLevel(ThreadLevel needed, std::string_view feature) const {

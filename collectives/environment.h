@@ -27,6 +27,10 @@ std::string_view threadLevelName(ThreadLevel level);
 class MpiEnvironment {
  public:
   MpiEnvironment(int* argc, char*** argv, ThreadLevel requested = ThreadLevel::kMultiple);
+  // Adopts an MPI that the caller initialised (and will finalise): the same facts, read from it;
+  // the destructor frees only what this object made. Aborts when MPI is not initialised.
+  struct Adopt {};
+  explicit MpiEnvironment(Adopt);
   ~MpiEnvironment();
   MpiEnvironment(const MpiEnvironment&) = delete;
   MpiEnvironment& operator=(const MpiEnvironment&) = delete;
@@ -51,7 +55,11 @@ class MpiEnvironment {
   MPI_Comm localComm() const { return localComm_; }
 
  private:
+  // Everything after MPI_Init_thread: error handler, ranks, host, node facts.
+  void describeProcess();
+
   ThreadLevel requested_;
+  bool ownsMpi_ = true;
   ThreadLevel provided_ = ThreadLevel::kSingle;
   int worldRank_ = 0;
   int worldSize_ = 1;

@@ -15,6 +15,10 @@ RINGTRAIN_PACKAGES=(
   fortunes
   libprotobuf-dev protobuf-compiler
   libgtest-dev
+  # the ringtrain Python module (python/): Debian's Python headers, pybind11, NumPy for its tests;
+  # python3-torch (about 1 GB with its dependencies) is not here: the torch tests print SKIP
+  # without it
+  python3-dev pybind11-dev python3-numpy
   # fuzzing and sanitizers (libFuzzer needs clang)
   clang libclang-rt-14-dev libfuzzer-14-dev
   # the Kubernetes manifest checks (CRD schema, API types), shellcheck of the cluster scripts,

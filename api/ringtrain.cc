@@ -1,0 +1,176 @@
+// start(), shutdown() and the plain collectives of ringtrain.h.
+#include "ringtrain/ringtrain.h"
+
+#include <mpi.h>
+
+#include "api/runtime.h"
+#include "collectives/data_type.h"
+
+namespace ringtrain {
+namespace {
+
+// The job's state, shut down at exit when the program did not call shutdown(): MPI then ends
+// with MPI_Finalize rather than with the launcher's complaint about a process that did not.
+void shutdownRuntime(std::optional<api::Runtime>& runtime) {
+  if (!runtime) return;
+  // Newest first: each close() takes itself off the list.
+  while (!runtime->open.empty())
+    runtime->open.back()->close();
+  if (runtime->watchdog && runtime->control) runtime->watchdog->unwatch(*runtime->control);
+  runtime->watchdog.reset();
+  runtime->control.reset();
+  runtime.reset();  // the environment last: it finalises MPI if start() initialised it
+}
+
+struct RuntimeHolder {
+  std::optional<api::Runtime> runtime;
+  ~RuntimeHolder() { shutdownRuntime(runtime); }
+};
+
+RuntimeHolder& holder() {
+  static RuntimeHolder instance;
+  return instance;
+}
+
+collectives::DataType internal(DataType type) {
+  switch (type) {
+    case DataType::kFloat32:
+      return collectives::DataType::kFloat32;
+    case DataType::kFloat64:
+      return collectives::DataType::kFloat64;
+    case DataType::kFloat16:
+      return collectives::DataType::kFloat16;
+    case DataType::kBFloat16:
+      return collectives::DataType::kBFloat16;
+    case DataType::kInt32:
+      return collectives::DataType::kInt32;
+    case DataType::kInt64:
+      return collectives::DataType::kInt64;
+  }
+  throw Error("ringtrain: unknown DataType " + std::to_string(static_cast<int>(type)));
+}
+
+collectives::ReduceOp internal(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return collectives::ReduceOp::kSum;
+    case ReduceOp::kAverage:
+      return collectives::ReduceOp::kAverage;
+    case ReduceOp::kMin:
+      return collectives::ReduceOp::kMin;
+    case ReduceOp::kMax:
+      return collectives::ReduceOp::kMax;
+  }
+  throw Error("ringtrain: unknown ReduceOp " + std::to_string(static_cast<int>(op)));
+}
+
+// MPI as the caller left it, or initialised here with the thread level the engine needs: its
+// communication thread and the stall watchdog call MPI beside the caller's thread.
+void joinMpi(api::Runtime& runtime) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) {
+    runtime.environment.emplace(collectives::MpiEnvironment::Adopt{});
+  } else {
+    runtime.environment.emplace(nullptr, nullptr);
+  }
+  const collectives::ThreadLevel provided = runtime.environment->providedThreadLevel();
+  if (provided != collectives::ThreadLevel::kMultiple) {
+    throw Error(
+        "ringtrain::start: the engine needs MPI_THREAD_MULTIPLE but this MPI provides " +
+        std::string(collectives::threadLevelName(provided)) +
+        (initialized ? " (initialise MPI with MPI_Init_thread(..., MPI_THREAD_MULTIPLE))" : ""));
+  }
+}
+
+void startRuntime(api::Runtime& runtime, const Options& options) {
+  const Options resolved = api::resolvedOptions(options);  // bad settings before MPI starts
+  joinMpi(runtime);
+  runtime.backend = api::engineBackend(resolved.backend, runtime.environment->nodeCount());
+  runtime.exchangeOptions = api::engineOptions(resolved);
+  runtime.control = api::translated([&] {
+    return collectives::makeCommunicator(engine::controlBackend(runtime.backend),
+                                         runtime.environment->world(),
+                                         engine::controlOptions(runtime.exchangeOptions));
+  });
+  if (resolved.stallTimeoutSeconds > 0) {
+    runtime.watchdog.emplace(runtime.environment->world(), resolved.stallTimeoutSeconds);
+    runtime.watchdog->watch(*runtime.control, "control");
+  }
+}
+
+}  // namespace
+
+namespace api {
+
+Runtime& startedRuntime(const char* call) {
+  std::optional<Runtime>& runtime = holder().runtime;
+  if (!runtime || !runtime->control) {
+    throw Error(std::string("ringtrain::") + call + " called before ringtrain::start()");
+  }
+  return *runtime;
+}
+
+}  // namespace api
+
+void start(const Options& options) {
+  std::optional<api::Runtime>& runtime = holder().runtime;
+  if (runtime) throw Error("ringtrain::start called twice (call shutdown() first)");
+  runtime.emplace();
+  try {
+    startRuntime(*runtime, options);
+  } catch (...) {
+    runtime.reset();
+    throw;
+  }
+}
+
+void shutdown() {
+  shutdownRuntime(holder().runtime);
+}
+
+bool started() {
+  return holder().runtime.has_value();
+}
+
+int rank() {
+  return api::startedRuntime("rank").environment->worldRank();
+}
+
+int size() {
+  return api::startedRuntime("size").environment->worldSize();
+}
+
+int localRank() {
+  return api::startedRuntime("localRank").environment->localRank();
+}
+
+int localSize() {
+  return api::startedRuntime("localSize").environment->localSize();
+}
+
+void allreduce(void* data, std::size_t count, DataType type, ReduceOp op) {
+  collectives::Communicator& comm = *api::startedRuntime("allreduce").control;
+  api::translated([&] { comm.allreduce(data, data, count, internal(type), internal(op)); });
+}
+
+void broadcast(void* data, std::size_t count, DataType type, int root) {
+  collectives::Communicator& comm = *api::startedRuntime("broadcast").control;
+  if (root < 0 || root >= comm.size()) {
+    throw Error("ringtrain::broadcast: root " + std::to_string(root) + " is not a rank of " +
+                std::to_string(comm.size()));
+  }
+  api::translated([&] { comm.broadcast(data, count, internal(type), root); });
+}
+
+void allgather(const void* send, void* recv, std::size_t countPerRank, DataType type) {
+  collectives::Communicator& comm = *api::startedRuntime("allgather").control;
+  api::translated([&] { comm.allgather(send, recv, countPerRank, internal(type)); });
+}
+
+void barrier() {
+  collectives::Communicator& comm = *api::startedRuntime("barrier").control;
+  api::translated([&] { comm.barrier(); });
+}
+
+}  // namespace ringtrain

@@ -1,0 +1,59 @@
+// The state behind ringtrain.h's free functions, shared by its implementation files: MPI, the
+// communicator of the plain collectives, the stall watchdog, and the resolved settings.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "collectives/environment.h"
+#include "collectives/stall_watchdog.h"
+#include "engine/exchange_factory.h"
+#include "ringtrain/ringtrain.h"
+
+namespace ringtrain::api {
+
+// Something start() made that shutdown() must close before MPI goes: an open GradientExchange.
+class Closable {
+ public:
+  virtual ~Closable() = default;
+  virtual void close() = 0;
+};
+
+struct Runtime {
+  std::optional<collectives::MpiEnvironment> environment;
+  engine::ExchangeBackend backend = engine::ExchangeBackend::kRing;
+  engine::ExchangeOptions exchangeOptions;
+  std::unique_ptr<collectives::Communicator> control;  // allreduce, broadcast, allgather
+  std::optional<collectives::StallWatchdog> watchdog;
+  std::vector<Closable*> open;
+};
+
+// The runtime of a started job; throws Error "ringtrain::<call> called before ringtrain::start()"
+// otherwise.
+Runtime& startedRuntime(const char* call);
+
+// Runs `body`, turning the internals' exceptions (ranks that disagree, a refused backend) into
+// ringtrain::Error with the same text.
+template <class Body>
+auto translated(Body&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(e.what());
+  }
+}
+
+// Options with the RINGTRAIN_* variables applied (when options.readEnvironment), checked.
+// Throws Error naming the variable or field of a bad value.
+Options resolvedOptions(const Options& options);
+// The engine's backend for `backend` on a job of `nodeCount` nodes (kAuto resolved).
+engine::ExchangeBackend engineBackend(Backend backend, int nodeCount);
+engine::ExchangeOptions engineOptions(const Options& options);
+engine::Compression engineCompression(Compression compression);
+
+}  // namespace ringtrain::api

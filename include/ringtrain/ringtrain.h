@@ -1,0 +1,119 @@
+// ringtrain's public interface: data-parallel training for a model ringtrain does not know, in
+// the manner of Horovod. Every process (rank) holds the whole model; start() joins the job that
+// mpirun started, the collectives move plain buffers, and a GradientExchange averages the
+// gradients of the caller's own parameters while backward still runs.
+//
+//   ringtrain::start();
+//   ringtrain::broadcast(weights, n, ringtrain::DataType::kFloat32, 0);   // equal replicas
+//   ringtrain::GradientExchange exchange;
+//   int w = exchange.addParameter("w", n);           // in backward's order
+//   for (...) {
+//     backward(...);  exchange.gradientReady(w, grad);   // as each gradient is final
+//     exchange.wait();                               // grad now holds the average over ranks
+//     update(weights, grad);
+//   }
+//   ringtrain::shutdown();
+//
+// Every call is collective unless it says otherwise: all ranks make the same calls in the same
+// order with the same counts, types and roots. Bad use (a call before start(), ranks that
+// disagree) throws ringtrain::Error with one line that says what and, for a disagreement, names
+// both ranks; a disagreement is reported on every rank, never left to hang. The settings come
+// from Options and from the RINGTRAIN_* variables of `ringtrain train` (docs/api.md).
+//
+// This header includes only the C++ standard library: ringtrain's internals stay behind it.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace ringtrain {
+
+// The one exception type of this interface.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class DataType { kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64 };
+// kAverage: the sum divided by size() (integers truncate toward zero).
+enum class ReduceOp { kSum, kAverage, kMin, kMax };
+
+// How gradients are averaged (`ringtrain train --backend`). kAuto: kShm where every rank shares
+// one node, kTuned across nodes. The collectives above run on the exchange backend's own host
+// communicator (kShm's: the ring).
+enum class Backend { kAuto, kMpi, kRing, kTuned, kHierarchical, kShm };
+// How gradient buckets cross the wire (`--compression`): as float32, or in 16 bits.
+enum class Compression { kNone, kFloat16, kBFloat16 };
+
+struct Options {
+  Backend backend = Backend::kAuto;
+  Compression compression = Compression::kNone;
+  std::size_t fusionThresholdBytes = std::size_t{8} << 20;  // largest gradient bucket
+  bool overlap = true;                                      // average buckets while backward runs
+  std::string tuningFile;            // kTuned: allreduce_perf --autotune's table ("": built-in)
+  double stallTimeoutSeconds = 300;  // end the job, naming the missing ranks (0: never)
+  // Read RINGTRAIN_BACKEND, RINGTRAIN_COMPRESSION, RINGTRAIN_FUSION_THRESHOLD,
+  // RINGTRAIN_OVERLAP, RINGTRAIN_TUNING_FILE and RINGTRAIN_STALL_TIMEOUT over the fields above.
+  bool readEnvironment = true;
+};
+
+// Joins the job: initialises MPI (with MPI_THREAD_MULTIPLE), or adopts an MPI the caller
+// initialised (then shutdown() leaves it to the caller to finalise). Throws Error for a bad
+// setting (naming the variable or field) or an MPI without thread support; a second start()
+// before shutdown() is an Error too.
+void start(const Options& options = {});
+// Stops the engine's threads, closes every GradientExchange still open, and finalises MPI if
+// start() initialised it. Harmless when not started. Called at exit if the program does not.
+void shutdown();
+bool started();
+
+// This process's place in the job (not collective).
+int rank();
+int size();
+int localRank();  // among the ranks on this node
+int localSize();
+
+// In place: data[i] = op over ranks of data[i], identical to the bit on every rank.
+void allreduce(void* data, std::size_t count, DataType type, ReduceOp op = ReduceOp::kAverage);
+// root's `count` elements into every rank's `data`.
+void broadcast(void* data, std::size_t count, DataType type, int root);
+// recv holds size() * countPerRank elements; rank r's block lands at r * countPerRank.
+void allgather(const void* send, void* recv, std::size_t countPerRank, DataType type);
+void barrier();
+
+// Averages the gradients of the caller's parameters over the ranks, bucket by bucket, while
+// backward still computes the earlier layers' gradients (the engine's buckets: docs/design.md).
+//
+// Register each parameter once, in the order backward finishes them (the last layer first). Then
+// each step: gradientReady for every parameter as backward finishes it, then wait(). Every rank
+// registers the same parameters and announces them in the same order. The first gradientReady
+// fixes the parameters; ranks that registered different ones get an Error naming both.
+class GradientExchange {
+ public:
+  GradientExchange();  // needs start(); the compression of start()'s options
+  explicit GradientExchange(Compression compression);  // this exchange's own compression
+  ~GradientExchange();
+  GradientExchange(const GradientExchange&) = delete;
+  GradientExchange& operator=(const GradientExchange&) = delete;
+
+  // Not collective. Returns the parameter's index (0, 1, ... in call order).
+  int addParameter(const std::string& name, std::size_t count);
+  // `gradient` (float32, count elements) is final for this step: its bucket may go out now. The
+  // average is written back into `gradient` by wait(); keep it alive and untouched until then.
+  void gradientReady(int parameter, float* gradient);
+  // Returns when every announced gradient holds the average over the ranks. A parameter not
+  // announced this step counts as a zero gradient (its average is not written anywhere).
+  void wait();
+
+  int parameterCount() const;
+  // One line per bucket: which parameters travel together.
+  std::string describeBuckets() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ringtrain

@@ -1,0 +1,133 @@
+// ringtrain._ringtrain: the facade of <ringtrain/ringtrain.h> for Python. Buffers come as
+// addresses and element counts (ringtrain.torch passes tensors' data_ptr(), ringtrain's own
+// functions NumPy arrays, after checking them in Python). Every call that may wait for other
+// ranks releases the GIL, so that Python threads (and autograd's hooks) run meanwhile.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "ringtrain/ringtrain.h"
+
+namespace py = pybind11;
+
+namespace {
+
+using Address = std::uintptr_t;
+
+void* pointer(Address address) {
+  return reinterpret_cast<void*>(address);
+}
+
+// Options from keyword arguments; None leaves the field (and the RINGTRAIN_* variable) alone.
+ringtrain::Options options(std::optional<ringtrain::Backend> backend,
+                           std::optional<ringtrain::Compression> compression,
+                           std::optional<std::size_t> fusionThresholdBytes,
+                           std::optional<bool> overlap, std::optional<std::string> tuningFile,
+                           std::optional<double> stallTimeoutSeconds) {
+  ringtrain::Options o;
+  if (backend) o.backend = *backend;
+  if (compression) o.compression = *compression;
+  if (fusionThresholdBytes) o.fusionThresholdBytes = *fusionThresholdBytes;
+  if (overlap) o.overlap = *overlap;
+  if (tuningFile) o.tuningFile = *tuningFile;
+  if (stallTimeoutSeconds) o.stallTimeoutSeconds = *stallTimeoutSeconds;
+  return o;
+}
+
+void bindEnums(py::module_& m) {
+  py::enum_<ringtrain::DataType>(m, "DataType")
+      .value("float32", ringtrain::DataType::kFloat32)
+      .value("float64", ringtrain::DataType::kFloat64)
+      .value("float16", ringtrain::DataType::kFloat16)
+      .value("bfloat16", ringtrain::DataType::kBFloat16)
+      .value("int32", ringtrain::DataType::kInt32)
+      .value("int64", ringtrain::DataType::kInt64);
+  py::enum_<ringtrain::ReduceOp>(m, "ReduceOp")
+      .value("sum", ringtrain::ReduceOp::kSum)
+      .value("average", ringtrain::ReduceOp::kAverage)
+      .value("min", ringtrain::ReduceOp::kMin)
+      .value("max", ringtrain::ReduceOp::kMax);
+  py::enum_<ringtrain::Backend>(m, "Backend")
+      .value("auto", ringtrain::Backend::kAuto)
+      .value("mpi", ringtrain::Backend::kMpi)
+      .value("ring", ringtrain::Backend::kRing)
+      .value("tuned", ringtrain::Backend::kTuned)
+      .value("hierarchical", ringtrain::Backend::kHierarchical)
+      .value("shm", ringtrain::Backend::kShm);
+  py::enum_<ringtrain::Compression>(m, "Compression")
+      .value("none", ringtrain::Compression::kNone)
+      .value("fp16", ringtrain::Compression::kFloat16)
+      .value("bf16", ringtrain::Compression::kBFloat16);
+}
+
+void bindCollectives(py::module_& m) {
+  const auto released = py::call_guard<py::gil_scoped_release>();
+  m.def(
+      "allreduce_address",
+      [](Address data, std::size_t count, ringtrain::DataType type, ringtrain::ReduceOp op) {
+        ringtrain::allreduce(pointer(data), count, type, op);
+      },
+      released);
+  m.def(
+      "broadcast_address",
+      [](Address data, std::size_t count, ringtrain::DataType type, int root) {
+        ringtrain::broadcast(pointer(data), count, type, root);
+      },
+      released);
+  m.def(
+      "allgather_address",
+      [](Address send, Address recv, std::size_t count, ringtrain::DataType type) {
+        ringtrain::allgather(pointer(send), pointer(recv), count, type);
+      },
+      released);
+  m.def("barrier", &ringtrain::barrier, released);
+}
+
+void bindGradientExchange(py::module_& m) {
+  py::class_<ringtrain::GradientExchange>(m, "GradientExchange")
+      .def(py::init<>())
+      .def(py::init<ringtrain::Compression>())
+      .def("add_parameter", &ringtrain::GradientExchange::addParameter)
+      .def(
+          "gradient_ready",
+          [](ringtrain::GradientExchange& e, int parameter, Address gradient) {
+            e.gradientReady(parameter, static_cast<float*>(pointer(gradient)));
+          },
+          py::call_guard<py::gil_scoped_release>())
+      .def("wait", &ringtrain::GradientExchange::wait, py::call_guard<py::gil_scoped_release>())
+      .def("parameter_count", &ringtrain::GradientExchange::parameterCount)
+      .def("describe_buckets", &ringtrain::GradientExchange::describeBuckets);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_ringtrain, m) {
+  m.doc() = "ringtrain's engine: collectives and the bucketed gradient exchange (docs/api.md)";
+  py::register_exception<ringtrain::Error>(m, "Error", PyExc_RuntimeError);
+  bindEnums(m);
+  m.def(
+      "start",
+      [](std::optional<ringtrain::Backend> backend,
+         std::optional<ringtrain::Compression> compression, std::optional<std::size_t> fusion,
+         std::optional<bool> overlap, std::optional<std::string> tuningFile,
+         std::optional<double> stallTimeout) {
+        const ringtrain::Options o =
+            options(backend, compression, fusion, overlap, tuningFile, stallTimeout);
+        const py::gil_scoped_release released;
+        ringtrain::start(o);
+      },
+      py::arg("backend") = py::none(), py::arg("compression") = py::none(),
+      py::arg("fusion_threshold_bytes") = py::none(), py::arg("overlap") = py::none(),
+      py::arg("tuning_file") = py::none(), py::arg("stall_timeout_seconds") = py::none());
+  m.def("shutdown", &ringtrain::shutdown, py::call_guard<py::gil_scoped_release>());
+  m.def("started", &ringtrain::started);
+  m.def("rank", &ringtrain::rank);
+  m.def("size", &ringtrain::size);
+  m.def("local_rank", &ringtrain::localRank);
+  m.def("local_size", &ringtrain::localSize);
+  bindCollectives(m);
+  bindGradientExchange(m);
+}
