@@ -104,7 +104,7 @@ refused() {
     fail "refused, $name: statuses '$statuses' (want 2 on both ranks), message seen $count times" "$output"
   fi
 }
-refused "no such checkpoint" "$work/none.*(no checkpoint|No such file|does not exist|cannot)" --checkpoint "$work/none.h5"
+refused "no such checkpoint" "$work/none.*(no checkpoint|no such file|No such file|does not exist|cannot)" --checkpoint "$work/none.h5"
 refused "no such safetensors file" "$work/none.safetensors" --init-from "$work/none.safetensors"
 refused "no weights named" "give one of --checkpoint FILE\|FOLDER and --init-from FILE" --data "$work"
 if [ -d "$work/mlp" ]; then
