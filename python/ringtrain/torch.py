@@ -8,7 +8,8 @@
 
 DistributedOptimizer hooks each parameter's gradient: as backward finishes it, its bucket goes
 to the engine's communication thread, which averages while backward goes on; step() waits for
-the averages and then steps. CPU tensors only (the binding has no GPU path).
+the averages and then steps. CPU tensors only (the binding has no GPU path). A script that keeps
+DistributedDataParallel calls init_process_group() and registers allreduce_hook instead.
 """
 import contextlib
 import queue
@@ -344,6 +345,10 @@ def init_process_group(backend="gloo", timeout_seconds=300):
     import torch.distributed as dist
     if dist.is_initialized():
         return
+    if local_size() != size():
+        raise Error(f"ringtrain.torch.init_process_group: the job spans several nodes "
+                    f"({local_size()} of {size()} ranks on this one); it builds a group on one "
+                    "node only: call torch.distributed.init_process_group yourself")
     port = torch.zeros(1, dtype=torch.int64)
     if rank() == 0:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:

@@ -11,11 +11,11 @@
 #   scripts/bench/pytorch_api.sh [--build DIR] [--rounds R] [--models M1,M2] [--batch-size B]
 #                                [--warmup N] [--batches N] [--iters N] [--json FILE]
 # --build defaults to build/ (its python/ holds the ringtrain package; built first if missing);
-# --models to mlp-28m,transformer,resnet50 (examples/pytorch_models.py); --batch-size to each
-# model's own (mlp-28m 128, transformer 32, resnet50 16, others 32); each run warms up --warmup
-# steps (2), then times --iters (5) timings of --batches steps (5). Installs python3-torch and
-# python3-torchvision where missing (scripts/lib/common.sh). RINGTRAIN_PYTHON picks the
-# interpreter (default /usr/bin/python3, Debian's, which python3-torch is built for).
+# --models to mlp-28m,transformer,resnet50 (examples/pytorch_models.py); --batch-size (per rank)
+# to 32, Horovod's; each run warms up --warmup steps (2), then times --iters (5) timings of
+# --batches steps (5). Installs python3-torch and python3-torchvision where missing
+# (scripts/lib/common.sh). RINGTRAIN_PYTHON picks the interpreter (default /usr/bin/python3,
+# Debian's, which python3-torch is built for).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # shellcheck source=scripts/lib/common.sh
@@ -24,7 +24,7 @@ usage() {
   sed -n '2,19s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
   exit 2
 }
-build="$root/build" rounds=3 models=mlp-28m,transformer,resnet50 batch="" json=""
+build="$root/build" rounds=3 models=mlp-28m,transformer,resnet50 batch=32 json=""
 warmup=2 batches=5 iters=5
 while [ "$#" -gt 0 ]; do
   [ "$#" -ge 2 ] || usage
@@ -45,7 +45,7 @@ ringtrain_need_count --rounds "$rounds"
 ringtrain_need_count --warmup "$warmup"
 ringtrain_need_count --batches "$batches"
 ringtrain_need_count --iters "$iters"
-[ -z "$batch" ] || ringtrain_need_count --batch-size "$batch"
+ringtrain_need_count --batch-size "$batch"
 python="${RINGTRAIN_PYTHON:-/usr/bin/python3}"
 IFS=, read -ra model_list <<<"$models"
 known="$(cd "$root/examples" && "$python" -c 'import pytorch_models; print(" ".join(pytorch_models.MODELS))' 2>/dev/null ||
@@ -60,16 +60,6 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 ways=(ddp-gloo ddp-hook optimizer)
 
-# batch_of MODEL: the samples per rank and step.
-batch_of() {
-  if [ -n "$batch" ]; then echo "$batch"; return; fi
-  case "$1" in
-    mlp-28m) echo 128 ;;
-    resnet50) echo 16 ;;
-    *) echo 32 ;;
-  esac
-}
-
 for round in $(seq "$rounds"); do
   for model in "${model_list[@]}"; do
     for i in 0 1 2; do
@@ -77,12 +67,12 @@ for round in $(seq "$rounds"); do
       ringtrain_say "round $round/$rounds: $model, $way"
       PYTHONPATH="$build/python" OMP_NUM_THREADS=1 mpirun -np 2 --bind-to none "$python" \
         "$root/examples/pytorch_synthetic_benchmark.py" --model "$model" --mode "$way" \
-        --batch-size "$(batch_of "$model")" --num-warmup-batches "$warmup" \
+        --batch-size "$batch" --num-warmup-batches "$warmup" \
         --num-batches-per-iter "$batches" --num-iters "$iters" >"$work/run.out" 2>&1 ||
         { cat "$work/run.out" >&2; exit 1; }
       total="$(sed -n 's/^Total img\/sec on 2 CPU(s): \([0-9.]*\) .*/\1/p' "$work/run.out")"
       [ -n "$total" ] || { cat "$work/run.out" >&2; ringtrain_say "error: no total in the output"; exit 1; }
-      echo "{\"round\": $round, \"model\": \"$model\", \"way\": \"$way\", \"batch\": $(batch_of "$model"), \"samples_per_s\": $total}" >>"$work/runs.jsonl"
+      echo "{\"round\": $round, \"model\": \"$model\", \"way\": \"$way\", \"batch\": $batch, \"samples_per_s\": $total}" >>"$work/runs.jsonl"
     done
   done
 done
