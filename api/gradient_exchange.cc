@@ -120,8 +120,9 @@ void GradientExchange::Impl::build() {
     offset += p.count;
   }
   exchange = api::translated([&] {
-    return engine::makeGradientExchange(runtime->backend, runtime->environment->world(),
-                                        std::move(segments), options);
+    return engine::makeGradientExchange(api::exchangeBackend(*runtime, options.compression),
+                                        runtime->environment->world(), std::move(segments),
+                                        options);
   });
   storage.assign(offset, 0.0f);
   buffers = exchange->hostBuffers(storage);
@@ -177,6 +178,15 @@ GradientExchange::GradientExchange() : impl_(std::make_unique<Impl>()) {
 
 GradientExchange::GradientExchange(Compression compression) : GradientExchange() {
   impl_->options.compression = api::engineCompression(compression);
+}
+
+GradientExchange::GradientExchange(Compression compression, ReduceOp op)
+    : GradientExchange(compression) {
+  if (op != ReduceOp::kAverage && op != ReduceOp::kSum) {
+    throw Error("ringtrain::GradientExchange: the reduction must be kAverage or kSum");
+  }
+  impl_->options.reduction =
+      op == ReduceOp::kSum ? engine::Reduction::kSum : engine::Reduction::kAverage;
 }
 
 GradientExchange::~GradientExchange() = default;

@@ -126,6 +126,14 @@ engine::ExchangeBackend engineBackend(Backend backend, int nodeCount) {
   throw Error("Options::backend: no such backend");
 }
 
+engine::ExchangeBackend exchangeBackend(const Runtime& runtime, engine::Compression compression) {
+  if (runtime.backendChosen && runtime.backend == engine::ExchangeBackend::kShm &&
+      compression != engine::Compression::kNone) {
+    return engine::ExchangeBackend::kTuned;
+  }
+  return runtime.backend;
+}
+
 engine::Compression engineCompression(Compression compression) {
   return kEngineCompression[static_cast<std::size_t>(compression)];
 }

@@ -87,6 +87,7 @@ void startRuntime(api::Runtime& runtime, const Options& options) {
   const Options resolved = api::resolvedOptions(options);  // bad settings before MPI starts
   joinMpi(runtime);
   runtime.backend = api::engineBackend(resolved.backend, runtime.environment->nodeCount());
+  runtime.backendChosen = resolved.backend == Backend::kAuto;
   runtime.exchangeOptions = api::engineOptions(resolved);
   runtime.control = api::translated([&] {
     return collectives::makeCommunicator(engine::controlBackend(runtime.backend),

@@ -25,6 +25,7 @@ class Closable {
 struct Runtime {
   std::optional<collectives::MpiEnvironment> environment;
   engine::ExchangeBackend backend = engine::ExchangeBackend::kRing;
+  bool backendChosen = false;  // Backend::kAuto resolved it (an exchange may choose again)
   engine::ExchangeOptions exchangeOptions;
   std::unique_ptr<collectives::Communicator> control;  // allreduce, broadcast, allgather
   std::optional<collectives::StallWatchdog> watchdog;
@@ -53,6 +54,9 @@ auto translated(Body&& body) -> decltype(body()) {
 Options resolvedOptions(const Options& options);
 // The engine's backend for `backend` on a job of `nodeCount` nodes (kAuto resolved).
 engine::ExchangeBackend engineBackend(Backend backend, int nodeCount);
+// The backend of a gradient exchange with `compression`: the runtime's, except that where kAuto
+// chose shm, a compressed exchange takes kTuned (16 bits on the wire need a wire).
+engine::ExchangeBackend exchangeBackend(const Runtime& runtime, engine::Compression compression);
 engine::ExchangeOptions engineOptions(const Options& options);
 engine::Compression engineCompression(Compression compression);
 

@@ -60,6 +60,7 @@ std::unique_ptr<GradientExchange> makeGradientExchange(ExchangeBackend backend, 
     shared.fusionThresholdBytes = options.fusionThresholdBytes;
     shared.overlap = options.overlap;
     shared.stallTimeoutSeconds = options.stallTimeoutSeconds;
+    shared.reduction = options.reduction;
     shared.test = options.test;
     return std::make_unique<SharedGradientReducer>(comm, std::move(segments), shared, trace);
   }
@@ -73,6 +74,7 @@ std::unique_ptr<GradientExchange> makeGradientExchange(ExchangeBackend backend, 
   reducer.fusionThresholdBytes = options.fusionThresholdBytes;
   reducer.overlap = options.overlap;
   reducer.compression = options.compression;
+  reducer.reduction = options.reduction;
   return std::make_unique<GradientReducer>(
       collectives::makeCommunicator(communicatorBackend(backend), comm, communicatorOptions),
       std::move(segments), reducer, trace);

@@ -44,6 +44,7 @@ struct ExchangeOptions {
   std::size_t fusionThresholdBytes = kDefaultFusionThresholdBytes;  // largest bucket
   bool overlap = true;  // average while backward still runs
   Compression compression = Compression::kNone;
+  Reduction reduction = Reduction::kAverage;  // the mean over the ranks, or their sum
   double stallTimeoutSeconds = kDefaultStallTimeoutSeconds;  // shm's own waits (0: never)
   std::string tuningFile;  // tuned: the table (empty: the built-in one)
   collectives::CommunicatorTestHooks test;

@@ -16,6 +16,10 @@
 
 namespace ringtrain::engine {
 
+// What an exchange leaves of the ranks' gradients: their mean (training's), or their sum (a
+// library caller's choice: ringtrain::GradientExchange with ReduceOp::kSum).
+enum class Reduction { kAverage, kSum };
+
 // One step's buffers: backward writes `gradients`, the exchange writes their average into
 // `averaged` (which may be `gradients` itself: averaged in place).
 struct StepBuffers {

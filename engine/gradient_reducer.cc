@@ -92,21 +92,22 @@ void GradientReducer::reduce(const GradientBucket& bucket) {
   const std::int64_t start = steadyNowNs();
   const float* in = gradients_.data() + bucket.offset;
   float* out = averaged_.data() + bucket.offset;
+  const ReduceOp op = options_.reduction == Reduction::kSum ? ReduceOp::kSum : ReduceOp::kAverage;
   switch (options_.compression) {
     case Compression::kNone:
-      comm_.allreduce(in, out, bucket.count, DataType::kFloat32, ReduceOp::kAverage);
+      comm_.allreduce(in, out, bucket.count, DataType::kFloat32, op);
       break;
     case Compression::kFloat16: {
       auto* wire = reinterpret_cast<Float16*>(staging_[bucket.index].data());
       collectives::convertFromFloat(in, wire, bucket.count);
-      comm_.allreduce(wire, wire, bucket.count, DataType::kFloat16, ReduceOp::kAverage);
+      comm_.allreduce(wire, wire, bucket.count, DataType::kFloat16, op);
       collectives::convertToFloat(wire, out, bucket.count);
       break;
     }
     case Compression::kBFloat16: {
       auto* wire = reinterpret_cast<BFloat16*>(staging_[bucket.index].data());
       collectives::convertFromFloat(in, wire, bucket.count);
-      comm_.allreduce(wire, wire, bucket.count, DataType::kBFloat16, ReduceOp::kAverage);
+      comm_.allreduce(wire, wire, bucket.count, DataType::kBFloat16, op);
       collectives::convertToFloat(wire, out, bucket.count);
       break;
     }

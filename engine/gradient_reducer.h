@@ -52,6 +52,7 @@ struct ReducerOptions {
   std::size_t fusionThresholdBytes = 4 << 20;
   bool overlap = true;
   Compression compression = Compression::kNone;
+  Reduction reduction = Reduction::kAverage;
 };
 
 class GradientReducer final : public GradientExchange {

@@ -248,13 +248,14 @@ void SharedGradientReducer::averagePiece(const Piece& piece) {
   const std::int64_t start = steadyNowNs();
   const std::size_t count = piece.end - piece.begin;
   float* out = averaged_ + piece.begin;
-  // (g_0 + g_1 + ... + g_{n-1}) / n, in rank order whoever computes it.
+  // (g_0 + g_1 + ... + g_{n-1}) / n, in rank order whoever computes it (without "/ n": the sum).
+  const int divisor = options_.reduction == Reduction::kSum ? 1 : size_;
   for (int r = 1; r < size_; ++r) {
     const float* sum = r == 1 ? gradients(0) + piece.begin : out;
     // Streamed past this core's cache: every rank's optimiser reads the average next, so no
     // core should have to take its lines from this one first.
     collectives::reduceArrays(DataType::kFloat32, ReduceOp::kSum, sum, gradients(r) + piece.begin,
-                              out, count, r == size_ - 1 ? size_ : 1,
+                              out, count, r == size_ - 1 ? divisor : 1,
                               collectives::StoreMode::kStreaming);
   }
   if (size_ == 1) std::copy_n(gradients(0) + piece.begin, count, out);

@@ -64,7 +64,8 @@ struct SharedReducerOptions {
   // Work unit: small enough that the last rank to finish backward shares the tail with the
   // others, large enough that taking a ticket (one atomic on a shared line) costs nothing.
   std::size_t pieceBytes = 64 << 10;
-  double stallTimeoutSeconds = 300;  // 0: wait for ever
+  double stallTimeoutSeconds = 300;           // 0: wait for ever
+  Reduction reduction = Reduction::kAverage;  // kSum: the sum, not divided by the ranks
   // Test-only, as CommunicatorOptions': rank test.stallRank never announces anything in step
   // test.stallCollective (counted from 1) and waits for ever instead.
   collectives::CommunicatorTestHooks test;

@@ -90,6 +90,7 @@ void bindGradientExchange(py::module_& m) {
   py::class_<ringtrain::GradientExchange>(m, "GradientExchange")
       .def(py::init<>())
       .def(py::init<ringtrain::Compression>())
+      .def(py::init<ringtrain::Compression, ringtrain::ReduceOp>())
       .def("add_parameter", &ringtrain::GradientExchange::addParameter)
       .def(
           "gradient_ready",

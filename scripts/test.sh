@@ -10,6 +10,8 @@
 #   scripts/test.sh --no-fuzz          skip the fuzz step
 #   scripts/test.sh --fuzz-seconds N   fuzz each reader for N seconds (default 20)
 #   scripts/test.sh --fuzz-only        only the fuzz step (with --fuzz-seconds: a longer run)
+#   scripts/test.sh --torch            install python3-torch and python3-torchvision first (about
+#                                      1 GB), so that the PyTorch tests run instead of SKIP
 #   scripts/test.sh --sanitize         build into build-sanitize/ with AddressSanitizer and
 #                                      UndefinedBehaviorSanitizer and run the tests there instead
 #   scripts/test.sh --full             afterwards the heavy checks: build the container image and
@@ -29,7 +31,7 @@ source "$root/scripts/lib/common.sh"
 source "$root/scripts/lib/sanitizers.sh"
 
 usage() {
-  sed -n '2,23s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+  sed -n '2,25s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
   exit 2
 }
 
@@ -38,6 +40,7 @@ tsan=1
 fuzz=1
 tests=1
 full=0
+torch=0
 # 20 s for each target keeps the fuzz step (with its build) a small part of CI's run; a longer
 # run is a matter of --fuzz-seconds.
 fuzz_seconds=20
@@ -49,6 +52,7 @@ while [ "$#" -gt 0 ]; do
     --no-fuzz) fuzz=0 ;;
     --fuzz-only) tests=0 ;;
     --full) full=1 ;;
+    --torch) torch=1 ;;
     --fuzz-seconds)
       if [ "$#" -lt 2 ] || ! [[ "$2" =~ ^[1-9][0-9]*$ ]]; then usage; fi
       fuzz_seconds="$2"
@@ -65,6 +69,7 @@ if [ "$tests" -eq 0 ] && { [ "$fuzz" -eq 0 ] || [ "$sanitize" -eq 1 ]; }; then
 fi
 
 ringtrain_install_packages "${RINGTRAIN_PACKAGES[@]}"
+[ "$torch" -eq 0 ] || ringtrain_install_torch
 ringtrain_allow_mpirun_as_root
 
 if [ "$tests" -eq 1 ]; then

@@ -41,8 +41,8 @@ enum class DataType { kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64 };
 enum class ReduceOp { kSum, kAverage, kMin, kMax };
 
 // How gradients are averaged (`ringtrain train --backend`). kAuto: kShm where every rank shares
-// one node, kTuned across nodes. The collectives above run on the exchange backend's own host
-// communicator (kShm's: the ring).
+// one node (kTuned for an exchange that compresses: kShm has no wire), kTuned across nodes. The
+// collectives above run on the exchange backend's own host communicator (kShm's: the ring).
 enum class Backend { kAuto, kMpi, kRing, kTuned, kHierarchical, kShm };
 // How gradient buckets cross the wire (`--compression`): as float32, or in 16 bits.
 enum class Compression { kNone, kFloat16, kBFloat16 };
@@ -83,8 +83,9 @@ void broadcast(void* data, std::size_t count, DataType type, int root);
 void allgather(const void* send, void* recv, std::size_t countPerRank, DataType type);
 void barrier();
 
-// Averages the gradients of the caller's parameters over the ranks, bucket by bucket, while
-// backward still computes the earlier layers' gradients (the engine's buckets: docs/design.md).
+// Averages (or sums) the gradients of the caller's parameters over the ranks, bucket by bucket,
+// while backward still computes the earlier layers' gradients (the engine's buckets:
+// docs/design.md).
 //
 // Register each parameter once, in the order backward finishes them (the last layer first). Then
 // each step: gradientReady for every parameter as backward finishes it, then wait(). Every rank
@@ -94,6 +95,9 @@ class GradientExchange {
  public:
   GradientExchange();  // needs start(); the compression of start()'s options
   explicit GradientExchange(Compression compression);  // this exchange's own compression
+  // kAverage (the others' default) or kSum: wait() leaves the sum over the ranks, summed as the
+  // average is, without the division. kMin and kMax throw Error.
+  GradientExchange(Compression compression, ReduceOp op);
   ~GradientExchange();
   GradientExchange(const GradientExchange&) = delete;
   GradientExchange& operator=(const GradientExchange&) = delete;

@@ -8,9 +8,12 @@
 
 DistributedOptimizer hooks each parameter's gradient: as backward finishes it, its bucket goes
 to the engine's communication thread, which averages while backward goes on; step() waits for
-the averages and then steps. CPU tensors only (the binding has no GPU path).
+the averages and then steps. CPU tensors only (the binding has no GPU path). A script that keeps
+DistributedDataParallel calls init_process_group() and registers allreduce_hook instead.
 """
 import contextlib
+import queue
+import threading
 
 import torch
 
@@ -32,7 +35,6 @@ class Compression:
 
 
 init = _ringtrain.init
-shutdown = _ringtrain.shutdown
 is_initialized = _ringtrain.started
 rank = _ringtrain.rank
 size = _ringtrain.size
@@ -88,11 +90,44 @@ def broadcast(tensor, root_rank, name=None):
     return broadcast_(tensor.detach().clone(memory_format=torch.contiguous_format), root_rank)
 
 
+_MAX_ALLGATHER_DIMS = 16
+
+
 def allgather(tensor, name=None):
-    """Every rank's tensor concatenated along dimension 0 (all of the same shape)."""
+    """Every rank's tensor concatenated along dimension 0. The first dimension may differ from
+    rank to rank (as in Horovod), the others may not; a 0-d tensor counts as shape (1,)."""
     tensor = tensor.detach().contiguous()
-    out = tensor.new_empty((size() * tensor.shape[0],) + tuple(tensor.shape[1:])) \
-        if tensor.dim() > 0 else tensor.new_empty((size(),))
+    if tensor.dim() == 0:
+        tensor = tensor.reshape(1)
+    _buffer(tensor, "allgather")
+    if tensor.dim() > _MAX_ALLGATHER_DIMS:
+        raise ValueError(f"ringtrain.torch.allgather: {tensor.dim()} dimensions; at most "
+                         f"{_MAX_ALLGATHER_DIMS}")
+    # Every rank's shape (the trailing dimensions padded with -1), then the rows padded to the
+    # longest: one all-gather of equal sizes each.
+    shape = list(tensor.shape) + [-1] * (_MAX_ALLGATHER_DIMS - tensor.dim())
+    shapes = _gather_equal(torch.tensor(shape, dtype=torch.int64)).view(size(), -1)
+    for r in range(size()):
+        if not torch.equal(shapes[r, 1:], shapes[0, 1:]):
+            def shown(row):
+                return "[*" + "".join(f", {int(d)}" for d in row[1:] if d >= 0) + "]"
+            raise ValueError(f"ringtrain.torch.allgather: rank {r}'s tensor is "
+                             f"{shown(shapes[r])} where rank 0's is {shown(shapes[0])}: every "
+                             "dimension but the first must agree")
+    rows = [int(n) for n in shapes[:, 0]]
+    if max(rows) == 0:
+        return tensor.new_empty(tensor.shape)
+    if min(rows) == max(rows):
+        return _gather_equal(tensor).view((size() * rows[0],) + tuple(tensor.shape[1:]))
+    padded = tensor.new_zeros((max(rows),) + tuple(tensor.shape[1:]))
+    padded[:tensor.shape[0]] = tensor
+    gathered = _gather_equal(padded).view((size(),) + tuple(padded.shape))
+    return torch.cat([gathered[r, :rows[r]] for r in range(size())])
+
+
+def _gather_equal(tensor):
+    """The ranks' tensors of one size, one after another, flat."""
+    out = tensor.new_empty((size() * tensor.numel(),))
     send, count, dtype = _buffer(tensor, "allgather")
     _ext.allgather_address(send, out.data_ptr(), count, dtype)
     return out
@@ -147,9 +182,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._rt_check_names(named, everything)
         if op not in (Average, Sum):
             raise ValueError("ringtrain.torch.DistributedOptimizer: op must be Average or Sum")
-        self._rt_op = op
         self._rt_passes = backward_passes_per_step
-        self._rt_exchange = _ext.GradientExchange(compression)
+        self._rt_exchange = _ext.GradientExchange(compression, op)
         self._rt_index = {}
         # Backward finishes the last layers first: registered in reverse, so that the first
         # buckets are ready first (the engine waits for them in this order).
@@ -208,9 +242,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if p not in self._rt_announced and p.grad is not None:
                 self._rt_announce(p)
         self._rt_exchange.wait()
-        if self._rt_op == Sum:
-            for p in self._rt_announced:
-                p.grad.mul_(size())
         self._rt_announced = set()
         self._rt_delay = {p: self._rt_passes for p in self._rt_index}
         self._rt_synchronized = True
@@ -241,12 +272,90 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                op)
 
 
+class _HookWorker:
+    """One thread that all-reduces DDP's buckets in the order DDP hands them over (the same on
+    every rank), so that backward goes on meanwhile; the binding releases the GIL while it
+    waits. Started at the first bucket, stopped by shutdown()."""
+
+    def __init__(self):
+        self._queue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="ringtrain-ddp-hook", daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            tensor, future = item
+            try:
+                allreduce_(tensor, op=Average)
+            except BaseException as error:  # noqa: B902 - handed to DDP's wait
+                future.set_exception(error)
+            else:
+                future.set_result(tensor)
+
+    def submit(self, tensor):
+        future = torch.futures.Future()
+        self._queue.put((tensor, future))
+        return future
+
+    def stop(self):
+        self._queue.put(None)
+        self._thread.join()
+
+
+_hook_worker = None
+
+
 def allreduce_hook(state, bucket):
     """DDP communication hook: ddp.register_comm_hook(None, rt.allreduce_hook). Averages each
-    DDP bucket with ringtrain's all-reduce (on the calling thread) instead of the process
-    group's."""
-    tensor = bucket.buffer()
-    allreduce_(tensor, op=Average)
-    future = torch.futures.Future()
-    future.set_result(tensor)
-    return future
+    DDP bucket with ringtrain's all-reduce on a thread of its own, so that backward goes on
+    while the bucket travels, and returns the future DDP waits for."""
+    global _hook_worker
+    if _hook_worker is None:
+        _buffer(bucket.buffer(), "allreduce_hook")  # a call before init() fails here, at once
+        _hook_worker = _HookWorker()
+    return _hook_worker.submit(bucket.buffer())
+
+
+def _stop_hook_worker():
+    global _hook_worker
+    if _hook_worker is not None:
+        _hook_worker.stop()
+        _hook_worker = None
+
+
+def shutdown():
+    """Ends the job's use of ringtrain (Horovod's hvd.shutdown())."""
+    _stop_hook_worker()
+    _ringtrain.shutdown()
+
+
+def init_process_group(backend="gloo", timeout_seconds=300):
+    """torch.distributed's process group over the ranks of ringtrain's job (rank() and size()),
+    which DistributedDataParallel needs even when ringtrain's hook averages its gradients. One
+    node: rank 0 picks a free port on 127.0.0.1 and ringtrain broadcasts it; gloo then talks over
+    the loopback interface (GLOO_SOCKET_IFNAME=lo unless set). Nothing happens if a group exists.
+    """
+    import datetime
+    import os
+    import socket
+
+    import torch.distributed as dist
+    if dist.is_initialized():
+        return
+    if local_size() != size():
+        raise Error(f"ringtrain.torch.init_process_group: the job spans several nodes "
+                    f"({local_size()} of {size()} ranks on this one); it builds a group on one "
+                    "node only: call torch.distributed.init_process_group yourself")
+    port = torch.zeros(1, dtype=torch.int64)
+    if rank() == 0:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind(("127.0.0.1", 0))
+            port[0] = probe.getsockname()[1]
+    broadcast_(port, 0)
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{int(port[0])}",
+                            rank=rank(), world_size=size(),
+                            timeout=datetime.timedelta(seconds=timeout_seconds))

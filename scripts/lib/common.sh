@@ -28,6 +28,11 @@ RINGTRAIN_PACKAGES=(
   qemu-user
 )
 
+# PyTorch for the Python tests and benchmarks of ringtrain.torch (tests/python,
+# examples/pytorch_synthetic_benchmark.py, scripts/bench/pytorch_api.sh): about 1 GB with its
+# dependencies, so not in RINGTRAIN_PACKAGES; without it those tests print SKIP.
+RINGTRAIN_TORCH_PACKAGES=(python3-torch python3-torchvision)
+
 ringtrain_say() { printf '[ringtrain] %s\n' "$*" >&2; }
 
 # ringtrain_need_count OPTION VALUE [MIN]: exit 2 with one line unless VALUE is a whole number
@@ -69,6 +74,11 @@ ringtrain_install_packages() {
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     "${missing[@]}" >/dev/null
+}
+
+# Installs Debian's PyTorch and torchvision where missing (minutes the first time).
+ringtrain_install_torch() {
+  ringtrain_install_packages "${RINGTRAIN_TORCH_PACKAGES[@]}"
 }
 
 # Open MPI refuses to run as root unless told twice; CI and containers run as root.

@@ -76,6 +76,40 @@ TEST_P(GradientExchangeTest, GradientsBecomeTheirAverageEveryStep) {
       << exchange.describeBuckets();
 }
 
+// ReduceOp::kSum: the sum over the ranks (small integers: exact in any order and in 16 bits).
+TEST_P(GradientExchangeTest, ReduceOpSumLeavesTheSum) {
+  ringtrain::GradientExchange exchange(GetParam().compression, ringtrain::ReduceOp::kSum);
+  std::vector<std::vector<float>> gradients(kParameters.size());
+  for (std::size_t p = 0; p < kParameters.size(); ++p) {
+    exchange.addParameter(kParameters[p].first, kParameters[p].second);
+    gradients[p].resize(kParameters[p].second);
+  }
+  for (int step = 0; step < 2; ++step) {
+    for (std::size_t p = 0; p < kParameters.size(); ++p) {
+      for (std::size_t i = 0; i < gradients[p].size(); ++i)
+        gradients[p][i] = gradientOf(ringtrain::rank(), p, i, step);
+      exchange.gradientReady(static_cast<int>(p), gradients[p].data());
+    }
+    exchange.wait();
+    const int n = ringtrain::size();
+    for (std::size_t p = 0; p < kParameters.size(); ++p) {
+      for (std::size_t i = 0; i < gradients[p].size(); ++i) {
+        ASSERT_EQ(gradients[p][i], averageOf(n, p, i, step) * static_cast<float>(n))
+            << kParameters[p].first << "[" << i << "] in step " << step;
+      }
+    }
+  }
+}
+
+TEST_P(GradientExchangeTest, OnlyAverageAndSumAreReductions) {
+  try {
+    ringtrain::GradientExchange exchange(Compression::kNone, ringtrain::ReduceOp::kMax);
+    ADD_FAILURE() << "kMax was accepted";
+  } catch (const ringtrain::Error& e) {
+    EXPECT_STREQ(e.what(), "ringtrain::GradientExchange: the reduction must be kAverage or kSum");
+  }
+}
+
 TEST_P(GradientExchangeTest, ParameterNotAnnouncedCountsAsZero) {
   ringtrain::GradientExchange exchange;
   exchange.addParameter("used", 10);
@@ -132,7 +166,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Setting{Backend::kTuned, Compression::kNone, "tuned"},
                       Setting{Backend::kShm, Compression::kNone, "shm"},
                       Setting{Backend::kRing, Compression::kBFloat16, "ring_bf16"},
-                      Setting{Backend::kRing, Compression::kFloat16, "ring_fp16"}),
+                      Setting{Backend::kRing, Compression::kFloat16, "ring_fp16"},
+                      // one node: shm for the plain exchange, tuned for the compressed one
+                      Setting{Backend::kAuto, Compression::kFloat16, "auto_fp16"}),
     settingName);
 
 }  // namespace

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The installed Python package: `cmake --install` into a temporary prefix, then the NumPy test
-# and (with python3-torch) the PyTorch exactness test on 2 ranks with only
-# PYTHONPATH=PREFIX/lib/python3/dist-packages, from a folder outside the checkout.
+# and (with python3-torch) the PyTorch exactness tests (DistributedOptimizer, the DDP hook) on 2
+# ranks with only PYTHONPATH=PREFIX/lib/python3/dist-packages, from a folder outside the checkout.
 #   installed_package_test.sh BUILD_DIR PYTHON MPIEXEC [MPIEXEC_FLAGS...]
 set -uo pipefail
 build="${1:?usage: installed_package_test.sh BUILD_DIR PYTHON MPIEXEC [FLAGS...]}"
@@ -19,7 +19,7 @@ if ! output="$(cmake --install "$build" --prefix "$prefix" 2>&1)"; then
 fi
 export PYTHONPATH="$prefix/lib/python3/dist-packages" OMP_NUM_THREADS=1
 cd "$prefix" || exit 1
-for test in numpy_test.py torch_exactness_test.py; do
+for test in numpy_test.py torch_exactness_test.py torch_ddp_hook_test.py; do
   output="$("$mpiexec" -np 2 "$@" "$python" "$here/$test" 2>&1)"
   status=$?
   if [ "$status" -eq 77 ]; then

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# scripts/bench/pytorch_api.sh on one short round of the tiny MLP: a table row and a JSON entry
+# per way (ddp-gloo, ddp-hook, optimizer), each with its samples per second and
+# its ratio to ddp-gloo; then bad options (exit status 2). No speed is judged: benchmarks are not
+# timed tests. SKIP (77) without python3-torch (the script would install it).
+#   pytorch_api_test.sh PYTORCH_API_SH BUILD_DIR PYTHON
+set -uo pipefail
+script="$1"
+build_dir="$2"
+export RINGTRAIN_PYTHON="$3"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+# shellcheck source=../support/checks.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/checks.sh"
+if ! "$RINGTRAIN_PYTHON" -c 'import torch' 2>/dev/null; then
+  echo "SKIP: needs python3-torch"
+  exit 77
+fi
+
+if timeout 300 bash "$script" --build "$build_dir" --rounds 1 --models tiny-mlp \
+  --batch-size 8 --warmup 1 --batches 1 --iters 2 --json "$work/s.json" >"$work/s.out" 2>"$work/s.err"; then
+  ok "one round: exit status 0"
+else
+  fail "one round: exit status $?" "$(cat "$work/s.out" "$work/s.err")"
+fi
+for way in ddp-gloo ddp-hook optimizer; do
+  grep -qE "^ *tiny-mlp +8 +$way +[0-9.]+ \([0-9.]+-[0-9.]+\) +[0-9.]+ \(" "$work/s.out" &&
+    ok "row tiny-mlp $way" || fail "no row tiny-mlp $way" "$(cat "$work/s.out")"
+done
+grep -q "^goal (mlp-28m at least 1.3, every model at least 1.0): " "$work/s.out" &&
+  ok "the goal line" || fail "no goal line" "$(cat "$work/s.out")"
+"$RINGTRAIN_PYTHON" - "$work/s.json" <<'PY' && ok "JSON: 3 ways, one round" || fail "JSON" "$(cat "$work/s.json")"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["rounds"] == 1 and s["ranks"] == 2, s
+assert [m["model"] for m in s["models"]] == ["tiny-mlp"], s
+for m in s["models"]:
+    assert set(m["ways"]) == {"ddp-gloo", "ddp-hook", "optimizer"}, m
+    gloo = m["ways"]["ddp-gloo"]["samples_per_s"][0]
+    for way in m["ways"].values():
+        assert len(way["samples_per_s"]) == 1 and way["samples_per_s"][0] > 0, way
+        assert abs(way["ratio_to_ddp_gloo"][0] - way["samples_per_s"][0] / gloo) < 1e-9, way
+PY
+
+for bad in "--rounds 0" "--rounds x" "--batches -1" "--models tiny-mlp,nosuch" "--no-such-option 1" "--json"; do
+  # shellcheck disable=SC2086
+  timeout 60 bash "$script" --build "$build_dir" $bad >"$work/bad.out" 2>&1
+  status=$?
+  [ "$status" -eq 2 ] && ok "$bad: exit status 2" || fail "$bad: exit status $status, want 2" "$(cat "$work/bad.out")"
+done
+
+[ "$failures" -eq 0 ] || { echo "$failures check(s) failed"; exit 1; }
+echo "all checks passed"
