@@ -4,7 +4,7 @@
 #include <string>
 
 #include "api/runtime.h"
-#include "engine/gradient_reducer.h"
+#include "engine/exchange_options.h"
 
 namespace ringtrain::api {
 namespace {

@@ -1,8 +1,8 @@
-#include "collectives/fingerprint.h"
+#include "base/fingerprint.h"
 
 #include <cstring>
 
-namespace ringtrain::collectives {
+namespace ringtrain {
 
 std::uint64_t fingerprint(const void* data, std::size_t bytes) {
   constexpr std::uint64_t kPrime = 0x100000001b3ull;
@@ -20,4 +20,4 @@ std::uint64_t fingerprint(const void* data, std::size_t bytes) {
   return h;
 }
 
-}  // namespace ringtrain::collectives
+}  // namespace ringtrain

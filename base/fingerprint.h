@@ -4,10 +4,10 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace ringtrain::collectives {
+namespace ringtrain {
 
 // FNV-1a over 8-byte words (then the tail bytes), with an extra shift-xor per word so that
 // every input bit reaches the high bits. Not cryptographic: for catching replicas that drifted.
 std::uint64_t fingerprint(const void* data, std::size_t bytes);
 
-}  // namespace ringtrain::collectives
+}  // namespace ringtrain

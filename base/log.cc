@@ -1,4 +1,4 @@
-#include "collectives/log.h"
+#include "base/log.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <system_error>
 
-namespace ringtrain::collectives {
+namespace ringtrain {
 namespace {
 
 std::string& label() {
@@ -138,4 +138,4 @@ void logLine(LogLevel value, std::string_view message) {
   }
 }
 
-}  // namespace ringtrain::collectives
+}  // namespace ringtrain

@@ -10,9 +10,9 @@
 #include <string>
 #include <string_view>
 
-#include "collectives/named_values.h"
+#include "base/named_values.h"
 
-namespace ringtrain::collectives {
+namespace ringtrain {
 
 // Each level shows the ones before it: error shows errors only, debug everything.
 enum class LogLevel { kError, kWarn, kInfo, kDebug };
@@ -44,4 +44,4 @@ std::optional<std::string> openLogFile(std::string_view pattern, int rank, int s
 // Writes "<label> <message>" where the level says, when it is shown.
 void logLine(LogLevel level, std::string_view message);
 
-}  // namespace ringtrain::collectives
+}  // namespace ringtrain

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <cstdint>
 
-namespace ringtrain::collectives {
+namespace ringtrain {
 
 inline std::int64_t steadyNowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -12,4 +12,4 @@ inline std::int64_t steadyNowNs() {
       .count();
 }
 
-}  // namespace ringtrain::collectives
+}  // namespace ringtrain

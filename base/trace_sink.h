@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string_view>
 
-#include "collectives/steady_clock.h"
+#include "base/steady_clock.h"
 
-namespace ringtrain::collectives {
+namespace ringtrain {
 
 class TraceSink {
  public:
@@ -19,4 +19,4 @@ class TraceSink {
                     std::int64_t endNs, std::int64_t bytes = -1, std::string_view backend = {}) = 0;
 };
 
-}  // namespace ringtrain::collectives
+}  // namespace ringtrain

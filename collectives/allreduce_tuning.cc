@@ -7,7 +7,7 @@
 #include <stdexcept>
 
 #include "base/file_checks.h"
-#include "collectives/log.h"
+#include "base/log.h"
 #include "collectives/mpi_check.h"
 #include "collectives/node_topology.h"
 

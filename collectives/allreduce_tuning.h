@@ -14,7 +14,7 @@
 
 #include <mpi.h>
 
-#include "collectives/named_values.h"
+#include "base/named_values.h"
 
 namespace ringtrain::collectives {
 

@@ -21,7 +21,7 @@
 
 #include "collectives/call_signature.h"
 #include "collectives/data_type.h"
-#include "collectives/named_values.h"
+#include "base/named_values.h"
 #include "collectives/request_wait.h"
 
 namespace ringtrain::collectives {

@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "base/exit_status.h"
-#include "collectives/log.h"
+#include "base/log.h"
 
 namespace ringtrain::collectives {
 

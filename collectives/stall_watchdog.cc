@@ -6,7 +6,7 @@
 #include <string>
 
 #include "collectives/mpi_check.h"
-#include "collectives/steady_clock.h"
+#include "base/steady_clock.h"
 
 namespace ringtrain::collectives {
 namespace {

@@ -8,11 +8,11 @@
 
 #include <cerrno>
 #include <cstring>
-#include <iostream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/log.h"
 #include "data/data_error.h"
 
 extern char** environ;
@@ -71,8 +71,9 @@ void checkInSeparateProcess(std::string_view kind, const std::filesystem::path& 
   const int started = ::posix_spawn(&child, programText.c_str(), &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (started != 0) {
-    std::cerr << "warning: " << fileText << ": could not start the separate check (" << programText
-              << ": " << std::strerror(started) << "); reading it unprotected\n";
+    logLine(LogLevel::kWarn, "warning: " + fileText + ": could not start the separate check (" +
+                                 programText + ": " + std::strerror(started) +
+                                 "); reading it unprotected");
     return;
   }
   const int status = waitFor(child, limit);

@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/gradient_reducer.h"
 #include "engine/shared_gradient_reducer.h"
 
 namespace ringtrain::engine {
@@ -49,20 +50,14 @@ collectives::CommunicatorOptions controlOptions(const ExchangeOptions& options) 
 std::unique_ptr<GradientExchange> makeGradientExchange(ExchangeBackend backend, MPI_Comm comm,
                                                        std::vector<GradientSegment> segments,
                                                        const ExchangeOptions& options,
-                                                       collectives::TraceSink* trace) {
+                                                       TraceSink* trace) {
   if (options.compression != Compression::kNone &&
       (backend == ExchangeBackend::kShm || averagesDeviceBuffers(backend))) {
     throw std::invalid_argument("compression " + std::string(name(options.compression)) +
                                 " is not available with backend " + std::string(name(backend)));
   }
   if (backend == ExchangeBackend::kShm) {
-    SharedReducerOptions shared;
-    shared.fusionThresholdBytes = options.fusionThresholdBytes;
-    shared.overlap = options.overlap;
-    shared.stallTimeoutSeconds = options.stallTimeoutSeconds;
-    shared.reduction = options.reduction;
-    shared.test = options.test;
-    return std::make_unique<SharedGradientReducer>(comm, std::move(segments), shared, trace);
+    return std::make_unique<SharedGradientReducer>(comm, std::move(segments), options, trace);
   }
   // The reducer drives its communicator from its own thread with overlap: it yields while it
   // waits, so that backward keeps the core (and does so with overlap off too, so that both modes
@@ -70,14 +65,9 @@ std::unique_ptr<GradientExchange> makeGradientExchange(ExchangeBackend backend, 
   collectives::CommunicatorOptions communicatorOptions = controlOptions(options);
   communicatorOptions.yieldWhileWaiting = true;
   communicatorOptions.test = options.test;
-  ReducerOptions reducer;
-  reducer.fusionThresholdBytes = options.fusionThresholdBytes;
-  reducer.overlap = options.overlap;
-  reducer.compression = options.compression;
-  reducer.reduction = options.reduction;
   return std::make_unique<GradientReducer>(
       collectives::makeCommunicator(communicatorBackend(backend), comm, communicatorOptions),
-      std::move(segments), reducer, trace);
+      std::move(segments), options, trace);
 }
 
 }  // namespace ringtrain::engine

@@ -13,11 +13,11 @@
 #include <mpi.h>
 
 #include "collectives/communicator.h"
-#include "collectives/named_values.h"
-#include "collectives/trace_sink.h"
+#include "base/named_values.h"
+#include "base/trace_sink.h"
 #include "engine/bucket_plan.h"
 #include "engine/gradient_exchange.h"
-#include "engine/gradient_reducer.h"
+#include "engine/exchange_options.h"
 
 namespace ringtrain::engine {
 
@@ -37,26 +37,13 @@ std::string_view name(ExchangeBackend backend);
 // Whether the backend averages device (GPU) buffers.
 bool averagesDeviceBuffers(ExchangeBackend backend);
 
-constexpr std::size_t kDefaultFusionThresholdBytes = std::size_t{8} << 20;
-constexpr double kDefaultStallTimeoutSeconds = 300;
-
-struct ExchangeOptions {
-  std::size_t fusionThresholdBytes = kDefaultFusionThresholdBytes;  // largest bucket
-  bool overlap = true;  // average while backward still runs
-  Compression compression = Compression::kNone;
-  Reduction reduction = Reduction::kAverage;  // the mean over the ranks, or their sum
-  double stallTimeoutSeconds = kDefaultStallTimeoutSeconds;  // shm's own waits (0: never)
-  std::string tuningFile;  // tuned: the table (empty: the built-in one)
-  collectives::CommunicatorTestHooks test;
-};
-
 // Collective over `comm`: the exchange of `backend` for a model of `segments`. Throws
 // std::invalid_argument on every rank for a combination the backend cannot do (shm across
 // nodes, compression with shm or nccl, nccl in a build without the GPU path).
 std::unique_ptr<GradientExchange> makeGradientExchange(ExchangeBackend backend, MPI_Comm comm,
                                                        std::vector<GradientSegment> segments,
                                                        const ExchangeOptions& options,
-                                                       collectives::TraceSink* trace = nullptr);
+                                                       TraceSink* trace = nullptr);
 
 // The host backend for the few small collectives of training beside the gradients (broadcasts,
 // evaluation counts, logging): the exchange's own where it sends host messages, the ring

@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "collectives/float16.h"
-#include "collectives/steady_clock.h"
+#include "base/steady_clock.h"
 
 namespace ringtrain::engine {
 
@@ -12,7 +12,7 @@ using collectives::BFloat16;
 using collectives::DataType;
 using collectives::Float16;
 using collectives::ReduceOp;
-using collectives::steadyNowNs;
+using steadyNowNs;
 
 std::string_view name(Compression compression) {
   return nameIn(kCompressionNames, compression);
@@ -20,14 +20,14 @@ std::string_view name(Compression compression) {
 
 GradientReducer::GradientReducer(std::unique_ptr<collectives::Communicator> comm,
                                  std::vector<GradientSegment> segments,
-                                 const ReducerOptions& options, collectives::TraceSink* trace)
+                                 const ExchangeOptions& options, TraceSink* trace)
     : GradientReducer(*comm, std::move(segments), options, trace) {
   ownedComm_ = std::move(comm);
 }
 
 GradientReducer::GradientReducer(collectives::Communicator& comm,
                                  std::vector<GradientSegment> segments,
-                                 const ReducerOptions& options, collectives::TraceSink* trace)
+                                 const ExchangeOptions& options, TraceSink* trace)
     : comm_(comm),
       segments_(std::move(segments)),
       buckets_(planBuckets(segments_, options.fusionThresholdBytes)),

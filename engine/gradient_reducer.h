@@ -34,36 +34,23 @@
 
 #include "collectives/aligned_buffer.h"
 #include "collectives/communicator.h"
-#include "collectives/named_values.h"
-#include "collectives/trace_sink.h"
+#include "base/named_values.h"
+#include "base/trace_sink.h"
 #include "engine/bucket_plan.h"
+#include "engine/exchange_options.h"
 #include "engine/gradient_exchange.h"
 
 namespace ringtrain::engine {
-
-// How a bucket crosses the wire: as it is, or in 16 bits (fp16, bf16).
-enum class Compression { kNone, kFloat16, kBFloat16 };
-inline constexpr NamedValue<Compression> kCompressionNames[] = {{Compression::kNone, "none"},
-                                                                {Compression::kFloat16, "fp16"},
-                                                                {Compression::kBFloat16, "bf16"}};
-std::string_view name(Compression compression);
-
-struct ReducerOptions {
-  std::size_t fusionThresholdBytes = 4 << 20;
-  bool overlap = true;
-  Compression compression = Compression::kNone;
-  Reduction reduction = Reduction::kAverage;
-};
 
 class GradientReducer final : public GradientExchange {
  public:
   // `comm` is used by the reducer alone from now on (by its thread, with overlap).
   GradientReducer(collectives::Communicator& comm, std::vector<GradientSegment> segments,
-                  const ReducerOptions& options, collectives::TraceSink* trace = nullptr);
+                  const ExchangeOptions& options, TraceSink* trace = nullptr);
   // The same, owning `comm`.
   GradientReducer(std::unique_ptr<collectives::Communicator> comm,
-                  std::vector<GradientSegment> segments, const ReducerOptions& options,
-                  collectives::TraceSink* trace = nullptr);
+                  std::vector<GradientSegment> segments, const ExchangeOptions& options,
+                  TraceSink* trace = nullptr);
   ~GradientReducer() override;
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
@@ -96,8 +83,8 @@ class GradientReducer final : public GradientExchange {
   std::vector<GradientSegment> segments_;
   std::vector<GradientBucket> buckets_;
   std::vector<int> bucketOfSegment_;
-  ReducerOptions options_;
-  collectives::TraceSink* trace_;
+  ExchangeOptions options_;
+  TraceSink* trace_;
   std::vector<collectives::AlignedBuffer> staging_;  // per bucket, for compression
   collectives::AlignedBuffer averagedStorage_;       // hostBuffers' averages
 

@@ -10,13 +10,13 @@
 
 #include "collectives/mpi_check.h"
 #include "collectives/reduce_kernels.h"
-#include "collectives/steady_clock.h"
+#include "base/steady_clock.h"
 
 namespace ringtrain::engine {
 
 using collectives::DataType;
 using collectives::ReduceOp;
-using collectives::steadyNowNs;
+using steadyNowNs;
 
 namespace {
 
@@ -59,8 +59,8 @@ struct SharedGradientReducer::Layout {
 };
 
 SharedGradientReducer::SharedGradientReducer(MPI_Comm comm, std::vector<GradientSegment> segments,
-                                             const SharedReducerOptions& options,
-                                             collectives::TraceSink* trace)
+                                             const ExchangeOptions& options,
+                                             TraceSink* trace)
     : segments_(std::move(segments)),
       buckets_(planBuckets(segments_, options.fusionThresholdBytes)),
       options_(options),
@@ -239,7 +239,7 @@ void SharedGradientReducer::waitFor(Ready ready, Describe waitingFor) {
             << (abort ? "; aborting the job"
                       : "; the job is aborted if it still waits at the timeout");
     if (abort) collectives::abortJob(message.str());
-    collectives::logLine(collectives::LogLevel::kWarn, message.str());
+    logLine(LogLevel::kWarn, message.str());
     warned = true;
   }
 }

@@ -52,32 +52,20 @@
 #include "collectives/communicator.h"
 #include "collectives/reduce_kernels.h"
 #include "collectives/shared_memory_window.h"
-#include "collectives/trace_sink.h"
+#include "base/trace_sink.h"
 #include "engine/bucket_plan.h"
+#include "engine/exchange_options.h"
 #include "engine/gradient_exchange.h"
 
 namespace ringtrain::engine {
-
-struct SharedReducerOptions {
-  std::size_t fusionThresholdBytes = 4 << 20;  // buckets: what finishStep hands out, in order
-  bool overlap = true;
-  // Work unit: small enough that the last rank to finish backward shares the tail with the
-  // others, large enough that taking a ticket (one atomic on a shared line) costs nothing.
-  std::size_t pieceBytes = 64 << 10;
-  double stallTimeoutSeconds = 300;           // 0: wait for ever
-  Reduction reduction = Reduction::kAverage;  // kSum: the sum, not divided by the ranks
-  // Test-only, as CommunicatorOptions': rank test.stallRank never announces anything in step
-  // test.stallCollective (counted from 1) and waits for ever instead.
-  collectives::CommunicatorTestHooks test;
-};
 
 class SharedGradientReducer final : public GradientExchange {
  public:
   // Collective over `comm`. Throws std::invalid_argument on every rank, with the same text, when
   // the ranks do not all share one node.
   SharedGradientReducer(MPI_Comm comm, std::vector<GradientSegment> segments,
-                        const SharedReducerOptions& options,
-                        collectives::TraceSink* trace = nullptr);
+                        const ExchangeOptions& options,
+                        TraceSink* trace = nullptr);
   ~SharedGradientReducer() override;
 
   std::span<const GradientBucket> buckets() const override { return buckets_; }
@@ -167,8 +155,8 @@ class SharedGradientReducer final : public GradientExchange {
   std::vector<GradientBucket> buckets_;
   std::vector<Piece> pieces_;
   std::size_t pieceElements_ = 0;
-  SharedReducerOptions options_;
-  collectives::TraceSink* trace_;
+  ExchangeOptions options_;
+  TraceSink* trace_;
   std::unique_ptr<collectives::SharedMemoryWindow> window_;
   std::unique_ptr<Layout> layout_;
   float* averaged_ = nullptr;

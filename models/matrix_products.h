@@ -8,6 +8,7 @@
 #include <string>
 #include <type_traits>
 
+#include "base/named_values.h"
 #include "models/bf16_gemm.h"
 
 namespace ringtrain::models {
@@ -29,6 +30,8 @@ void keepMatrixProductsOnOneThread();
 // The float32 models' matrix products: float32 throughout, or bfloat16 inputs with float32
 // accumulation (bf16_gemm.h). Double models always multiply in double.
 enum class Precision { kFloat32, kBfloat16 };
+inline constexpr NamedValue<Precision> kPrecisionNames[] = {{Precision::kFloat32, "fp32"},
+                                                            {Precision::kBfloat16, "bf16"}};
 
 // Process-wide, like OpenBLAS's thread count: set once before training (or around a test).
 // kBfloat16 needs bf16ProductsSupported(); the caller checks that and refuses otherwise.

@@ -17,7 +17,7 @@
 #include "base/exit_status.h"
 #include "collectives/communicator.h"
 #include "collectives/environment.h"
-#include "collectives/log.h"
+#include "base/log.h"
 #include "collectives/mpi_check.h"
 #include "collectives/stall_watchdog.h"
 #include "data/data_error.h"
@@ -48,7 +48,7 @@ namespace ringtrain {
 namespace {
 
 void info(std::string_view line) {
-  collectives::logLine(collectives::LogLevel::kInfo, line);
+  logLine(LogLevel::kInfo, line);
 }
 
 constexpr const char* kUsage =
@@ -82,23 +82,23 @@ std::optional<TrainConfig> settledConfig(int argc, char** argv, collectives::Mpi
   TrainConfig& config = *parsed;
   std::optional<std::string> error;
   // Before anything else is logged; a file one rank cannot open ends the job on every rank.
-  collectives::setLogLevel(config.logLevel);
+  setLogLevel(config.logLevel);
   if (!config.logFile.empty()) {
     error =
-        collectives::openLogFile(config.logFile, env.worldRank(), env.worldSize(), env.hostName());
+        openLogFile(config.logFile, env.worldRank(), env.worldSize(), env.hostName());
   }
   exitEverywhereOnError(error);
   if (!config.logFile.empty()) {  // every rank's file starts with a line
     info(fmt::format(
         "ringtrain {}, pid {}: --log-level {}, --log-file {}", RINGTRAIN_VERSION, ::getpid(),
-        nameIn(collectives::kLogLevelNames, config.logLevel),
-        collectives::expandLogPattern(config.logFile, env.worldRank(), env.hostName())));
+        nameIn(kLogLevelNames, config.logLevel),
+        expandLogPattern(config.logFile, env.worldRank(), env.hostName())));
   }
   warnOnRankZero(config.parseWarnings, env.worldRank());
   // Before anything collective that an option shapes (the tuning table, the timeline, the first
   // checkpoint): ranks told different things stop here, naming the rank and the option.
   exitEverywhereOnError(findDisagreement(env.world(), comparableOptions(config)));
-  collectives::logLine(collectives::LogLevel::kDebug,
+  logLine(LogLevel::kDebug,
                        fmt::format("node {} of {}, local rank {} of {}, pid {}", env.nodeIndex(),
                                    env.nodeCount(), env.localRank(), env.localSize(), ::getpid()));
   // A launcher that starts every rank as a job of its own (Open MPI 5 ignores the MPI operator's
@@ -120,8 +120,8 @@ std::optional<TrainConfig> settledConfig(int argc, char** argv, collectives::Mpi
   exitEverywhereOnError(settleTuningFile(config, env.world()));
   if (env.worldRank() == 0 && !config.tuningFile.empty() &&
       config.backend != engine::ExchangeBackend::kTuned) {
-    collectives::logLine(
-        collectives::LogLevel::kWarn,
+    logLine(
+        LogLevel::kWarn,
         fmt::format("--tuning-file {} is not used: backend {} takes no tuning table "
                     "(only tuned does)",
                     config.tuningFile, engine::name(*config.backend)));
@@ -229,7 +229,7 @@ int trainAndReport(const TrainConfig& config, const Sources& sources, RunService
   } catch (const TrainingStopped& stopped) {
     // Every rank stopped at the same step for the same reason; one says so.
     if (env.worldRank() == 0)
-      collectives::logLine(collectives::LogLevel::kError, std::string("error: ") + stopped.what());
+      logLine(LogLevel::kError, std::string("error: ") + stopped.what());
     return kExitTrainingStopped;
   } catch (const std::exception& e) {
     abortOn(e);

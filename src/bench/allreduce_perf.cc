@@ -53,7 +53,7 @@
 #include "collectives/aligned_buffer.h"
 #include "collectives/communicator.h"
 #include "collectives/environment.h"
-#include "collectives/fingerprint.h"
+#include "base/fingerprint.h"
 #include "collectives/float16.h"
 #include "collectives/hierarchical_communicator.h"
 #include "collectives/mpi_check.h"
@@ -665,7 +665,7 @@ struct Collective {
 std::uint64_t checkAllReduce(const std::byte* result, std::size_t count, const Patterns& patterns,
                              std::size_t elementSize) {
   const std::uint64_t wrong = countWrongElements(result, count, patterns.expected, elementSize);
-  const std::uint64_t hash = collectives::fingerprint(result, count * elementSize);
+  const std::uint64_t hash = fingerprint(result, count * elementSize);
   std::uint64_t rootHash = hash;
   RINGTRAIN_MPI_CHECK(MPI_Bcast(&rootHash, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD));
   return wrong + (hash != rootHash);
@@ -1265,7 +1265,7 @@ bool writeJson(const std::string& path, const nlohmann::json& json) {
   std::ofstream file(path);
   file << json.dump(2) << "\n";
   if (file) return true;
-  collectives::logLine(collectives::LogLevel::kError, "error: cannot write " + path);
+  logLine(LogLevel::kError, "error: cannot write " + path);
   return false;
 }
 

@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "collectives/named_values.h"
+#include "base/named_values.h"
 
 namespace ringtrain {
 
@@ -303,7 +303,7 @@ Option<Config> boolean(std::string name, Field field, std::string help, bool onO
   return option;
 }
 
-// One of an enum's names (collectives/named_values.h).
+// One of an enum's names (base/named_values.h).
 template <class Config, class Field, class Names>
 Option<Config> choice(std::string name, Field field, const Names& names, std::string help) {
   Option<Config> option;

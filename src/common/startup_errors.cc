@@ -17,7 +17,7 @@ void exitEverywhereOnError(const std::optional<std::string>& error, int exitCode
   int firstFailing = size;
   RINGTRAIN_MPI_CHECK(MPI_Allreduce(&mine, &firstFailing, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
   if (firstFailing == size) return;
-  if (rank == firstFailing) collectives::logLine(collectives::LogLevel::kError, "error: " + *error);
+  if (rank == firstFailing) logLine(LogLevel::kError, "error: " + *error);
   MPI_Finalize();
   std::exit(exitCode);
 }
@@ -25,7 +25,7 @@ void exitEverywhereOnError(const std::optional<std::string>& error, int exitCode
 void warnOnRankZero(const std::vector<std::string>& warnings, int rank) {
   if (rank != 0) return;
   for (const std::string& warning : warnings)
-    collectives::logLine(collectives::LogLevel::kWarn, "warning: " + warning);
+    logLine(LogLevel::kWarn, "warning: " + warning);
 }
 
 }  // namespace ringtrain

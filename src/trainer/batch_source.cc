@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "collectives/fingerprint.h"
+#include "base/fingerprint.h"
 
 namespace ringtrain {
 namespace {
@@ -64,10 +64,10 @@ std::string sampleDigest(const BatchSource& source) {
   HostBatch batch;
   gatherBatch(source, indices, batch);
   const auto bytes = [](const auto& values) {
-    return collectives::fingerprint(values.data(), values.size() * sizeof(values[0]));
+    return fingerprint(values.data(), values.size() * sizeof(values[0]));
   };
   const std::uint64_t parts[] = {bytes(batch.inputs), bytes(batch.labels), bytes(batch.values)};
-  return fmt::format("{:016x}", collectives::fingerprint(parts, sizeof(parts)));
+  return fmt::format("{:016x}", fingerprint(parts, sizeof(parts)));
 }
 
 }  // namespace

@@ -96,7 +96,7 @@ std::optional<std::string> validateTrainConfig(const TrainConfig& c) {
   if (auto problem = deviceAndBackendProblem(c)) return problem;
   if (auto problem = options::checkRanges(trainOptionTable(), c)) return problem;
   if (!c.logFile.empty()) {
-    if (auto problem = collectives::logPatternProblem(c.logFile)) return problem;
+    if (auto problem = logPatternProblem(c.logFile)) return problem;
   }
   if (c.resume == "auto" && c.checkpointDir.empty()) {
     return "--resume auto needs --checkpoint-dir, the folder to look for checkpoints in";
@@ -159,7 +159,7 @@ std::optional<std::string> parseGenerateConfig(int argc, const char* const* argv
   auto error =
       parseProgram(program, generateOptionTable(), argc, argv, o, help, helpText, warnings);
   for (const std::string& warning : warnings)
-    collectives::logLine(collectives::LogLevel::kWarn, "warning: " + warning);
+    logLine(LogLevel::kWarn, "warning: " + warning);
   return error;
 }
 
@@ -219,7 +219,7 @@ std::string describe(const TrainConfig& c) {
   if (c.scaleLr) out << " (scaled by ranks)";
   out << ", device " << nameIn(kDeviceNames, c.device) << (c.tf32 ? " tf32" : "");
   if (c.precision != models::Precision::kFloat32)
-    out << " precision " << nameIn(kPrecisionNames, c.precision);
+    out << " precision " << nameIn(models::kPrecisionNames, c.precision);
   out << ", backend " << name(c.backend) << (c.overlap ? " overlap" : " no overlap") << " fusion "
       << (c.fusionThresholdBytes >> 10) << " KiB";
   if (c.compression != engine::Compression::kNone)

@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "base/exit_status.h"
-#include "collectives/log.h"
-#include "collectives/named_values.h"
+#include "base/log.h"
+#include "base/named_values.h"
 #include "engine/exchange_factory.h"
-#include "engine/gradient_reducer.h"
+#include "engine/exchange_options.h"
 #include "models/matrix_products.h"
 #include "models/model_factory.h"
 #include "src/common/option_table.h"
@@ -46,11 +46,6 @@ models::GptShape presetShape(GptPreset preset);
 enum class Device { kAuto, kCpu, kCuda };  // kCuda: one GPU per rank
 inline constexpr NamedValue<Device> kDeviceNames[] = {
     {Device::kAuto, "auto"}, {Device::kCpu, "cpu"}, {Device::kCuda, "cuda"}};
-
-// The CPU's matrix products (models/matrix_products.h): float32, or bfloat16 inputs with float32
-// accumulation on CPUs with AVX512-BF16.
-inline constexpr NamedValue<models::Precision> kPrecisionNames[] = {
-    {models::Precision::kFloat32, "fp32"}, {models::Precision::kBfloat16, "bf16"}};
 
 // Gather the next batch on a thread of its own while the step trains.
 enum class Prefetch { kAuto, kOn, kOff };
@@ -163,7 +158,7 @@ struct TrainConfig {
   std::string initFrom;              // safetensors weights to start a fresh run from ("" : none)
   OnResize onResize = OnResize::kKeepGlobalBatch;
   std::string logdir;  // TensorBoard event files and metrics.jsonl ("" : none)
-  collectives::LogLevel logLevel = collectives::LogLevel::kInfo;
+  LogLevel logLevel = LogLevel::kInfo;
   std::string logFile;  // each rank's log file, %r the rank, %h the host ("" : the terminal only)
   double sigtermGraceSeconds = 25;  // SIGTERM: stop, final checkpoint, exit within this (0: die)
   int sigtermExitCode = kExitSigterm;  // the status of a job stopped by SIGTERM

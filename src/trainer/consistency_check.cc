@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <sstream>
 
-#include "collectives/fingerprint.h"
+#include "base/fingerprint.h"
 #include "collectives/mpi_check.h"
 
 namespace ringtrain {
@@ -44,7 +44,7 @@ std::optional<std::string> findDisagreement(MPI_Comm comm, const ConsistencyItem
   RINGTRAIN_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   RINGTRAIN_MPI_CHECK(MPI_Comm_size(comm, &size));
   const std::string mine = serialize(items);
-  const std::uint64_t hash = collectives::fingerprint(mine.data(), mine.size());
+  const std::uint64_t hash = fingerprint(mine.data(), mine.size());
   std::vector<std::uint64_t> hashes(static_cast<std::size_t>(size));
   RINGTRAIN_MPI_CHECK(MPI_Allgather(&hash, 1, MPI_UINT64_T, hashes.data(), 1, MPI_UINT64_T, comm));
   int differing = -1;

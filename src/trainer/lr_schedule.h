@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "collectives/named_values.h"
+#include "base/named_values.h"
 
 namespace ringtrain {
 

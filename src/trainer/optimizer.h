@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "collectives/named_values.h"
+#include "base/named_values.h"
 
 namespace ringtrain {
 

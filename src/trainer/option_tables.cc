@@ -146,7 +146,7 @@ options::Table<TrainConfig> runOptions() {
       with(options::number<TrainConfig>("log-every", RINGTRAIN_FIELD(logEvery), options::kNotNegative, "log the training loss every N steps"), group, kCompared, kSaved),
       with(options::choice<TrainConfig>("device", RINGTRAIN_FIELD(device), kDeviceNames, "train on the CPU or on one GPU per rank; auto takes cuda when the build has the GPU path and every node has a GPU for each of its ranks"), group, kCompared, kSaved),
       with(options::boolean<TrainConfig>("tf32", RINGTRAIN_FIELD(tf32), "cuda: TF32 tensor-core matrix products (faster, with a larger rounding error in the products)"), group, kCompared, kSaved),
-      with(options::choice<TrainConfig>("precision", RINGTRAIN_FIELD(precision), kPrecisionNames, "the CPU's matrix products: float32, or bfloat16 inputs with float32 accumulation (needs a CPU with AVX512-BF16; weights, optimiser state, loss and softmax stay float32)"), group, kCompared, kSaved),
+      with(options::choice<TrainConfig>("precision", RINGTRAIN_FIELD(precision), models::kPrecisionNames, "the CPU's matrix products: float32, or bfloat16 inputs with float32 accumulation (needs a CPU with AVX512-BF16; weights, optimiser state, loss and softmax stay float32)"), group, kCompared, kSaved),
       with(options::number<TrainConfig>("expect-world-size", RINGTRAIN_FIELD(expectWorldSize), options::kNotNegative, "refuse to run unless mpirun started exactly this many ranks (0: any)"), group, kCompared),
   };
   // clang-format on
@@ -216,7 +216,7 @@ options::Table<TrainConfig> storageOptions() {
       with(options::text<TrainConfig>("init-from", RINGTRAIN_FIELD(initFrom), "start from the weights of this safetensors file (ringtrain export): rank 0 reads it, every rank takes them; with --resume auto only when --checkpoint-dir holds no checkpoint yet"), group, kPerRank),
       with(options::choice<TrainConfig>("on-resize", RINGTRAIN_FIELD(onResize), kOnResizeNames, "resumed on another number of ranks, keep the saved global batch (batch per rank = saved global batch / ranks) or the batch per rank (lr scaled by new/saved global batch)"), group, kPerRank, kSaved),
       with(options::text<TrainConfig>("logdir", RINGTRAIN_FIELD(logdir), "rank 0 writes TensorBoard event files (train/, test/) and metrics.jsonl here"), group, kPerRank, kSaved),
-      with(options::choice<TrainConfig>("log-level", RINGTRAIN_FIELD(logLevel), collectives::kLogLevelNames, "the lines shown: errors only, also warnings, also progress, also every rank's details"), group, kPerRank),
+      with(options::choice<TrainConfig>("log-level", RINGTRAIN_FIELD(logLevel), kLogLevelNames, "the lines shown: errors only, also warnings, also progress, also every rank's details"), group, kPerRank),
       with(options::text<TrainConfig>("log-file", RINGTRAIN_FIELD(logFile), "each rank appends its lines, time-stamped, to this file: %r the rank, %h the host, %% a percent sign (e.g. logs/train-%r.log); the terminal then keeps rank 0's lines and every rank's errors"), group, kPerRank),
       // Every rank takes part in the per-step SIGTERM check, or none does.
       with(options::number<TrainConfig>("sigterm-grace", RINGTRAIN_FIELD(sigtermGraceSeconds), {.min = 0, .hint = " (a number of seconds; 0: SIGTERM kills at once)"}, "on SIGTERM the ranks agree on a step, write a final checkpoint and exit within this many seconds (0: SIGTERM kills at once)"), group, kCompared, kSaved),

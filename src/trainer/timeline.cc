@@ -31,7 +31,7 @@ Timeline::Timeline(std::string path, MPI_Comm comm, std::string host)
   part_.open(partPath_, std::ios::trunc);
   if (!part_) throw std::runtime_error("--timeline " + path_ + ": cannot write " + partPath_);
   RINGTRAIN_MPI_CHECK(MPI_Barrier(comm_));
-  originNs_ = collectives::steadyNowNs();
+  originNs_ = steadyNowNs();
   writer_ = std::thread([this] { writerLoop(); });
 }
 
@@ -153,7 +153,7 @@ void Timeline::finish() {
   }
   out << "\n]}\n";
   if (!out)
-    collectives::logLine(collectives::LogLevel::kWarn,
+    logLine(LogLevel::kWarn,
                          "warning: could not write the timeline " + path_);
 }
 

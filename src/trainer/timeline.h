@@ -19,11 +19,11 @@
 
 #include <mpi.h>
 
-#include "collectives/trace_sink.h"
+#include "base/trace_sink.h"
 
 namespace ringtrain {
 
-class Timeline final : public collectives::TraceSink {
+class Timeline final : public TraceSink {
  public:
   // Collective over `comm`. Throws std::runtime_error naming the file when it cannot be written.
   Timeline(std::string path, MPI_Comm comm, std::string host);

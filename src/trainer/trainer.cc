@@ -17,10 +17,10 @@
 #include <thread>
 #include <variant>
 
-#include "collectives/fingerprint.h"
-#include "collectives/log.h"
+#include "base/fingerprint.h"
+#include "base/log.h"
 #include "collectives/mpi_check.h"
-#include "collectives/steady_clock.h"
+#include "base/steady_clock.h"
 #include "engine/exchange_factory.h"
 #include "models/matrix_products.h"
 #include "src/storage/checkpoint.h"
@@ -208,7 +208,7 @@ void Trainer::observeLayersForTimeline() {
     const std::size_t slot =
         2 * static_cast<std::size_t>(layer) + (phase == models::LayerPhase::kBackward ? 1 : 0);
     if (begins) {
-      layerStarts_[slot] = collectives::steadyNowNs();
+      layerStarts_[slot] = steadyNowNs();
     } else {
       traceSpan(layerSpanNames_[slot],
                 phase == models::LayerPhase::kForward ? "forward" : "backward", layerStarts_[slot]);
@@ -251,19 +251,19 @@ ConsistencyItems Trainer::consistencyItems() const {
 }
 
 void Trainer::log(const std::string& line) const {
-  if (log_) collectives::logLine(collectives::LogLevel::kInfo, line);
+  if (log_) logLine(LogLevel::kInfo, line);
 }
 
 void Trainer::debug(const std::function<std::string()>& line) const {
-  if (environment_.log && collectives::logs(collectives::LogLevel::kDebug)) {
-    collectives::logLine(collectives::LogLevel::kDebug, line());
+  if (environment_.log && logs(LogLevel::kDebug)) {
+    logLine(LogLevel::kDebug, line());
   }
 }
 
 void Trainer::traceSpan(std::string_view name, std::string_view category,
                         std::int64_t start) const {
   if (environment_.timeline) {
-    environment_.timeline->span(name, category, start, collectives::steadyNowNs());
+    environment_.timeline->span(name, category, start, steadyNowNs());
   }
 }
 
@@ -315,14 +315,14 @@ models::BatchResult Trainer::computeGradients(const models::Batch<float>& input,
 
 void Trainer::updateBucket(const engine::GradientBucket& b, float learningRate,
                            double& optimizerSeconds) {
-  const std::int64_t t0 = collectives::steadyNowNs();
+  const std::int64_t t0 = steadyNowNs();
   if (gpu_) {
     gpu_->update(b.offset, b.offset + b.count, learningRate);
   } else {
     optimizer_->update(model_.parameters(), updateFrom_, b.offset, b.offset + b.count,
                        learningRate);
   }
-  optimizerSeconds += secondsBetween(t0, collectives::steadyNowNs());
+  optimizerSeconds += secondsBetween(t0, steadyNowNs());
   traceSpan(optimizerSpanNames_.empty() ? std::string_view("optimizer")
                                         : std::string_view(optimizerSpanNames_[b.index]),
             "optimizer", t0);
@@ -405,15 +405,15 @@ void Trainer::clipAveragedGradients() {
 }
 
 std::int64_t Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
-  const std::int64_t start = collectives::steadyNowNs();
+  const std::int64_t start = steadyNowNs();
   models::BatchResult result;
   std::int64_t samples = 0;
   for (int micro = 0; micro < config_.accumulateSteps; ++micro) {
     const bool last = micro + 1 == config_.accumulateSteps;
-    const std::int64_t begun = collectives::steadyNowNs();
+    const std::int64_t begun = steadyNowNs();
     const HostBatch& batch = nextBatch(step, last);
     const models::Batch<float> input = batchView(batch, train_);
-    const std::int64_t gathered = collectives::steadyNowNs();
+    const std::int64_t gathered = steadyNowNs();
     traceSpan("data", "data", begun);
     const auto size = static_cast<std::int64_t>(batch.samples);
     samples += size;
@@ -423,7 +423,7 @@ std::int64_t Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
     // On the GPU the loss is known once the micro-batch has run: the last one's after the step.
     if (gpu_ && !last) result.add(gpu_->lastResult());
     summary.dataSeconds += secondsBetween(begun, gathered);
-    summary.computeSeconds += secondsBetween(gathered, collectives::steadyNowNs());
+    summary.computeSeconds += secondsBetween(gathered, steadyNowNs());
   }
   double optimizerSeconds = 0;
   const std::string problem = averageAndUpdate(step, optimizerSeconds);
@@ -435,7 +435,7 @@ std::int64_t Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
     ++summary.skippedSteps;
   }
   if (gpu_) result.add(gpu_->lastResult());
-  const std::int64_t finished = collectives::steadyNowNs();
+  const std::int64_t finished = steadyNowNs();
 
   summary.waitSeconds += exchange_->lastWaitSeconds();
   summary.reduceSeconds += exchange_->lastReduceSeconds();
@@ -452,7 +452,7 @@ std::int64_t Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
 }
 
 models::BatchResult Trainer::evaluate(bool whole) {
-  const std::int64_t start = collectives::steadyNowNs();
+  const std::int64_t start = steadyNowNs();
   // --eval-samples N: N samples spread evenly over the test set (sample j·size/N), so that a
   // test set in file order (the fortunes, file by file) is not judged by its first file.
   const std::int64_t size = test_.size();
@@ -642,7 +642,7 @@ void Trainer::saveCheckpoint(std::int64_t step, TrainingSummary& summary) {
   lastCheckpointStep_ = step;
   stopIfParametersDiverged(step);  // downloads a GPU's parameters on rank 0
   if (control_->rank() != 0 || config_.checkpointDir.empty()) return;
-  const std::int64_t start = collectives::steadyNowNs();
+  const std::int64_t start = steadyNowNs();
   storage::CheckpointWriteResult written;
   try {
     if (!checkpointWriter_) checkpointWriter_.emplace(config_.checkpointDir, config_.keep);
@@ -655,7 +655,7 @@ void Trainer::saveCheckpoint(std::int64_t step, TrainingSummary& summary) {
     collectives::abortJob(fmt::format("error: checkpoint at step {}: {}", step, e.what()));
   }
   traceSpan("checkpoint", "checkpoint", start);
-  const double seconds = secondsBetween(start, collectives::steadyNowNs());
+  const double seconds = secondsBetween(start, steadyNowNs());
   ++summary.checkpoints;
   summary.checkpointSeconds += seconds;
   summary.lastCheckpoint = written.path.string();
@@ -763,11 +763,11 @@ void Trainer::logTrainingWindow(std::int64_t done, std::int64_t epoch, TrainingS
   progress.samplesPerSecond = rate;
   progress.tokensPerSample = tokensPerSample();
   progress.ranks = control_->size();
-  progress.elapsedSeconds = secondsBetween(runStartNs_, collectives::steadyNowNs());
+  progress.elapsedSeconds = secondsBetween(runStartNs_, steadyNowNs());
   log(progressLine(progress));
   if (log_ && window[1] > 0) {
     const auto warning = lossWatch_->observe(done - windowSteps_, done, summary.lastTrainingLoss);
-    if (warning) collectives::logLine(collectives::LogLevel::kWarn, *warning);
+    if (warning) logLine(LogLevel::kWarn, *warning);
   }
   const double reduceMs = 1e3 * windowReduceSeconds_ / static_cast<double>(windowSteps_);
   // This rank's own pace: the slow rank of a job is the one whose steps take longest.
@@ -829,10 +829,10 @@ void Trainer::stopIfParametersDiverged(std::int64_t step) {
 }
 
 bool Trainer::stopAgreed(std::int64_t done, TrainingSummary& summary) {
-  const std::int64_t checkStart = collectives::steadyNowNs();
+  const std::int64_t checkStart = steadyNowNs();
   const bool stop =
       stopAgreement_->exchange(environment_.stopRequested->load(std::memory_order_relaxed));
-  summary.stopCheckSeconds += secondsBetween(checkStart, collectives::steadyNowNs());
+  summary.stopCheckSeconds += secondsBetween(checkStart, steadyNowNs());
   if (stop) {
     log(fmt::format("SIGTERM: stopping after step {} of {}", done, plannedSteps_));
     summary.stoppedBySigterm = true;
@@ -853,20 +853,20 @@ void Trainer::finishSummary(std::int64_t step, std::int64_t samplesTrained, std:
   summary.trainingSeconds = slowest;
   downloadFromGpu();
   const std::uint64_t print =
-      collectives::fingerprint(model_.parameters().data(), model_.parameters().size_bytes());
+      fingerprint(model_.parameters().data(), model_.parameters().size_bytes());
   summary.parameterFingerprint = print;
   // One all-reduce gives min and max: the minimum of ~x is ~(maximum of x).
   std::array<std::int64_t, 2> range = {static_cast<std::int64_t>(print),
                                        ~static_cast<std::int64_t>(print)};
   control_->allreduce(std::span<std::int64_t>(range), collectives::ReduceOp::kMin);
   summary.replicasIdentical = range[0] == ~range[1];
-  summary.wallSeconds = secondsBetween(wallStart, collectives::steadyNowNs());
+  summary.wallSeconds = secondsBetween(wallStart, steadyNowNs());
 }
 
 TrainingSummary Trainer::run() {
   TrainingSummary summary;
   summary.firstStep = firstStep_;
-  const std::int64_t wallStart = collectives::steadyNowNs();
+  const std::int64_t wallStart = steadyNowNs();
   runStartNs_ = wallStart;
   logStart();
   std::int64_t samplesTrained = 0;

@@ -13,7 +13,7 @@
 #include <tuple>
 
 #include "collectives/communicator.h"
-#include "collectives/fingerprint.h"
+#include "base/fingerprint.h"
 #include "collectives/tuned_communicator.h"
 #include "tests/collectives/collective_test_support.h"
 #include "tests/support/mpi_test_environment.h"
@@ -136,7 +136,7 @@ TEST_P(AllreduceTest, MatchesFloat64ReferenceAndIsBitwiseIdenticalOnEveryRank) {
       const std::size_t wrong = countWrong(type, op, seed, ranks, count, result, report);
       EXPECT_EQ(wrong, 0u) << "wrong elements on rank " << comm->rank() << ":\n" << report;
       const auto differing =
-          ranksDifferingFromRankZero(collectives::fingerprint(result, count * elementSize));
+          ranksDifferingFromRankZero(fingerprint(result, count * elementSize));
       EXPECT_TRUE(differing.empty())
           << "result differs from rank 0's on rank " << differing.front();
       if (!inPlace) {
@@ -202,7 +202,7 @@ TEST_P(RingCacheModeTest, EveryWayOfWritingGivesTheReferenceBitsCallAfterCall) {
                     0u)
               << "wrong elements on rank " << comm->rank() << ":\n" << report;
           const auto differing =
-              ranksDifferingFromRankZero(collectives::fingerprint(result, count * 4));
+              ranksDifferingFromRankZero(fingerprint(result, count * 4));
           EXPECT_TRUE(differing.empty())
               << "result differs from rank 0's on rank " << differing.front();
         }

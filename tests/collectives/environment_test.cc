@@ -63,7 +63,7 @@ TEST(MpiEnvironmentTest, AsksForThreadMultipleAndRecordsWhatMpiProvides) {
 
 TEST(MpiEnvironmentTest, ProcessLabelNamesRankSizeAndHost) {
   const auto& env = mpiEnvironment();
-  EXPECT_EQ(collectives::processLabel(), "[rank " + std::to_string(env.worldRank()) + "/" +
+  EXPECT_EQ(processLabel(), "[rank " + std::to_string(env.worldRank()) + "/" +
                                              std::to_string(env.worldSize()) + " " +
                                              env.hostName() + "]");
 }

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "collectives/communicator.h"
-#include "collectives/fingerprint.h"
+#include "base/fingerprint.h"
 #include "collectives/hierarchical_communicator.h"
 #include "tests/collectives/collective_test_support.h"
 #include "tests/support/mpi_test_environment.h"
@@ -103,7 +103,7 @@ TEST_P(HierarchicalSplitTest, MatchesTheMpiBackendAndIsBitwiseIdenticalOnEveryRa
           EXPECT_EQ(countDifferences(type, op, seed, ranks, count, result, expected.data()), 0u)
               << "on rank " << comm.rank();
           const auto differing =
-              ranksDifferingFromRankZero(collectives::fingerprint(result, bytes));
+              ranksDifferingFromRankZero(fingerprint(result, bytes));
           EXPECT_TRUE(differing.empty())
               << "result differs from rank 0's on rank " << differing.front();
         }

@@ -17,7 +17,7 @@
 
 #include "collectives/communicator.h"
 #include "collectives/cuda_check.h"
-#include "collectives/fingerprint.h"
+#include "base/fingerprint.h"
 #include "tests/collectives/collective_test_support.h"
 #include "tests/collectives/device_test_support.h"
 #include "tests/support/mpi_test_environment.h"
@@ -92,7 +92,7 @@ TEST_F(NcclTest, AllreduceMatchesTheCpuBackend) {
           }
           EXPECT_EQ(wrong, 0u) << "on rank " << comm_->rank() << "; first: " << first;
           const auto differing =
-              ranksDifferingFromRankZero(collectives::fingerprint(result.data(), bytes));
+              ranksDifferingFromRankZero(fingerprint(result.data(), bytes));
           EXPECT_TRUE(differing.empty()) << "differs from rank 0's on rank " << differing.front();
         }
       }

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "collectives/communicator.h"
-#include "collectives/fingerprint.h"
+#include "base/fingerprint.h"
 #include "tests/collectives/collective_test_support.h"
 
 namespace ringtrain::testing {
@@ -98,7 +98,7 @@ TEST_P(RingNetworkChunksTest, AllreduceGivesTheBitsOfOneChunkLengthOnEveryRank) 
       EXPECT_EQ(std::memcmp(got.data(), want.data(), count * e), 0)
           << "network chunks changed the result on rank " << network->rank();
       const auto differing =
-          ranksDifferingFromRankZero(collectives::fingerprint(got.data(), count * e));
+          ranksDifferingFromRankZero(fingerprint(got.data(), count * e));
       EXPECT_TRUE(differing.empty())
           << "result differs from rank 0's on rank " << differing.front();
     }

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/fingerprint.h"
+#include "base/fingerprint.h"
 #include "collectives/tuned_communicator.h"
 #include "tests/collectives/collective_test_support.h"
 #include "tests/support/mpi_test_environment.h"
@@ -65,7 +65,7 @@ TEST(TunedBackend, EverySizeAroundEveryBoundIsRightAndTheSameOnEveryRank) {
         EXPECT_EQ(countDifferences(DataType::kFloat32, ReduceOp::kSum, bytes, ranks, count, out,
                                    expected.data()),
                   0u);
-        EXPECT_EQ(ranksDifferingFromRankZero(collectives::fingerprint(out, bytes)),
+        EXPECT_EQ(ranksDifferingFromRankZero(fingerprint(out, bytes)),
                   std::vector<int>{});
       }
     }

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/fingerprint.h"
+#include "base/fingerprint.h"
 #include "tests/collectives/collective_test_support.h"
 #include "tests/support/mpi_test_environment.h"
 
@@ -75,7 +75,7 @@ TEST_P(ExchangeFactoryTest, AveragesThroughTheBuffersItHandsOut) {
   }
   EXPECT_EQ(wrong, 0u) << "elements off the mean on rank " << rank;
   const auto differing = ranksDifferingFromRankZero(
-      collectives::fingerprint(buffers.averaged.data(), buffers.averaged.size_bytes()));
+      fingerprint(buffers.averaged.data(), buffers.averaged.size_bytes()));
   EXPECT_TRUE(differing.empty()) << "rank " << differing.front() << " averaged other bits";
 }
 

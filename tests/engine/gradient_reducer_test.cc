@@ -11,7 +11,7 @@
 #include <tuple>
 #include <vector>
 
-#include "collectives/fingerprint.h"
+#include "base/fingerprint.h"
 #include "tests/collectives/collective_test_support.h"
 #include "tests/support/mpi_test_environment.h"
 
@@ -23,7 +23,7 @@ using engine::Compression;
 using engine::GradientBucket;
 using engine::GradientReducer;
 using engine::GradientSegment;
-using engine::ReducerOptions;
+using engine::ExchangeOptions;
 
 // Layers of an MLP-like model, in forward order; 41 KiB threshold gives several buckets.
 std::vector<GradientSegment> mlpSegments() {
@@ -38,7 +38,7 @@ float gradientValue(int rank, std::size_t i, int step) {
 
 // Runs `steps` steps, announcing layers in reverse order like backward (with a little work in
 // between, so that the communication thread really runs alongside), and returns the averages.
-std::vector<float> runSteps(const BackendConfig& config, const ReducerOptions& options, int steps,
+std::vector<float> runSteps(const BackendConfig& config, const ExchangeOptions& options, int steps,
                             std::vector<int>* callbackOrder = nullptr) {
   // Yielding in both modes, as the trainer does: the mpi backend then uses the same (non-
   // blocking) MPI collectives with overlap on and off, so the sums are formed in the same order.
@@ -71,7 +71,7 @@ class GradientReducerTest
 TEST_P(GradientReducerTest, AveragesEveryBucketAcrossRanksAndHandsThemOverInOrder) {
   const auto& [config, overlap, compression] = GetParam();
   const int ranks = mpiEnvironment().worldSize();
-  ReducerOptions options;
+  ExchangeOptions options;
   options.fusionThresholdBytes = 16 * 1024;
   options.overlap = overlap;
   options.compression = compression;
@@ -99,14 +99,14 @@ TEST_P(GradientReducerTest, AveragesEveryBucketAcrossRanksAndHandsThemOverInOrde
   }
   EXPECT_EQ(wrong, 0u) << "elements off the mean on rank " << mpiEnvironment().worldRank();
   const auto differing = ranksDifferingFromRankZero(
-      collectives::fingerprint(averaged.data(), averaged.size() * sizeof(float)));
+      fingerprint(averaged.data(), averaged.size() * sizeof(float)));
   EXPECT_TRUE(differing.empty()) << "rank " << differing.front() << " averaged other bits";
 }
 
 TEST_P(GradientReducerTest, OverlapOnAndOffGiveTheSameBits) {
   const auto& [config, overlap, compression] = GetParam();
   if (!overlap) GTEST_SKIP() << "compared in the overlap instance";
-  ReducerOptions options;
+  ExchangeOptions options;
   options.fusionThresholdBytes = 16 * 1024;
   options.compression = compression;
   options.overlap = true;
@@ -140,7 +140,7 @@ TEST(GradientReducerErrorTest, ADisagreementOnTheCommunicationThreadIsThrownByFi
   auto comm = collectives::makeCommunicator(Backend::kRing, MPI_COMM_WORLD, commOptions);
   std::vector<GradientSegment> segments = {{"a", 0, 100}, {"b", 100, 100}};
   if (comm->rank() == 0) segments[1].count = 101;
-  ReducerOptions options;
+  ExchangeOptions options;
   options.fusionThresholdBytes = 1;  // a bucket per layer
   GradientReducer reducer(*comm, segments, options);
   std::vector<float> gradients(201, 1.0f), averaged(201);

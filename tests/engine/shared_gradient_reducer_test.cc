@@ -23,7 +23,7 @@ namespace {
 using engine::GradientBucket;
 using engine::GradientSegment;
 using engine::SharedGradientReducer;
-using engine::SharedReducerOptions;
+using engine::ExchangeOptions;
 using engine::StepBuffers;
 
 // An MLP-like layout in forward order, with sizes that are no multiple of a piece or a line.
@@ -82,7 +82,7 @@ void writeAndAnnounce(SharedGradientReducer& reducer, std::span<float> gradients
   }
 }
 
-StepResults runSteps(const SharedReducerOptions& options, int steps) {
+StepResults runSteps(const ExchangeOptions& options, int steps) {
   SharedGradientReducer reducer(MPI_COMM_WORLD, segments(), options);
   int rank = 0;
   int ranks = 1;
@@ -114,8 +114,8 @@ std::size_t differingBits(const std::vector<float>& a, const std::vector<float>&
   return differing;
 }
 
-SharedReducerOptions smallPieces(bool overlap) {
-  SharedReducerOptions options;
+ExchangeOptions smallPieces(bool overlap) {
+  ExchangeOptions options;
   options.fusionThresholdBytes = 16 << 10;  // several buckets
   options.pieceBytes = 4096;                // many pieces, shared out among the ranks
   options.overlap = overlap;
@@ -178,7 +178,7 @@ TEST(SharedGradientReducerTest, OverlapOnAndOffGiveTheSameBits) {
 }
 
 TEST(SharedGradientReducerTest, OnePieceForTheWholeBufferWorksToo) {
-  SharedReducerOptions options = smallPieces(true);
+  ExchangeOptions options = smallPieces(true);
   options.pieceBytes = 1 << 20;
   const StepResults run = runSteps(options, 2);
   EXPECT_EQ(differingBits(run.averages[1], expectedAverage(mpiEnvironment().worldSize(), 1)), 0u);

@@ -20,7 +20,7 @@
 
 #include <mpi.h>
 
-#include "collectives/fingerprint.h"
+#include "base/fingerprint.h"
 #include "data/synthetic_dataset.h"
 #include "data/synthetic_token_dataset.h"
 #include "models/flush_to_zero.h"
@@ -139,7 +139,7 @@ double relativeDifference(std::span<const float> a, std::span<const float> b) {
 
 // Whether every rank of `comm` holds these bits.
 bool sameOnEveryRank(std::span<const float> values, MPI_Comm comm) {
-  const std::uint64_t mine = collectives::fingerprint(values.data(), values.size_bytes());
+  const std::uint64_t mine = fingerprint(values.data(), values.size_bytes());
   std::uint64_t range[2] = {mine, ~mine};
   MPI_Allreduce(MPI_IN_PLACE, range, 2, MPI_UINT64_T, MPI_MIN, comm);
   return range[0] == ~range[1];
@@ -353,7 +353,7 @@ std::string refusalOf(const TrainConfig& config, const Sources& sources) {
   } catch (const ResumeRefused& e) {
     message = e.what();
   }
-  const std::uint64_t mine = collectives::fingerprint(message.data(), message.size());
+  const std::uint64_t mine = fingerprint(message.data(), message.size());
   std::uint64_t range[2] = {mine, ~mine};
   MPI_Allreduce(MPI_IN_PLACE, range, 2, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
   EXPECT_EQ(range[0], ~range[1]) << "ranks were told different things: " << message;

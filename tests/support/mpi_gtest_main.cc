@@ -49,7 +49,7 @@ class CrossRankVerdict : public ::testing::EmptyTestEventListener {
 
   void OnTestPartResult(const ::testing::TestPartResult& result) override {
     if (!result.failed()) return;
-    failures_ += collectives::processLabel() + " " +
+    failures_ += processLabel() + " " +
                  (result.file_name() ? std::string(result.file_name()) : "?") + ":" +
                  std::to_string(result.line_number()) + ": " + result.message() + "\n";
   }

@@ -213,13 +213,13 @@ TEST_F(ConfigTest, EveryBadValueGetsOneLineNamingTheOption) {
 TEST_F(ConfigTest, LogLevelAndLogFileAreRead) {
   const Parsed defaults = parse({"--data", data()});
   ASSERT_FALSE(defaults.error) << *defaults.error;
-  EXPECT_EQ(defaults.config.logLevel, collectives::LogLevel::kInfo);
+  EXPECT_EQ(defaults.config.logLevel, LogLevel::kInfo);
   EXPECT_EQ(defaults.config.logFile, "");
-  const std::pair<const char*, collectives::LogLevel> levels[] = {
-      {"error", collectives::LogLevel::kError},
-      {"warn", collectives::LogLevel::kWarn},
-      {"info", collectives::LogLevel::kInfo},
-      {"debug", collectives::LogLevel::kDebug}};
+  const std::pair<const char*, LogLevel> levels[] = {
+      {"error", LogLevel::kError},
+      {"warn", LogLevel::kWarn},
+      {"info", LogLevel::kInfo},
+      {"debug", LogLevel::kDebug}};
   for (const auto& [text, level] : levels) {
     const Parsed p = parse({"--data", data(), "--log-level", text});
     ASSERT_FALSE(p.error) << *p.error;
@@ -228,7 +228,7 @@ TEST_F(ConfigTest, LogLevelAndLogFileAreRead) {
   const Parsed file = parse({"--data", data(), "--log-file", "logs/%h-%r-100%%.log"});
   ASSERT_FALSE(file.error) << *file.error;
   EXPECT_EQ(file.config.logFile, "logs/%h-%r-100%%.log");
-  EXPECT_EQ(collectives::expandLogPattern(file.config.logFile, 12, "node7"),
+  EXPECT_EQ(expandLogPattern(file.config.logFile, 12, "node7"),
             "logs/node7-12-100%.log");
   EXPECT_NE(parse({"--help"}).helpText.find("error | warn | info | debug"), std::string::npos);
 }

@@ -15,7 +15,7 @@
 #include <mpi.h>
 
 #include "collectives/communicator.h"
-#include "collectives/fingerprint.h"
+#include "base/fingerprint.h"
 #include "data/idx_dataset.h"
 #include "data/synthetic_dataset.h"
 #include "data/synthetic_token_dataset.h"
@@ -59,7 +59,7 @@ double relativeDifference(std::span<const float> a, std::span<const float> b) {
 }
 
 std::vector<int> ranksWithOtherParameters(std::span<const float> parameters) {
-  const std::uint64_t mine = collectives::fingerprint(parameters.data(), parameters.size_bytes());
+  const std::uint64_t mine = fingerprint(parameters.data(), parameters.size_bytes());
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   std::vector<std::uint64_t> all(static_cast<std::size_t>(size));
