@@ -12,7 +12,6 @@ using collectives::BFloat16;
 using collectives::DataType;
 using collectives::Float16;
 using collectives::ReduceOp;
-using steadyNowNs;
 
 std::string_view name(Compression compression) {
   return nameIn(kCompressionNames, compression);

@@ -16,7 +16,6 @@ namespace ringtrain::engine {
 
 using collectives::DataType;
 using collectives::ReduceOp;
-using steadyNowNs;
 
 namespace {
 

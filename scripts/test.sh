@@ -10,8 +10,9 @@
 #   scripts/test.sh --no-fuzz          skip the fuzz step
 #   scripts/test.sh --fuzz-seconds N   fuzz each reader for N seconds (default 20)
 #   scripts/test.sh --fuzz-only        only the fuzz step (with --fuzz-seconds: a longer run)
-#   scripts/test.sh --torch            install python3-torch and python3-torchvision first (about
-#                                      1 GB), so that the PyTorch tests run instead of SKIP
+#   scripts/test.sh --no-torch         do not install python3-torch and python3-torchvision (about
+#                                      1 GB, installed by default so that the PyTorch API's tests
+#                                      run): those tests then SKIP
 #   scripts/test.sh --sanitize         build into build-sanitize/ with AddressSanitizer and
 #                                      UndefinedBehaviorSanitizer and run the tests there instead
 #   scripts/test.sh --full             afterwards the heavy checks: build the container image and
@@ -40,7 +41,7 @@ tsan=1
 fuzz=1
 tests=1
 full=0
-torch=0
+torch=1
 # 20 s for each target keeps the fuzz step (with its build) a small part of CI's run; a longer
 # run is a matter of --fuzz-seconds.
 fuzz_seconds=20
@@ -52,6 +53,7 @@ while [ "$#" -gt 0 ]; do
     --no-fuzz) fuzz=0 ;;
     --fuzz-only) tests=0 ;;
     --full) full=1 ;;
+    --no-torch) torch=0 ;;
     --torch) torch=1 ;;
     --fuzz-seconds)
       if [ "$#" -lt 2 ] || ! [[ "$2" =~ ^[1-9][0-9]*$ ]]; then usage; fi

@@ -2,14 +2,16 @@
 // with plain loops, trained with full-batch SGD. Each rank takes its share of the batch; the
 // gradient exchange averages the gradients, so N ranks take the same steps as one rank with the
 // whole batch (up to float32 reassociation), and every rank ends with the same parameters.
-//   mpirun -np 2 mlp_example [steps]
-// Prints, per rank, the loss before and after and every final parameter.
+//   mpirun -np 2 mlp_example [steps [file]]
+// Prints, per rank, the loss before and after and every final parameter: on standard output, or
+// with `file` into file.RANK (one file per rank: long lines of several ranks never interleave).
 #include <ringtrain/ringtrain.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 namespace {
@@ -122,15 +124,22 @@ int main(int argc, char** argv) {
           l->b[i] -= 0.5f * l->gb[i];
       }
     }
-    std::printf("rank %d/%d: loss %.6f -> %.6f; parameters", ringtrain::rank(), ringtrain::size(),
-                firstLoss, loss);
+    std::FILE* out = stdout;
+    if (argc > 2) {
+      const std::string path = std::string(argv[2]) + "." + std::to_string(ringtrain::rank());
+      out = std::fopen(path.c_str(), "w");
+      if (out == nullptr) throw ringtrain::Error(path + ": cannot write");
+    }
+    std::fprintf(out, "rank %d/%d: loss %.6f -> %.6f; parameters", ringtrain::rank(),
+                 ringtrain::size(), firstLoss, loss);
     for (Layer* l : {&l1, &l2}) {
       for (float v : l->w)
-        std::printf(" %.9g", v);
+        std::fprintf(out, " %.9g", v);
       for (float v : l->b)
-        std::printf(" %.9g", v);
+        std::fprintf(out, " %.9g", v);
     }
-    std::printf("\n");
+    std::fprintf(out, "\n");
+    if (out != stdout) std::fclose(out);
     ringtrain::shutdown();
   } catch (const ringtrain::Error& e) {
     std::fprintf(stderr, "mlp_example: %s\n", e.what());
