@@ -4,6 +4,7 @@
 #include <string>
 
 #include "api/runtime.h"
+#include "base/byte_size.h"
 #include "engine/exchange_options.h"
 
 namespace ringtrain::api {
@@ -53,21 +54,12 @@ Compression compressionNamed(const std::string& text) {
   return Compression::kNone;
 }
 
-// "65536", "64K", "8M", "1G" (K, M, G: binary units, as --fusion-threshold takes them).
+// "65536", "64K", "8MiB", "1G": base/byte_size.h's sizes, as --fusion-threshold takes them.
 std::size_t byteSizeNamed(const std::string& text) {
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long value = std::strtoull(text.c_str(), &end, 10);
-  const std::string unit = end ? std::string(end) : "";
-  int shift = -1;
-  if (unit.empty() || unit == "B") shift = 0;
-  if (unit == "K" || unit == "KiB") shift = 10;
-  if (unit == "M" || unit == "MiB") shift = 20;
-  if (unit == "G" || unit == "GiB") shift = 30;
-  if (end == text.c_str() || errno != 0 || shift < 0 || value > (1ULL << 40) || text[0] == '-') {
+  const auto bytes = parseByteSize(text);
+  if (!bytes || *bytes > (std::size_t{1} << 40))
     badVariable("RINGTRAIN_FUSION_THRESHOLD", text, "a size like 65536, 64K or 8M");
-  }
-  return static_cast<std::size_t>(value) << shift;
+  return *bytes;
 }
 
 double secondsNamed(const std::string& text) {

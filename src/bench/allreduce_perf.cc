@@ -59,6 +59,7 @@
 #include "collectives/mpi_check.h"
 #include "collectives/tuned_communicator.h"
 #include "src/bench/bench_device.h"
+#include "base/byte_size.h"
 #include "src/common/physical_memory.h"
 #include "src/common/startup_errors.h"
 
@@ -141,27 +142,6 @@ struct Options {
 
 // "8", "64K", "1.5M", "1G", "256MB": nccl-tests' sizes (K, M, G are binary multiples, either
 // case; a fraction is rounded down to whole bytes).
-std::optional<std::size_t> parseBytes(const std::string& text) {
-  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return std::nullopt;
-  double value = 0;
-  const char* end = text.data() + text.size();
-  const auto [rest, status] = std::from_chars(text.data(), end, value, std::chars_format::fixed);
-  if (status != std::errc()) return std::nullopt;
-  std::string suffix(rest, end);
-  if (!suffix.empty() && std::toupper(static_cast<unsigned char>(suffix.back())) == 'B')
-    suffix.pop_back();
-  const std::string units = "KMG";
-  if (suffix.size() > 1) return std::nullopt;
-  if (suffix.size() == 1) {
-    const auto unit =
-        units.find(static_cast<char>(std::toupper(static_cast<unsigned char>(suffix[0]))));
-    if (unit == std::string::npos) return std::nullopt;
-    value *= std::pow(1024.0, static_cast<double>(unit + 1));
-  }
-  if (value >= 0x1p63) return std::nullopt;
-  return static_cast<std::size_t>(value);
-}
-
 std::vector<std::string> splitList(const std::string& text) {
   std::vector<std::string> items;
   std::size_t start = 0;
@@ -298,7 +278,7 @@ po::options_description hiddenOptions(Options& o) {
 
 // Reads size option `name` into `out`; an error message when `value` is no size.
 std::optional<std::string> readSize(const std::string& value, const char* name, std::size_t& out) {
-  const auto parsed = parseBytes(value);
+  const auto parsed = parseByteSize(value);
   if (!parsed)
     return std::string("--") + name + ": '" + value + "' is not a size (e.g. 8, 64K, 256M, 1G)";
   out = *parsed;

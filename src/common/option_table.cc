@@ -18,32 +18,6 @@
 namespace ringtrain {
 namespace po = boost::program_options;
 
-std::optional<std::size_t> parseByteSize(const std::string& text) {
-  std::size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits])))
-    ++digits;
-  if (digits == 0 || digits > 15) return std::nullopt;
-  const std::size_t value = std::stoull(text.substr(0, digits));
-  std::string unit = text.substr(digits);
-  if (unit.ends_with("iB"))
-    unit.resize(unit.size() - 2);
-  else if (unit.size() == 2 && unit.back() == 'B')
-    unit.pop_back();
-  if (unit.empty() || unit == "B") return value;
-  if (unit == "K" || unit == "k") return value << 10;
-  if (unit == "M") return value << 20;
-  if (unit == "G") return value << 30;
-  return std::nullopt;
-}
-
-std::string byteSizeText(std::size_t bytes) {
-  for (const auto& [shift, unit] : {std::pair{30, "G"}, {20, "M"}, {10, "K"}}) {
-    const std::size_t step = std::size_t{1} << shift;
-    if (bytes >= step && bytes % step == 0) return std::to_string(bytes / step) + unit;
-  }
-  return std::to_string(bytes);
-}
-
 std::optional<std::vector<int>> parseIntList(const std::string& text) {
   std::vector<int> values;
   std::string item;

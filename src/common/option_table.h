@@ -21,14 +21,11 @@
 #include <utility>
 #include <vector>
 
+#include "base/byte_size.h"
 #include "base/named_values.h"
 
 namespace ringtrain {
 
-// "8M" -> 8388608: plain bytes, or K/M/G with an optional B or iB (64K, 64KB, 64KiB, 8MiB, 1GB).
-std::optional<std::size_t> parseByteSize(const std::string& text);
-// 8388608 -> "8M", 65536 -> "64K", 1000 -> "1000": the shortest text parseByteSize reads back.
-std::string byteSizeText(std::size_t bytes);
 // "--hidden 512,256" and friends: comma-separated positive integers.
 std::optional<std::vector<int>> parseIntList(const std::string& text);
 // "512,256"

@@ -83,7 +83,7 @@ perf garbage 2 --backends tuned --tuning-file "$work/garbage.json" &&
 train train_garbage 2 "$work/garbage.json" &&
   said train_garbage "error: --tuning-file: tuning file $work/garbage.json: not valid"
 perf missing 2 --backends tuned --tuning-file "$work/none.json" &&
-  said missing "error: tuning file $work/none.json: cannot be read"
+  said missing "error: tuning file $work/none.json: no such file"
 
 echo "$passes passed, $failures failed"
 [ "$failures" -eq 0 ]
