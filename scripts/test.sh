@@ -15,7 +15,9 @@
 #                                      run): those tests then SKIP
 #   scripts/test.sh --sanitize         build into build-sanitize/ with AddressSanitizer and
 #                                      UndefinedBehaviorSanitizer and run the tests there instead
-#   scripts/test.sh --full             afterwards the heavy checks: build the container image and
+#   scripts/test.sh --full             also the tests labelled "full" (the heavy forms of quick
+#                                      ones: the failure matrix on 3 ranks), and afterwards the
+#                                      heavy checks: build the container image and
 #                                      run it as an MPIJob would (scripts/image/; many minutes;
 #                                      skipped, saying why, without root, mmdebstrap or buildah),
 #                                      then the MPI tests under MPICH (scripts/test_mpich.sh;
@@ -32,7 +34,7 @@ source "$root/scripts/lib/common.sh"
 source "$root/scripts/lib/sanitizers.sh"
 
 usage() {
-  sed -n '2,25s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+  sed -n '2,24s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
   exit 2
 }
 
@@ -95,7 +97,10 @@ if [ "$tests" -eq 1 ]; then
   if [ "$sanitize" -eq 1 ]; then
     ringtrain_sanitized_ctest "$build_dir" "${ctest_args[@]}"
   else
-    ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" "${ctest_args[@]}"
+    # Tests labelled "full" (the heavy forms of quick ones) run with --full only.
+    full_label=(-LE full)
+    [ "$full" -eq 0 ] || full_label=()
+    ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" "${full_label[@]}" "${ctest_args[@]}"
   fi
 fi
 
