@@ -4,6 +4,7 @@
 #include <string>
 
 #include "api/runtime.h"
+#include "base/boolean_text.h"
 #include "base/byte_size.h"
 #include "engine/exchange_options.h"
 
@@ -80,9 +81,9 @@ void applyEnvironment(Options& options) {
   if (const char* v = variable("RINGTRAIN_STALL_TIMEOUT"))
     options.stallTimeoutSeconds = secondsNamed(v);
   if (const char* v = variable("RINGTRAIN_OVERLAP")) {
-    const std::string text = v;
-    if (text != "on" && text != "off") badVariable("RINGTRAIN_OVERLAP", text, "on or off");
-    options.overlap = text == "on";
+    const auto overlap = parseBoolean(v);
+    if (!overlap) badVariable("RINGTRAIN_OVERLAP", v, "on or off (or true/false, yes/no, 1/0)");
+    options.overlap = *overlap;
   }
 }
 

@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "base/boolean_text.h"
 #include "base/file_checks.h"
 
 namespace ringtrain {
@@ -98,14 +99,9 @@ std::optional<std::string> readInteger(std::string_view option, const std::strin
 
 std::optional<std::string> readBool(std::string_view option, const std::string& text, bool& value,
                                     bool onOff) {
-  static const std::pair<std::string_view, bool> kSpellings[] = {
-      {"true", true},   {"on", true},   {"yes", true}, {"1", true},
-      {"false", false}, {"off", false}, {"no", false}, {"0", false}};
-  for (const auto& [spelling, meaning] : kSpellings) {
-    if (text == spelling) {
-      value = meaning;
-      return std::nullopt;
-    }
+  if (const auto parsed = parseBoolean(text)) {
+    value = *parsed;
+    return std::nullopt;
   }
   return fmt::format("--{} '{}': expected {} (or true/false, on/off, yes/no, 1/0)", option, text,
                      onOff ? "on or off" : "true or false");
@@ -169,7 +165,8 @@ const std::vector<std::string_view>& scriptVariables() {
                                                        "RINGTRAIN_NETNS_PROBE",
                                                        "RINGTRAIN_NETNS_QUEUE",
                                                        "RINGTRAIN_OPENBLAS_SERIAL",
-                                                       "RINGTRAIN_PACKAGES", "RINGTRAIN_PYTHON",
+                                                       "RINGTRAIN_PACKAGES",
+                                                       "RINGTRAIN_PYTHON",
                                                        "RINGTRAIN_PROFILE_DIR",
                                                        "RINGTRAIN_RANKS",
                                                        "RINGTRAIN_REQUEUE",
@@ -179,7 +176,8 @@ const std::vector<std::string_view>& scriptVariables() {
                                                        "RINGTRAIN_SSH_PORT",
                                                        "RINGTRAIN_TEST_MODEL",
                                                        "RINGTRAIN_TEST_TAG",
-                                                       "RINGTRAIN_TORCH_PACKAGES", "RINGTRAIN_TORCH_PYTHON",
+                                                       "RINGTRAIN_TORCH_PACKAGES",
+                                                       "RINGTRAIN_TORCH_PYTHON",
                                                        "RINGTRAIN_TSAN_BUILD_DIR",
                                                        "RINGTRAIN_TSAN_FLAGS",
                                                        "RINGTRAIN_TSAN_TARGETS",
