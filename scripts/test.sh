@@ -26,6 +26,8 @@
 # RINGTRAIN_SANITIZE_BUILD_DIR, RINGTRAIN_TSAN_BUILD_DIR and RINGTRAIN_FUZZ_BUILD_DIR those of
 # --sanitize (build-sanitize/), of the ThreadSanitizer step (build-tsan/) and of the fuzzers
 # (build-fuzz/). docs/fuzzing.md describes the fuzz step and the sanitizers.
+# RINGTRAIN_CUDA_ARCHITECTURES: the test build's CUDA kernels (default: this machine's GPUs, or
+# 80 alone where it has none, which still compiles them).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=lib/common.sh
@@ -84,7 +86,14 @@ if [ "$tests" -eq 1 ]; then
   else
     build_dir="${RINGTRAIN_BUILD_DIR:-$root/build}"
     mkdir -p "$build_dir"
-    ringtrain_build "$build_dir" -DRINGTRAIN_WERROR=ON
+    # The test build's CUDA kernels are for the GPUs that will run them: this machine's, or one
+    # architecture where it has none (the GPU tests then skip; the kernels are still compiled).
+    cuda_architectures="${RINGTRAIN_CUDA_ARCHITECTURES:-}"
+    if [ -z "$cuda_architectures" ]; then
+      cuda_architectures=80
+      nvidia-smi -L 2>/dev/null | grep -q '^GPU' && cuda_architectures=native
+    fi
+    ringtrain_build "$build_dir" -DRINGTRAIN_WERROR=ON -DRINGTRAIN_CUDA_ARCHITECTURES="$cuda_architectures"
   fi
   # The MNIST accuracy test trains on the 10,000-digit sample (data/fetch_mnist.sh); without it
   # that one test is skipped, saying so.
