@@ -7,7 +7,8 @@
 #   ringtrain_flag OPTION VAR HELP         --OPTION sets VAR to 1 (0 before)
 #   ringtrain_rest VAR HELP                what follows `--` goes to the array VAR (empty before)
 #   ringtrain_parse_args "$@"              sets the variables. --help (-h) prints the script's header
-#                                          comment and the options with their defaults, exit 0; an
+#                                          comment (less shellcheck directives) and the options with
+#                                          their defaults, exit 0; an
 #                                          unknown option, a missing value or a flag given a value:
 #                                          one line naming it, exit 2
 # The start:
@@ -46,7 +47,7 @@ _ringtrain_bad() {
 _ringtrain_help() {
   local _rt_i _rt_left _rt_default
   echo "usage: ${0##*/} [OPTIONS]${_ringtrain_rest:+ [-- ...]}"
-  sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"
+  sed -n '2,/^[^#]/{/^# shellcheck /d;s/^# \{0,1\}//p}' "$0"
   echo "options:"
   for _rt_i in "${!_ringtrain_options[@]}"; do
     _rt_left="${_ringtrain_options[_rt_i]}" _rt_default=""

@@ -10,6 +10,7 @@ ringtrain_test_start checks
 
 cat >"$work/demo.sh" <<DEMO
 #!/usr/bin/env bash
+# shellcheck disable=SC2154
 # A demo script.
 #   second line of the header
 set -euo pipefail
@@ -38,7 +39,7 @@ run --help
 check "--help" "$output" "usage: demo.sh [OPTIONS] [-- ...]" "A demo script." "  second line of the header" \
   "--rounds ROUNDS" "how many rounds (default: 3)" "--model-args MODEL_ARGS" "--quick" "a short run" \
   "-- ..." "passed to mpirun"
-grep -q "set -euo" <<<"$output" && fail "--help prints the script's code" "$output" || ok "--help stops at the code"
+grep -q "set -euo\\|shellcheck" <<<"$output" && fail "--help prints the script's code or a directive" "$output" || ok "--help stops at the code"
 
 for bad in "--nope:unknown option '--nope'" "--rounds:--rounds needs a value" \
   "--quick=1:--quick takes no value" "-r:unknown option '-r'"; do
