@@ -1,41 +1,26 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154  # the options' variables are set by ringtrain_opt (args.sh)
 # Gradient accumulation's benchmark: synthetic training of an MLP on N ranks with the same
 # micro-batch B and --accumulate-steps K for each K asked for, over the same number of
 # micro-batches, configurations interleaved over rounds. For each K: samples per second (median
 # and range over the rounds) and the gradient all-reduce time per optimiser step and per 1000
 # samples, from the runs' reports. Prints a table; writes JSON lines.
-#   scripts/bench/accumulation.sh [--ranks N] [--batch B] [--accumulate "1 4"]
-#                                 [--micro-batches M] [--hidden H] [--backend B] [--rounds R]
-#                                 [--out DIR] [-- MPIRUN ARGS...]
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-# shellcheck source=../lib/common.sh
-source "$root/scripts/lib/common.sh"
+# shellcheck source=../lib/args.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/args.sh"
+root="$ringtrain_root"
 ringtrain_allow_mpirun_as_root
 
-ranks=2
-batch=32
-accumulate="1 4"
-micro=96 # micro-batches per rank in every run: steps = micro / K
-hidden=2048,2048
-backend=ring
-rounds=3
-out="$root/build/accumulation-bench"
-mpirun_args=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --ranks) ranks="$2"; shift 2 ;;
-    --batch) batch="$2"; shift 2 ;;
-    --accumulate) accumulate="$2"; shift 2 ;;
-    --micro-batches) micro="$2"; shift 2 ;;
-    --hidden) hidden="$2"; shift 2 ;;
-    --backend) backend="$2"; shift 2 ;;
-    --rounds) rounds="$2"; shift 2 ;;
-    --out) out="$2"; shift 2 ;;
-    --) shift; mpirun_args=("$@"); break ;;
-    *) echo "accumulation.sh: unknown option $1" >&2; exit 2 ;;
-  esac
-done
+ringtrain_opt --ranks ranks 2 "ranks"
+ringtrain_opt --batch batch 32 "micro-batch per rank"
+ringtrain_opt --accumulate accumulate "1 4" "the --accumulate-steps values compared"
+ringtrain_opt --micro-batches micro 96 "micro-batches per rank in every run (steps = M / K)"
+ringtrain_opt --hidden hidden 2048,2048 "the MLP's hidden sizes"
+ringtrain_opt --backend backend ring "backend"
+ringtrain_opt --rounds rounds 3 "rounds"
+ringtrain_opt --out out "$root/build/accumulation-bench" "folder of the logs and results"
+ringtrain_rest mpirun_args "passed to mpirun"
+ringtrain_parse_args "$@"
 ringtrain="${RINGTRAIN_BIN:-$root/build/bin/ringtrain}"
 [ -x "$ringtrain" ] || { echo "accumulation.sh: no $ringtrain (build first)" >&2; exit 2; }
 mkdir -p "$out"

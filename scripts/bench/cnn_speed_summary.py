@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""cnn_speed.sh's summary: RESULTS JSON BATCH STEPS BACKEND. Reads the runs' JSON lines, writes
+"""model_speed.sh --model cnn's summary: RESULTS JSON BATCH STEPS BACKEND. Reads the runs' JSON lines, writes
 the medians and ranges over the rounds (and the per-round ratios ringtrain / PyTorch) to JSON and
 prints them as tables. One-core figures in wall and in CPU time per step."""
 import json

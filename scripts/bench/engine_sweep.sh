@@ -1,50 +1,32 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154  # the options' variables are set by ringtrain_opt (args.sh)
 # The gradient engine's benchmark: synthetic training of a wide MLP (28.4 million parameters by
 # default) on 1 rank and on N ranks with overlap on and off and fusion thresholds from 1 MiB to
 # 128 MiB. For each run: samples per second, scaling efficiency against the 1-rank run of the same
 # sweep, and from the run's timeline (scripts/bench/timeline_summary.py) the computation, the
 # all-reduce time and the share of it that was exposed. Prints a table; writes JSON lines.
-#   scripts/bench/engine_sweep.sh [--ranks N] [--steps S] [--hidden H] [--fusion "1M 4M ..."]
-#                                 [--overlap "on off"] [--compression C] [--backend B]
-#                                 [--rounds R] [--out DIR] [--timeline-overhead]
-#                                 [-- MPIRUN ARGS...]
 # --rounds R runs the whole sweep R times, configurations interleaved, and reports each
 # configuration's mean with its range (a shared VM's speed drifts from run to run).
 # --timeline-overhead adds to each round, for the default configuration, a run with and one
 # without --timeline, to measure what recording costs.
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-# shellcheck source=../lib/common.sh
-source "$root/scripts/lib/common.sh"
+# shellcheck source=../lib/args.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/args.sh"
+root="$ringtrain_root"
 ringtrain_allow_mpirun_as_root
 
-ranks=2
-steps=20
-hidden=4096,4096,2048
-fusions="1M 4M 8M 16M 32M 64M 128M"
-overlaps="on off"
-compression=none
-backend=ring
-out="$root/build/engine-sweep"
-overhead=0
-rounds=1
-mpirun_args=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --ranks) ranks="$2"; shift 2 ;;
-    --steps) steps="$2"; shift 2 ;;
-    --hidden) hidden="$2"; shift 2 ;;
-    --fusion) fusions="$2"; shift 2 ;;
-    --overlap) overlaps="$2"; shift 2 ;;
-    --compression) compression="$2"; shift 2 ;;
-    --backend) backend="$2"; shift 2 ;;
-    --out) out="$2"; shift 2 ;;
-    --timeline-overhead) overhead=1; shift ;;
-    --rounds) rounds="$2"; shift 2 ;;
-    --) shift; mpirun_args=("$@"); break ;;
-    *) echo "engine_sweep.sh: unknown option $1" >&2; exit 2 ;;
-  esac
-done
+ringtrain_opt --ranks ranks 2 "ranks"
+ringtrain_opt --steps steps 20 "steps of 64 samples per rank"
+ringtrain_opt --hidden hidden 4096,4096,2048 "the MLP's hidden sizes"
+ringtrain_opt --fusion fusions "1M 4M 8M 16M 32M 64M 128M" "fusion thresholds"
+ringtrain_opt --overlap overlaps "on off" "overlap settings"
+ringtrain_opt --compression compression none "compression"
+ringtrain_opt --backend backend ring "backend"
+ringtrain_opt --out out "$root/build/engine-sweep" "folder of the logs and results"
+ringtrain_flag --timeline-overhead overhead "also measure what --timeline costs"
+ringtrain_opt --rounds rounds 1 "rounds of the whole sweep"
+ringtrain_rest mpirun_args "passed to mpirun"
+ringtrain_parse_args "$@"
 ringtrain="${RINGTRAIN_BIN:-$root/build/bin/ringtrain}"
 [ -x "$ringtrain" ] || { echo "engine_sweep.sh: no $ringtrain (build first)" >&2; exit 2; }
 mkdir -p "$out"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154  # the options' variables are set by ringtrain_opt (args.sh)
 # GPT-2 124M training steps on this machine (issue 20's "Speed"): `ringtrain train --model
 # gpt2-124m --synthetic --batch-size 4` (context 1024, 124M parameters, ~150 tensors) for a few
 # steps, one thread per rank bound to a core, AdamW; by default four runs, one after the other:
@@ -21,37 +22,21 @@
 # 2-vCPU CI VM, so a run of 3 steps takes 2.5-3 minutes with start-up and the end-of-run evaluation
 # (kept to a few windows: --synthetic-size is one epoch of the run, the test set an eighth of it).
 #
-#   scripts/bench/gpt2_124m_step.sh [--build-dir DIR] [--steps N] [--batch B]
-#                                   [--runs "1 shm ring ring-bf16"] [--model-args "ARGS"]
-#                                   [--out DIR] [--json FILE]
-# Defaults: build/, 3 steps, batch 4, --model-args "--model gpt2-124m" (a smaller GPT for a
-# check of the script). Prints a table; writes the summary to --json (default OUT/summary.json);
-# logs and timelines in OUT (default BUILD_DIR/gpt2-124m-step).
+# Prints a table; writes the summary to --json; logs and timelines in --out.
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-# shellcheck source=../lib/common.sh
-source "$root/scripts/lib/common.sh"
+# shellcheck source=../lib/args.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/args.sh"
+root="$ringtrain_root"
 ringtrain_allow_mpirun_as_root
 
-build_dir="$root/build"
-steps=3
-batch=4
-runs="1 shm ring ring-bf16"
-model_args="--model gpt2-124m"
-out=""
-json=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --build-dir) build_dir="$2"; shift 2 ;;
-    --steps) steps="$2"; shift 2 ;;
-    --batch) batch="$2"; shift 2 ;;
-    --runs) runs="$2"; shift 2 ;;
-    --model-args) model_args="$2"; shift 2 ;;
-    --out) out="$2"; shift 2 ;;
-    --json) json="$2"; shift 2 ;;
-    *) echo "gpt2_124m_step.sh: unknown option $1" >&2; exit 2 ;;
-  esac
-done
+ringtrain_opt --build-dir build_dir "$root/build" "the build whose bin/ holds ringtrain"
+ringtrain_opt --steps steps 3 "steps per run, at least 2"
+ringtrain_opt --batch batch 4 "batch per rank"
+ringtrain_opt --runs runs "1 shm ring ring-bf16" "the runs, of 1, shm, ring, ring-bf16"
+ringtrain_opt --model-args model_args "--model gpt2-124m" "ringtrain's model options (a smaller GPT for a check of the script)"
+ringtrain_opt --out out "" "folder of the logs and timelines (default BUILD_DIR/gpt2-124m-step)"
+ringtrain_opt --json json "" "the summary (default OUT/summary.json)"
+ringtrain_parse_args "$@"
 [[ "$steps" =~ ^[1-9][0-9]*$ && "$steps" -ge 2 && "$batch" =~ ^[1-9][0-9]*$ ]] ||
   { echo "gpt2_124m_step.sh: --steps must be at least 2, --batch at least 1" >&2; exit 2; }
 build_dir="$(cd "$build_dir" 2>/dev/null && pwd)" ||

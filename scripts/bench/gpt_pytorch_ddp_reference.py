@@ -11,7 +11,7 @@ exchange. Every rank draws its own random token windows (seed + rank) before the
 Two ways to start it:
   mpirun -np 2 --bind-to core /usr/bin/python3 scripts/bench/gpt_pytorch_ddp_reference.py
       (rank and size from Open MPI's environment; placed on the cores as ringtrain is; what
-      scripts/bench/gpt_speed.sh does)
+      scripts/bench/model_speed.sh does)
   /usr/bin/python3 scripts/bench/gpt_pytorch_ddp_reference.py --nprocs 2 [--bind]
       (torch.multiprocessing.spawn; --bind pins rank r to CPU r modulo the CPUs it may use)
 The ranks meet over TCP on 127.0.0.1:--port.

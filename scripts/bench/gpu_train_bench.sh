@@ -1,10 +1,8 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154  # the options' variables are set by ringtrain_opt (args.sh)
 # One-GPU training throughput: `ringtrain train --device cuda` for the mlp and the cnn at batch
 # 64, 256 and 1024 (TF32 off and on), beside scripts/bench/pytorch_gpu_reference.py (same models,
 # batches, SGD with momentum 0.9) run in the same job, and the ratio ringtrain / PyTorch.
-#
-#   scripts/bench/gpu_train_bench.sh [--build DIR] [--data DIR] [--steps N] [--out DIR]
-#                                    [--prefetch auto|on|off] [--no-reference]
 #
 # ringtrain trains on the MNIST sample (--data, default data/mnist) for --steps steps (default
 # 2000) and logs its rate every 200 steps; the figure is the median of those windows without the
@@ -13,25 +11,16 @@
 # --prefetch goes to ringtrain (default auto: on with cuda); the rank is not bound to one core, so
 # the prefetch thread does not share it with the thread that waits for the GPU.
 set -uo pipefail
-cd "$(dirname "$0")/../.." || exit 2
-build=build
-data=data/mnist
-steps=2000
-out=${OUT:-$PWD/bench-out}
-reference=1
-prefetch=auto
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --build) build=$2; shift 2 ;;
-    --data) data=$2; shift 2 ;;
-    --steps) steps=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    --prefetch) prefetch=$2; shift 2 ;;
-    --no-reference) reference=0; shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
-    *) echo "gpu_train_bench.sh: unknown argument $1" >&2; exit 2 ;;
-  esac
-done
+# shellcheck source=../lib/args.sh
+source "$(dirname "$0")/../lib/args.sh"
+cd "$ringtrain_root" || exit 2
+ringtrain_opt --build build build "the build (with -DRINGTRAIN_CUDA=ON)"
+ringtrain_opt --data data data/mnist "the MNIST folder"
+ringtrain_opt --steps steps 2000 "training steps per run"
+ringtrain_opt --out out "${OUT:-$PWD/bench-out}" "folder of the logs and the summary"
+ringtrain_opt --prefetch prefetch auto "ringtrain's --prefetch: auto, on or off"
+ringtrain_flag --no-reference no_reference "leave the PyTorch reference out"
+ringtrain_parse_args "$@"
 ringtrain=$build/bin/ringtrain
 [[ -x $ringtrain ]] || { echo "gpu_train_bench.sh: no $ringtrain (build with -DRINGTRAIN_CUDA=ON)" >&2; exit 2; }
 [[ -d $data ]] || { echo "gpu_train_bench.sh: no MNIST in $data (data/fetch_mnist.sh $data)" >&2; exit 2; }
@@ -54,7 +43,7 @@ for tf32 in false true; do
   done
 done
 
-if [[ $reference -eq 1 ]]; then
+if [[ $no_reference -eq 0 ]]; then
   echo "== PyTorch reference"
   if ! python3 scripts/bench/pytorch_gpu_reference.py --batch 64 256 1024 \
       --json "$out/pytorch_gpu_reference.json" >"$out/pytorch_gpu_reference.log" 2>&1; then

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154  # the options' variables are set by ringtrain_opt (args.sh)
 # The portable build (the default: -march left to the compiler, the hot loops dispatched at run
 # time) against a -march=native build on this machine, in interleaved rounds: each round runs
 # every measurement with one build, then with the other, so that a ratio is taken within the
@@ -10,25 +11,15 @@
 #   gpt         ringtrain train --synthetic --model gpt-mini, batch 4, context 64, ring: tokens/s
 # The summary (a table, and JSON with --json) gives the median and range of each figure per build
 # and of the ratio portable/native over the rounds (above 1: the portable build is faster).
-#
-#   scripts/bench/portable_vs_native.sh [--portable DIR] [--native DIR] [--rounds R] [--json FILE]
-# --portable defaults to build/ (built first if missing); --native to build-native/, configured
-# with -DRINGTRAIN_ARCH=native and built when missing.
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-# shellcheck source=scripts/lib/common.sh
-source "$root/scripts/lib/common.sh"
-portable="$root/build" native="$root/build-native" rounds=3 json=""
-while [ "$#" -gt 0 ]; do
-  case "$1" in
-    --portable) portable="$2"; shift ;;
-    --native) native="$2"; shift ;;
-    --rounds) rounds="$2"; shift ;;
-    --json) json="$2"; shift ;;
-    *) sed -n '2,17s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
-  esac
-  shift
-done
+# shellcheck source=../lib/args.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/args.sh"
+root="$ringtrain_root"
+ringtrain_opt --portable portable "$root/build" "the portable build (built first if missing)"
+ringtrain_opt --native native "$root/build-native" "the -DRINGTRAIN_ARCH=native build (built when missing)"
+ringtrain_opt --rounds rounds 3 "rounds"
+ringtrain_opt --json json "" "the summary as JSON"
+ringtrain_parse_args "$@"
 ringtrain_need_count --rounds "$rounds"
 ringtrain_allow_mpirun_as_root
 [ -x "$portable/bin/ringtrain" ] || ringtrain_build "$portable"

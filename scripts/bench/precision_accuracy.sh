@@ -1,44 +1,30 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154  # the options' variables are set by ringtrain_opt (args.sh)
 # Does bfloat16 train as float32 does? `ringtrain train --precision fp32` and `--precision bf16`
 # from the same seed on the real data sets, short runs: the MLP and the CNN on MNIST (test
 # accuracy and loss at the end), gpt-mini on the fortunes corpus (validation loss every
 # --gpt-eval-every steps). Prints a table per job and writes the summary JSON: each run's final
 # test metrics, and the largest difference between the two precisions' training loss (logged
 # every --log-every steps) and test/validation loss at the same step.
-#   scripts/bench/precision_accuracy.sh [--build-dir DIR] [--ranks N] [--jobs mlp,cnn,gpt]
-#                                       [--epochs E] [--gpt-steps S] [--gpt-eval-every K]
-#                                       [--out DIR] [--json FILE]
-# Defaults: build/, 1 rank, mlp,cnn,gpt, 2 epochs of the MNIST sample (data/mnist), 150 gpt-mini
-# steps (data/fortunes, scripts/mpirun/gpt-mini.conf otherwise) evaluated every 50 on 64
+# The data: the MNIST sample (data/mnist), the fortunes (data/fortunes, scripts/mpirun/gpt-mini.conf
+# otherwise), gpt-mini evaluated on 64
 # validation sequences (all of them at the end). Logs and metrics.jsonl in OUT
 # (default BUILD_DIR/precision-accuracy). Needs a CPU with AVX512-BF16.
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-# shellcheck source=../lib/common.sh
-source "$root/scripts/lib/common.sh"
+# shellcheck source=../lib/args.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/args.sh"
+root="$ringtrain_root"
 ringtrain_allow_mpirun_as_root
 
-build_dir="$root/build"
-ranks=1
-jobs=mlp,cnn,gpt
-epochs=2
-gpt_steps=150
-gpt_eval_every=50
-out=""
-json=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --build-dir) build_dir="$2"; shift 2 ;;
-    --ranks) ranks="$2"; shift 2 ;;
-    --jobs) jobs="$2"; shift 2 ;;
-    --epochs) epochs="$2"; shift 2 ;;
-    --gpt-steps) gpt_steps="$2"; shift 2 ;;
-    --gpt-eval-every) gpt_eval_every="$2"; shift 2 ;;
-    --out) out="$2"; shift 2 ;;
-    --json) json="$2"; shift 2 ;;
-    *) echo "precision_accuracy.sh: unknown argument '$1'" >&2; exit 2 ;;
-  esac
-done
+ringtrain_opt --build-dir build_dir "$root/build" "the build whose bin/ holds ringtrain"
+ringtrain_opt --ranks ranks 1 "ranks"
+ringtrain_opt --jobs jobs mlp,cnn,gpt "the jobs, of mlp, cnn, gpt"
+ringtrain_opt --epochs epochs 2 "epochs of the MNIST sample"
+ringtrain_opt --gpt-steps gpt_steps 150 "gpt-mini steps"
+ringtrain_opt --gpt-eval-every gpt_eval_every 50 "gpt-mini's evaluation period"
+ringtrain_opt --out out "" "folder of the logs (default BUILD_DIR/precision-accuracy)"
+ringtrain_opt --json json "" "the summary (default OUT/summary.json)"
+ringtrain_parse_args "$@"
 out="${out:-$build_dir/precision-accuracy}"
 json="${json:-$out/summary.json}"
 mkdir -p "$out"

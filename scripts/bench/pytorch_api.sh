@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154  # the options' variables are set by ringtrain_opt (args.sh)
 # PyTorch models trained on 2 ranks three ways: DistributedDataParallel with gloo's all-reduce
 # (ddp-gloo), DDP with ringtrain's communication hook (ddp-hook), and ringtrain.torch's
 # DistributedOptimizer (optimizer), each run by examples/pytorch_synthetic_benchmark.py. Rounds
@@ -7,40 +8,23 @@
 # with --json) gives per model and way the median and range over the rounds of the samples per
 # second of both ranks together, and the median of each round's ratio to ddp-gloo (above 1:
 # faster than DDP with gloo). The issue's goal: at least 1.3 on mlp-28m, never below 1.0.
-#
-#   scripts/bench/pytorch_api.sh [--build DIR] [--rounds R] [--models M1,M2] [--batch-size B]
-#                                [--warmup N] [--batches N] [--iters N] [--json FILE]
-# --build defaults to build/ (its python/ holds the ringtrain package; built first if missing);
-# --models to mlp-28m,transformer,resnet50 (examples/pytorch_models.py); --batch-size (per rank)
-# to 32, Horovod's; each run warms up --warmup steps (2), then times --iters (5) timings of
-# --batches steps (5). Installs python3-torch and python3-torchvision where missing
+# Each run warms up --warmup steps, then times --iters timings of --batches steps. Installs
+# python3-torch and python3-torchvision where missing
 # (scripts/lib/common.sh). RINGTRAIN_PYTHON picks the interpreter (default /usr/bin/python3,
 # Debian's, which python3-torch is built for).
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-# shellcheck source=scripts/lib/common.sh
-source "$root/scripts/lib/common.sh"
-usage() {
-  sed -n '2,19s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
-  exit 2
-}
-build="$root/build" rounds=3 models=mlp-28m,transformer,resnet50 batch=32 json=""
-warmup=2 batches=5 iters=5
-while [ "$#" -gt 0 ]; do
-  [ "$#" -ge 2 ] || usage
-  case "$1" in
-    --build) build="$2" ;;
-    --rounds) rounds="$2" ;;
-    --models) models="$2" ;;
-    --batch-size) batch="$2" ;;
-    --warmup) warmup="$2" ;;
-    --batches) batches="$2" ;;
-    --iters) iters="$2" ;;
-    --json) json="$2" ;;
-    *) usage ;;
-  esac
-  shift 2
-done
+# shellcheck source=../lib/args.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/args.sh"
+root="$ringtrain_root"
+ringtrain_opt --build build "$root/build" "the build; its python/ holds the ringtrain package (built first if missing)"
+ringtrain_opt --rounds rounds 3 "rounds"
+ringtrain_opt --models models mlp-28m,transformer,resnet50 "models of examples/pytorch_models.py"
+ringtrain_opt --batch-size batch 32 "batch per rank (Horovod's)"
+ringtrain_opt --warmup warmup 2 "warm-up steps of each run"
+ringtrain_opt --batches batches 5 "steps per timing"
+ringtrain_opt --iters iters 5 "timings per run"
+ringtrain_opt --json json "" "the summary as JSON"
+ringtrain_parse_args "$@"
 ringtrain_need_count --rounds "$rounds"
 ringtrain_need_count --warmup "$warmup"
 ringtrain_need_count --batches "$batches"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154  # the options' variables are set by ringtrain_opt (args.sh)
 # Scaling efficiency from 1 to N ranks of `ringtrain train --synthetic` (by default the MLP
 # 784-512-512-10, batch 64 per rank, one thread per rank, each rank bound to a core), for each
 # backend side by side: throughput(N) / (N * throughput(1)). A round runs the 1-rank reference and
@@ -6,10 +7,6 @@
 # 1-rank run of the same minute (a shared VM's speed drifts by 10-20% from minute to minute);
 # the summary gives each backend's median efficiency over the rounds, and the spread.
 # Prints a table; writes one JSON line per run and a summary JSON.
-#   scripts/bench/scaling_efficiency.sh [--ranks N] [--steps S] [--rounds R]
-#                                       [--backends "ring shm mpi"] [--out DIR]
-#                                       [--compare-bin PATH [--compare-one-rank]] [--pytorch]
-#                                       [-- EXTRA RINGTRAIN ARGS...]
 # --compare-bin runs every backend a second time in each round with another ringtrain build (a
 # change against its parent, say), as "BACKEND@compare", against the same 1-rank reference;
 # with --compare-one-rank that build also runs its own 1-rank reference in each round and its
@@ -20,34 +17,21 @@
 # installs Debian's python3-torch and OpenBLAS when they are missing. Only the MLP is supported
 # there: EXTRA RINGTRAIN ARGS other than --hidden are not passed to PyTorch.
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-# shellcheck source=../lib/common.sh
-source "$root/scripts/lib/common.sh"
+# shellcheck source=../lib/args.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/args.sh"
+root="$ringtrain_root"
 ringtrain_allow_mpirun_as_root
 
-ranks=2
-steps=1500
-rounds=6
-backends="ring shm"
-out="$root/build/scaling-efficiency"
-extra=()
-compare=""
-compare_one_rank=0
-pytorch=0
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --ranks) ranks="$2"; shift 2 ;;
-    --steps) steps="$2"; shift 2 ;;
-    --rounds) rounds="$2"; shift 2 ;;
-    --backends) backends="$2"; shift 2 ;;
-    --out) out="$2"; shift 2 ;;
-    --compare-bin) compare="$2"; shift 2 ;;
-    --compare-one-rank) compare_one_rank=1; shift ;;
-    --pytorch) pytorch=1; shift ;;
-    --) shift; extra=("$@"); break ;;
-    *) echo "scaling_efficiency.sh: unknown option $1" >&2; exit 2 ;;
-  esac
-done
+ringtrain_opt --ranks ranks 2 "ranks"
+ringtrain_opt --steps steps 1500 "steps per run"
+ringtrain_opt --rounds rounds 6 "rounds"
+ringtrain_opt --backends backends "ring shm" "backends on N ranks"
+ringtrain_opt --out out "$root/build/scaling-efficiency" "folder of the logs and results"
+ringtrain_opt --compare-bin compare "" "another ringtrain, run beside in each round"
+ringtrain_flag --compare-one-rank compare_one_rank "the compared build's own 1-rank reference"
+ringtrain_flag --pytorch pytorch "PyTorch DDP (gloo) in each round"
+ringtrain_rest extra "more ringtrain train options"
+ringtrain_parse_args "$@"
 ringtrain="${RINGTRAIN_BIN:-$root/build/bin/ringtrain}"
 [ -x "$ringtrain" ] || { echo "scaling_efficiency.sh: no $ringtrain (build first)" >&2; exit 2; }
 if [ -n "$compare" ] && [ ! -x "$compare" ]; then

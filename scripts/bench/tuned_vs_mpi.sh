@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154  # the options' variables are set by ringtrain_opt (args.sh)
 # The tuned backend (each all-reduce's algorithm from its tuning table) against MPI_Allreduce on
 # the same buffers, 2 ranks bound to cores, float32 sum, at every power of two from 8 B to --max,
 # in interleaved rounds: each round runs every size as one allreduce_perf call with both backends
@@ -7,26 +8,18 @@
 # JSON with --json) gives per size the median and range over the rounds of each backend's time
 # per call, in place and out of place, and of the speed ratio mpi time / tuned time (above 1:
 # tuned is faster).
-#
-#   scripts/bench/tuned_vs_mpi.sh [--build DIR] [--rounds R] [--max SIZE] [--tuning-file F] [--json FILE]
-# --build defaults to build/ (built first if missing); --max to 256M; without --tuning-file the
-# built-in table.
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-# shellcheck source=scripts/lib/common.sh
-source "$root/scripts/lib/common.sh"
-build="$root/build" rounds=3 max=256M json="" tuning=()
-while [ "$#" -gt 0 ]; do
-  case "$1" in
-    --build) build="$2"; shift ;;
-    --rounds) rounds="$2"; shift ;;
-    --max) max="$2"; shift ;;
-    --tuning-file) tuning=(--tuning-file "$2"); shift ;;
-    --json) json="$2"; shift ;;
-    *) sed -n '2,14s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
-  esac
-  shift
-done
+# shellcheck source=../lib/args.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/args.sh"
+root="$ringtrain_root"
+ringtrain_opt --build build "$root/build" "the build (built first if missing)"
+ringtrain_opt --rounds rounds 3 "rounds"
+ringtrain_opt --max max 256M "the largest size"
+ringtrain_opt --tuning-file tuning_file "" "the tuning table (default the built-in one)"
+ringtrain_opt --json json "" "the summary as JSON"
+ringtrain_parse_args "$@"
+tuning=()
+[ -z "$tuning_file" ] || tuning=(--tuning-file "$tuning_file")
 ringtrain_need_count --rounds "$rounds"
 ringtrain_allow_mpirun_as_root
 [ -x "$build/bin/allreduce_perf" ] || ringtrain_build "$build"

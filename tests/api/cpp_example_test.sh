@@ -4,15 +4,13 @@
 # it, then run on 1 rank (the whole batch) and on 2 ranks (half each). Checked: both ranks print
 # the same parameters to the bit, the loss fell, and 2 ranks match 1 rank to float tolerance.
 #   cpp_example_test.sh BUILD_DIR EXAMPLE_DIR MPIEXEC [MPIEXEC_FLAGS...]
-set -uo pipefail
+# shellcheck source=../../scripts/lib/args.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/args.sh"
+ringtrain_test_start checks
 build="${1:?usage: cpp_example_test.sh BUILD_DIR EXAMPLE_DIR MPIEXEC [FLAGS...]}"
 example="${2:?}"
 mpiexec="${3:?}"
 shift 3
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-# shellcheck source=../support/checks.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../support/checks.sh"
 # The example reads the RINGTRAIN_* variables: none from the caller's shell.
 while IFS= read -r name; do unset "$name"; done < <(compgen -e | grep '^RINGTRAIN_' || true)
 

@@ -6,15 +6,13 @@
 # takes the same three files the same way; with another backend it says once that the file is
 # not used.
 #   allreduce_tune_test.sh ALLREDUCE_PERF RINGTRAIN MPIEXEC [MPIEXEC FLAGS...]
-set -uo pipefail
+# shellcheck source=../../scripts/lib/args.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/args.sh"
+ringtrain_test_start checks
 perf="$1"
 ringtrain="$2"
 shift 2
 mpirun=("$@")
-# shellcheck source=tests/support/checks.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../support/checks.sh"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
 
 # launch NAME WANT_STATUS PROGRAM ARGS...: 2 ranks; stdout and stderr to $work/NAME.*.
 launch() {

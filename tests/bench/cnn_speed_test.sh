@@ -1,22 +1,20 @@
 #!/usr/bin/env bash
-# scripts/bench/cnn_speed.sh on one short round (3 training steps, step rounds of 0.05 s): the
+# scripts/bench/model_speed.sh --model cnn on one short round (3 training steps, step rounds of 0.05 s): the
 # table's and the JSON's rows for ringtrain's step on one core and its 2-rank training, with the
 # build compared against itself through a copy (--compare-build), and without PyTorch
 # (--no-pytorch: CI does not install python3-torch); PyTorch's rows and the ratios too where
 # /usr/bin/python3 imports torch. No speed is judged: benchmarks are not timed tests. Then bad
-# options (exit status 2).
-#   cnn_speed_test.sh CNN_SPEED_SH BUILD_DIR
-set -uo pipefail
+# options (exit status 2), and the old cnn_speed.sh naming the new command (exit status 2).
+#   cnn_speed_test.sh MODEL_SPEED_SH BUILD_DIR
+# shellcheck source=../../scripts/lib/args.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/args.sh"
+ringtrain_test_start checks
 script="$1"
 build_dir="$2"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-# shellcheck source=../support/checks.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../support/checks.sh"
 # The same programs under another folder, as a compared build.
 mkdir -p "$work/other/bin"
 cp "$build_dir/bin/ringtrain" "$build_dir/bin/model_step_perf" "$work/other/bin/"
-short=(--rounds 1 --steps 3 --warmup 1 --seconds 0.05 --repeats 1 --build-dir "$build_dir")
+short=(--model cnn --rounds 1 --steps 3 --warmup 1 --seconds 0.05 --repeats 1 --build-dir "$build_dir")
 
 # run NAME ARGS...: the table in $work/NAME.out, the JSON in $work/NAME.json.
 run() {
@@ -81,12 +79,17 @@ else
   echo "skipping the PyTorch rows: /usr/bin/python3 cannot import torch (python3-torch)"
 fi
 for bad in "--rounds 0" "--seconds x" "--compare-build $build_dir" "--compare-build /nowhere" \
-  "--no-such-option"; do
+  "--no-such-option" "--quick" "--precision bf16"; do
   # shellcheck disable=SC2086
-  bash "$script" --build-dir "$build_dir" --no-pytorch $bad >"$work/bad.out" 2>&1
+  bash "$script" --model cnn --build-dir "$build_dir" --no-pytorch $bad >"$work/bad.out" 2>&1
   status=$?
   [ "$status" -eq 2 ] && ok "$bad: exit status 2" || fail "$bad: exit status $status, want 2"
 done
+
+bash "$(dirname "$script")/cnn_speed.sh" --rounds 1 >"$work/old.out" 2>&1
+status=$?
+[ "$status" -eq 2 ] && grep -qF "model_speed.sh --model cnn" "$work/old.out" &&
+  ok "cnn_speed.sh: exit status 2, names model_speed.sh" || fail "cnn_speed.sh: exit status $status" "$(cat "$work/old.out")"
 
 [ "$failures" -eq 0 ] || { echo "$failures check(s) failed"; exit 1; }
 echo "all checks passed"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/bench/gpt_speed.sh --quick on a tiny GPT (1 layer, 2 heads, width 32, context 16,
+# scripts/bench/model_speed.sh --model gpt --quick on a tiny GPT (1 layer, 2 heads, width 32, context 16,
 # vocabulary 256): the table has ringtrain's rows (1 and 2 ranks, the 2-rank scaling efficiency,
 # the sgemm peak unless the build links no OpenBLAS and there is no PyTorch) and the summary JSON
 # the same configurations, positive, with the model's FLOPs per token as ringtrain counts them. PyTorch's rows (1 thread, DDP gloo on 2 ranks, the
@@ -7,21 +7,15 @@
 # skipped them, and so does this test. No speed is judged: benchmarks are not timed tests.
 # Then --no-pytorch, an interpreter without torch (RINGTRAIN_TORCH_PYTHON), --precision bf16
 # --one-rank on a CPU with AVX512-BF16 (ringtrain and PyTorch at 1 rank only, the JSON says
-# bf16), and bad options (exit status 2).
-#   gpt_speed_test.sh GPT_SPEED_SH BUILD_DIR RINGTRAIN
-set -uo pipefail
+# bf16), bad options (exit status 2), and the old gpt_speed.sh naming the new command (exit status 2).
+#   gpt_speed_test.sh MODEL_SPEED_SH BUILD_DIR RINGTRAIN
+# shellcheck source=../../scripts/lib/args.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/args.sh"
+ringtrain_test_start checks
 script="$1"
 build_dir="$2"
 export RINGTRAIN_BIN="$3"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-failures=0
-ok() { echo "ok   $1"; }
-fail() {
-  echo "FAIL $1"
-  failures=$((failures + 1))
-}
-tiny="--model gpt --layers 1 --heads 2 --width 32 --context 16 --vocab 256"
+tiny="--layers 1 --heads 2 --width 32 --context 16 --vocab 256"
 if /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
   torch=1
 else
@@ -84,7 +78,7 @@ EOF
 run() {
   local name="$1"
   shift
-  if timeout 240 bash "$script" --quick --build-dir "$build_dir" --model-args "$tiny" \
+  if timeout 240 bash "$script" --model gpt --quick --build-dir "$build_dir" --model-args "$tiny" \
     --out "$work/$name" --json "$work/$name.json" "$@" >"$work/$name.out" 2>"$work/$name.err"; then
     ok "$name: exit status 0"
     sed 's/^/     | /' "$work/$name.out"
@@ -127,6 +121,13 @@ status=$?
 bash "$script" --no-such-option >"$work/bad.out" 2>&1
 status=$?
 [ "$status" -eq 2 ] && ok "unknown option: exit status 2" || fail "unknown option: exit status $status"
+bash "$script" --model gpt --quick --build-dir "$build_dir" --compare-build "$build_dir" >"$work/bad.out" 2>&1
+status=$?
+[ "$status" -eq 2 ] && ok "--compare-build with a GPT: exit status 2" || fail "--compare-build with a GPT: exit status $status"
+bash "$(dirname "$script")/gpt_speed.sh" --quick >"$work/old.out" 2>&1
+status=$?
+[ "$status" -eq 2 ] && grep -qF "model_speed.sh --model gpt-mini" "$work/old.out" &&
+  ok "gpt_speed.sh: exit status 2, names model_speed.sh" || fail "gpt_speed.sh: exit status $status" "$(cat "$work/old.out")"
 
 [ "$failures" -eq 0 ] || { echo "$failures check(s) failed"; exit 1; }
 echo "all checks passed"

@@ -4,14 +4,12 @@
 # its ratio to ddp-gloo; then bad options (exit status 2). No speed is judged: benchmarks are not
 # timed tests. SKIP (77) without python3-torch (the script would install it).
 #   pytorch_api_test.sh PYTORCH_API_SH BUILD_DIR PYTHON
-set -uo pipefail
+# shellcheck source=../../scripts/lib/args.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/args.sh"
+ringtrain_test_start checks
 script="$1"
 build_dir="$2"
 export RINGTRAIN_PYTHON="$3"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-# shellcheck source=../support/checks.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../support/checks.sh"
 if ! "$RINGTRAIN_PYTHON" -c 'import torch' 2>/dev/null; then
   echo "SKIP: needs python3-torch"
   exit 77

@@ -4,13 +4,11 @@
 # named; then with a tuning file (the table it names is the file's); then bad options (exit
 # status 2). No speed is judged: benchmarks are not timed tests.
 #   tuned_vs_mpi_test.sh TUNED_VS_MPI_SH BUILD_DIR
-set -uo pipefail
+# shellcheck source=../../scripts/lib/args.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/args.sh"
+ringtrain_test_start checks
 script="$1"
 build_dir="$2"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-# shellcheck source=../support/checks.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../support/checks.sh"
 
 # run NAME ARGS...: the table in $work/NAME.out, the JSON in $work/NAME.json.
 run() {

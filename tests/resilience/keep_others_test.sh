@@ -5,14 +5,12 @@
 # removes its others, and leaves the other run's file as it was, saying once which it kept and
 # why. With --resume auto the checkpoints it found, the one it resumed from among them, stay too.
 #   keep_others_test.sh RINGTRAIN MPIEXEC [MPIEXEC FLAGS...]
-set -uo pipefail
+# shellcheck source=../../scripts/lib/args.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/args.sh"
+ringtrain_test_start checks
 ringtrain="$1"
 shift
 mpirun=("$@")
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-# shellcheck source=tests/support/checks.sh
-source "$(dirname "$0")/../support/checks.sh"
 
 train() {
   timeout 120 "${mpirun[@]}" -np 2 "$ringtrain" train --synthetic --synthetic-size 256 \

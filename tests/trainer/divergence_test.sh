@@ -5,14 +5,12 @@
 # resumes; --check-finite skip leaves the skipped step's loss out; a run that cannot learn (a GPT at --lr 1e-7) is warned about once, by rank 0, as its
 # loss stays at ln(vocabulary); runs that learn (the same GPT at a working --lr, an MLP) are not.
 #   divergence_test.sh RINGTRAIN MPIEXEC [MPIEXEC FLAGS...]
-set -uo pipefail
+# shellcheck source=../../scripts/lib/args.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/args.sh"
+ringtrain_test_start checks
 ringtrain="$1"
 shift
 mpirun=("$@")
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-# shellcheck source=tests/support/checks.sh
-source "$(dirname "$0")/../support/checks.sh"
 
 # train NAME ARGS...: `ringtrain train ARGS` on 2 ranks; the output in $work/NAME.log, and each
 # rank's exit status as the line "rank R status S" in $work/NAME.status.

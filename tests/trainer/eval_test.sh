@@ -7,14 +7,12 @@
 # and one line. Also the usage: `ringtrain --help` lists eval, `eval --help` and `check --help`
 # exit 0.
 #   eval_test.sh RINGTRAIN MPIEXEC [MPIEXEC FLAGS...]
-set -uo pipefail
+# shellcheck source=../../scripts/lib/args.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/args.sh"
+ringtrain_test_start checks
 ringtrain="$1"
 shift
 mpirun=("$@")
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-# shellcheck source=../support/checks.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../support/checks.sh"
 
 # figures FILE: the last evaluation line of FILE from its kind on, without the epoch, which only
 # training knows: "Accuracy at step 30: 0.5150  (test loss 1.2021, 200 test samples)".

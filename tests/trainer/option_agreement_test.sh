@@ -4,15 +4,13 @@
 # options allowed to differ per rank do not stop them. Also on 2 ranks: a --config folder is
 # refused, and a RINGTRAIN_* variable that names no option is warned about once.
 #   option_agreement_test.sh RINGTRAIN MPIEXEC [MPIEXEC_FLAGS...]
-set -uo pipefail
+# shellcheck source=../../scripts/lib/args.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/args.sh"
+ringtrain_test_start checks
 bin="${1:?usage: option_agreement_test.sh RINGTRAIN MPIEXEC [FLAGS...]}"
 mpiexec="${2:?usage: option_agreement_test.sh RINGTRAIN MPIEXEC [FLAGS...]}"
 shift 2
 flags=("$@")
-# shellcheck source=../support/checks.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../support/checks.sh"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
 common=(train --synthetic --hidden 16 --batch-size 8 --synthetic-size 512 --steps 40
   --log-every 0 --stall-timeout 20)
 
