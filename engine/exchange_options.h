@@ -1,7 +1,7 @@
 // What a gradient exchange is told: the one options struct of every exchange (the reducers
 // behind the communicators and the shared-memory one), with the one default of each setting.
-// `ringtrain train`'s --fusion-threshold, --overlap, --compression, --stall-timeout and
-// --tuning-file fill it (src/trainer/config.h), and so does the library's facade (api/).
+// `ringtrain train`'s and `bench`'s --fusion-threshold, --overlap, --compression, --stall-timeout
+// and --tuning-file fill it (src/common/exchange_settings.h), and so does the facade (api/).
 #pragma once
 
 #include <cstddef>

@@ -25,6 +25,7 @@
 #include "data/separate_check.h"
 #include "models/flush_to_zero.h"
 #include "models/matrix_products.h"
+#include "src/bench/bench_config.h"
 #include "src/bench/profile_bench.h"
 #include "src/common/startup_errors.h"
 #include "src/storage/checkpoint.h"
@@ -32,7 +33,7 @@
 #include "src/storage/tensorboard_writer.h"
 #include "src/trainer/batch_source.h"
 #include "src/trainer/config.h"
-#include "src/trainer/consistency_check.h"
+#include "src/common/consistency_check.h"
 #include "src/trainer/data_sources.h"
 #include "src/trainer/device_choice.h"
 #include "src/trainer/eval_command.h"
@@ -117,7 +118,7 @@ std::optional<TrainConfig> settledConfig(int argc, char** argv, collectives::Mpi
   const Device asked = config.device;
   config.device = device.device;
   config.backend = device.backend;
-  exitEverywhereOnError(settleTuningFile(config, env.world()));
+  exitEverywhereOnError(settleTuningFile(config.tuningFile, config.backend, env.world()));
   if (env.worldRank() == 0 && !config.tuningFile.empty() &&
       config.backend != engine::ExchangeBackend::kTuned) {
     logLine(
@@ -344,6 +345,11 @@ int main(int argc, char** argv) {
     std::cout << "ringtrain " << RINGTRAIN_VERSION << "\n";
     return ringtrain::kExitOk;
   }
+  // The programs share the RINGTRAIN_* variables: one's variable is no misspelling in another.
+  for (auto&& specs : {ringtrain::options::specsOf(ringtrain::trainOptionTable()),
+                       ringtrain::options::specsOf(ringtrain::bench::benchOptionTable()),
+                       ringtrain::options::specsOf(ringtrain::generateOptionTable())})
+    ringtrain::options::registerProgramOptions(specs);
   if (std::strcmp(argv[1], "check") == 0) return ringtrain::check(argc, argv);
   if (std::strcmp(argv[1], "generate") == 0) return ringtrain::generateCommand(argc, argv);
   if (std::strcmp(argv[1], "export") == 0) {

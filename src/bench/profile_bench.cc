@@ -11,15 +11,14 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <thread>
-#include <variant>
 
 #include "collectives/mpi_check.h"
 #include "collectives/stall_watchdog.h"
 #include "engine/exchange_factory.h"
+#include "src/common/consistency_check.h"
+#include "src/common/exchange_settings.h"
 #include "src/common/physical_memory.h"
 #include "src/common/startup_errors.h"
-#include "src/trainer/consistency_check.h"
-#include "src/trainer/device_choice.h"
 
 namespace ringtrain::bench {
 namespace {
@@ -90,12 +89,11 @@ std::optional<BenchConfig> settledConfig(int argc, char** argv, collectives::Mpi
   BenchConfig& config = *parsed;
   warnOnRankZero(config.parseWarnings, env.worldRank());
   exitEverywhereOnError(findDisagreement(env.world(), comparableOptions(config)));
+  exitEverywhereOnError(placementProblem(config.backend, env.worldSize(), env.nodeCount()));
+  const bool sharedNode = env.worldSize() > 1 && env.nodeCount() == 1;
+  config.backend = hostBackend(config.backend, config.compression, sharedNode);
+  exitEverywhereOnError(settleTuningFile(config.tuningFile, config.backend, env.world()));
   std::optional<std::string> error;
-  const auto choice = chooseDevice(config.engine, deviceFacts(config.engine, env));
-  if (const std::string* refusal = std::get_if<std::string>(&choice)) error = *refusal;
-  exitEverywhereOnError(error);
-  config.engine.backend = std::get<DeviceChoice>(choice).backend;
-  exitEverywhereOnError(settleTuningFile(config.engine, env.world()));
   // Rank 0 writes --json at the end: a folder that is not there stops the job now, not then.
   const std::filesystem::path folder = std::filesystem::path(config.json).parent_path();
   std::error_code ec;
@@ -139,8 +137,8 @@ std::unique_ptr<engine::GradientExchange> makeExchange(const BenchConfig& config
   std::unique_ptr<engine::GradientExchange> exchange;
   std::optional<std::string> error;
   try {
-    exchange = engine::makeGradientExchange(*config.engine.backend, env.world(),
-                                            segmentsOf(profile), exchangeOptions(config.engine));
+    exchange = engine::makeGradientExchange(*config.backend, env.world(), segmentsOf(profile),
+                                            exchangeSettingsOf(config));
   } catch (const std::invalid_argument& e) {
     error = e.what();
   }
@@ -207,7 +205,7 @@ nlohmann::json resultsJson(const BenchConfig& config, const GradientProfile& pro
   }
   for (const double seconds : m.chunkSeconds)
     stepsPerSecond.push_back(static_cast<double>(config.stepsPerChunk) / seconds);
-  const TrainConfig& e = config.engine;
+  const BenchConfig& e = config;
   const double parameters = static_cast<double>(profile.parameters());
   const int buckets = static_cast<int>(exchange.buckets().size());
   const StepBound bound =
@@ -375,8 +373,8 @@ int benchCommand(int argc, char** argv, collectives::MpiEnvironment& env,
   if (!settled) return 0;  // --help
   const BenchConfig& config = *settled;
   const GradientProfile profile = loadProfile(config, program, env.localSize());
-  const double stallTimeout = config.engine.stallTimeoutSeconds;
-  if (config.engine.overlap || stallTimeout > 0) {
+  const double stallTimeout = config.stallTimeoutSeconds;
+  if (config.overlap || stallTimeout > 0) {
     env.requireThreadLevel(collectives::ThreadLevel::kMultiple,
                            "--overlap on or --stall-timeout (the gradient engine's threads)");
   }

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "collectives/environment.h"
+#include "src/bench/bench_config.h"
 #include "src/bench/gradient_profile.h"
-#include "src/trainer/config.h"
 
 namespace ringtrain::bench {
 

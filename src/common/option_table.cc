@@ -300,6 +300,19 @@ std::optional<std::string> gatherCommandLine(const std::vector<Spec>& specs, int
   return std::nullopt;
 }
 
+std::vector<std::string>& registeredOptionNames() {
+  static std::vector<std::string> names;
+  return names;
+}
+
+// An option of another program: of `program`'s list or registered.
+bool otherProgramsOption(const Program& program, const std::string& name) {
+  const auto& registered = registeredOptionNames();
+  return std::find(program.otherOptionNames.begin(), program.otherOptionNames.end(), name) !=
+             program.otherOptionNames.end() ||
+         std::find(registered.begin(), registered.end(), name) != registered.end();
+}
+
 void gatherEnvironment(const Program& program, const std::vector<Spec>& specs, Gathered& gathered) {
   std::set<std::string> names;
   for (const Spec& spec : specs) {
@@ -317,8 +330,7 @@ void gatherEnvironment(const Program& program, const std::vector<Spec>& specs, G
     } else if (names.count(name)) {
       gathered.given.emplace(name, Given{value, fmt::format("{}={}: ", key, excerpt(value))});
     } else if (std::find(scripts.begin(), scripts.end(), key) == scripts.end() &&
-               std::find(program.otherOptionNames.begin(), program.otherOptionNames.end(), name) ==
-                   program.otherOptionNames.end()) {
+               !otherProgramsOption(program, name)) {
       gathered.warnings.push_back(unknownVariableWarning(key, program, specs));
     }
   }
@@ -381,6 +393,11 @@ std::optional<std::string> gather(const Program& program, const std::vector<Spec
   gatherEnvironment(program, specs, gathered);
   if (!gathered.configFile.empty()) return gatherConfigFile(specs, gathered);
   return std::nullopt;
+}
+
+void registerProgramOptions(const std::vector<Spec>& specs) {
+  for (const Spec& spec : specs)
+    registeredOptionNames().push_back(spec.name);
 }
 
 }  // namespace options

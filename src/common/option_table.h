@@ -132,6 +132,10 @@ std::string optionNameOf(std::string_view variable);
 std::string variableNameOf(std::string_view option);
 // The RINGTRAIN_* variables the scripts read (RINGTRAIN_RANKS, ...): no option, no misspelling.
 const std::vector<std::string_view>& scriptVariables();
+// The binary's programs share the RINGTRAIN_* variables: a variable naming an option of any program
+// registered here is no misspelling in another. main.cc registers every program's table before
+// parsing (the programs' libraries do not know each other).
+void registerProgramOptions(const std::vector<Spec>& specs);
 
 // What parsing gives beside the configuration.
 struct Outcome {

@@ -33,13 +33,9 @@ std::optional<std::string> deviceAndBackendProblem(const TrainConfig& c) {
            "(--tf32 is the GPU's reduced precision)";
   if (c.device == Device::kCuda && c.clipGradNorm > 0)
     return "--clip-grad-norm runs on the host only: use --device cpu or auto with it";
+  if (auto problem = compressionProblem(c.backend, c.compression)) return problem;
   if (c.compression == engine::Compression::kNone) return std::nullopt;
   const std::string compression(engine::name(c.compression));
-  if (c.backend == ExchangeBackend::kShm) {
-    return "--compression " + compression +
-           " makes gradient messages smaller, and --backend shm sends none: use ring, mpi or "
-           "hierarchical with it";
-  }
   if (c.device == Device::kCuda || c.backend == ExchangeBackend::kNccl) {
     return "--compression " + compression +
            " is not supported on the GPU yet (the 16-bit conversion runs on the host): use "
@@ -48,8 +44,8 @@ std::optional<std::string> deviceAndBackendProblem(const TrainConfig& c) {
   return std::nullopt;
 }
 
-// The names of every program's options, for telling a misspelt RINGTRAIN_* variable from one
-// meant for another program.
+// The names of train's and generate's options, for telling a misspelt RINGTRAIN_* variable from
+// one meant for the other program (options::registerProgramOptions adds bench's).
 std::vector<std::string> optionNamesOf(const std::vector<options::Spec>& specs) {
   std::vector<std::string> names;
   for (const options::Spec& spec : specs)
@@ -59,9 +55,8 @@ std::vector<std::string> optionNamesOf(const std::vector<options::Spec>& specs) 
 
 std::vector<std::string> allOptionNames() {
   std::vector<std::string> names = optionNamesOf(options::specsOf(trainOptionTable()));
-  for (auto&& more : {optionNamesOf(options::specsOf(benchOptionTable())),
-                      optionNamesOf(options::specsOf(generateOptionTable()))})
-    names.insert(names.end(), more.begin(), more.end());
+  const std::vector<std::string> generate = optionNamesOf(options::specsOf(generateOptionTable()));
+  names.insert(names.end(), generate.begin(), generate.end());
   return names;
 }
 
@@ -80,14 +75,6 @@ std::optional<std::string> parseProgram(const options::Program& program,
   helpText = outcome.helpText;
   warnings = outcome.warnings;
   return error;
-}
-
-std::optional<std::string> validateBenchConfig(const BenchConfig& b) {
-  if (auto problem = options::checkRanges(benchOptionTable(), b)) return problem;
-  if (b.engine.backend == engine::ExchangeBackend::kNccl)
-    return "--backend nccl averages GPU buffers, and ringtrain bench averages host buffers: use "
-           "mpi, ring, tuned, hierarchical, shm or auto";
-  return deviceAndBackendProblem(b.engine);
 }
 
 }  // namespace
@@ -124,10 +111,6 @@ models::GptShape presetShape(GptPreset preset) {
   return {.layers = 4, .heads = 4, .width = 256, .context = 128, .vocabulary = 50257};
 }
 
-std::string_view name(const std::optional<engine::ExchangeBackend>& backend) {
-  return backend ? engine::name(*backend) : "auto";
-}
-
 std::optional<std::string> parseTrainConfig(int argc, const char* const* argv, TrainConfig& c,
                                             bool& help, std::string& helpText) {
   const options::Program program{"train", "usage: mpirun -np N ringtrain train [options]", {}};
@@ -137,17 +120,6 @@ std::optional<std::string> parseTrainConfig(int argc, const char* const* argv, T
   if (help) return std::nullopt;
   if (c.resume == "default" || c.resume.empty()) c.resume = "none";
   return validateTrainConfig(c);
-}
-
-std::optional<std::string> parseBenchConfig(int argc, const char* const* argv, BenchConfig& b,
-                                            bool& help, std::string& helpText) {
-  const options::Program program{"bench", "usage: mpirun -np N ringtrain bench [options]", {}};
-  if (auto error =
-          parseProgram(program, benchOptionTable(), argc, argv, b, help, helpText, b.parseWarnings))
-    return error;
-  if (help) return std::nullopt;
-  b.engine.device = Device::kCpu;
-  return validateBenchConfig(b);
 }
 
 std::optional<std::string> parseGenerateConfig(int argc, const char* const* argv,
@@ -167,10 +139,6 @@ std::vector<std::pair<std::string, std::string>> comparableOptions(const TrainCo
   return options::comparedItems(trainOptionTable(), c);
 }
 
-std::vector<std::pair<std::string, std::string>> comparableOptions(const BenchConfig& b) {
-  return options::comparedItems(benchOptionTable(), b);
-}
-
 std::string configLines(const TrainConfig& c) {
   return options::savedLines(trainOptionTable(), c);
 }
@@ -181,12 +149,7 @@ bool prefetchesInBackground(const TrainConfig& c, bool dataReadsStorage) {
 }
 
 engine::ExchangeOptions exchangeOptions(const TrainConfig& c) {
-  engine::ExchangeOptions options;
-  options.fusionThresholdBytes = c.fusionThresholdBytes;
-  options.overlap = c.overlap;
-  options.compression = c.compression;
-  options.stallTimeoutSeconds = c.stallTimeoutSeconds;
-  options.tuningFile = c.tuningFile;
+  engine::ExchangeOptions options = exchangeSettingsOf(c);
   options.test.stallRank = c.test.stallRank;
   options.test.stallCollective = c.test.stallCollective;
   options.test.stallSeconds = c.test.stallSeconds;

@@ -1,6 +1,6 @@
-// TrainConfig, BenchConfig, GenerationOptions: everything `ringtrain train`, `bench` and
-// `generate` are told, each in one typed struct, and the one table of each program's options
-// (src/trainer/option_tables.cc; src/common/option_table.h derives the rest from it).
+// TrainConfig, GenerationOptions: everything `ringtrain train` and `generate` are told, each in
+// one typed struct, and the one table of each program's options (src/trainer/option_tables.cc;
+// src/common/option_table.h derives the rest from it; `ringtrain bench`'s are in src/bench).
 //
 // Filled from, in order of precedence, the command line, RINGTRAIN_* environment variables
 // (RINGTRAIN_BATCH_SIZE=64 is --batch-size 64) and a --config file (`batch-size = 64` lines);
@@ -22,6 +22,7 @@
 #include "engine/exchange_options.h"
 #include "models/matrix_products.h"
 #include "models/model_factory.h"
+#include "src/common/exchange_settings.h"
 #include "src/common/option_table.h"
 #include "src/trainer/lr_schedule.h"
 #include "src/trainer/optimizer.h"
@@ -169,31 +170,6 @@ struct TrainConfig {
   std::vector<std::string> parseWarnings;
 };
 
-// How `ringtrain bench` stands in for a layer's computation: sleep (the core stays free, so many
-// ranks can share few cores) or spin (the core is busy, as real computation would keep it).
-enum class StandIn { kSleep, kSpin };
-inline constexpr NamedValue<StandIn> kStandInNames[] = {{StandIn::kSleep, "sleep"},
-                                                        {StandIn::kSpin, "spin"}};
-
-// Everything `ringtrain bench` is told (src/bench/profile_bench.h runs it).
-struct BenchConfig {
-  std::string profile = "resnet50";  // a profile's name (bench/profiles/NAME.txt) or a file
-  double computeMs = 100;            // one step's forward and backward, per rank
-  StandIn standIn = StandIn::kSleep;
-  std::int64_t warmupSteps = 5;  // not timed
-  int chunks = 5;                // timed chunks, for the spread of the throughput
-  std::int64_t stepsPerChunk = 10;
-  int batchSize = 0;         // samples per rank per step, for samples/s (0: none reported)
-  double linkGbit = 0;       // the link's rate for the analytic bound (0: unshaped)
-  double linkLatencyUs = 0;  // one message's latency on the link, for the bound
-  std::string json;          // rank 0 writes the results here as JSON ("" : none)
-  // The gradient engine's settings as `ringtrain train` takes them (--backend, --overlap,
-  // --fusion-threshold, --compression, --stall-timeout); the other fields keep their defaults
-  // but for device, always cpu.
-  TrainConfig engine;
-  std::vector<std::string> parseWarnings;  // as TrainConfig's
-};
-
 // Everything `ringtrain generate` is told (src/trainer/generation.h runs it).
 struct GenerationOptions {
   std::filesystem::path checkpoint;
@@ -208,12 +184,7 @@ struct GenerationOptions {
 
 // The one table of each program's options.
 const options::Table<TrainConfig>& trainOptionTable();
-const options::Table<BenchConfig>& benchOptionTable();
 const options::Table<GenerationOptions>& generateOptionTable();
-
-// Parses argv (without the "bench" word) like parseTrainConfig.
-std::optional<std::string> parseBenchConfig(int argc, const char* const* argv, BenchConfig& config,
-                                            bool& help, std::string& helpText);
 
 // Parses argv (without the "train" word), the environment and --config. Returns the error of the
 // first bad value as one line naming the option, or nullopt. `help` is set (and the help text
@@ -240,7 +211,6 @@ std::optional<std::string> parseGenerateConfig(int argc, const char* const* argv
 // and for those compared by presence "(given)" or "(not given)". Paths read on each node, a
 // rank's own log and what only rank 0 acts on are left out (docs/options.md lists them).
 std::vector<std::pair<std::string, std::string>> comparableOptions(const TrainConfig& config);
-std::vector<std::pair<std::string, std::string>> comparableOptions(const BenchConfig& config);
 
 // The configuration as `name = value` lines, the format of a --config file, as a checkpoint
 // stores it: the options the table marks saved (not --resume, --config, --timeline, which say how
@@ -249,8 +219,5 @@ std::string configLines(const TrainConfig& config);
 
 // The gradient exchange's settings (and test hooks) of a configuration.
 engine::ExchangeOptions exchangeOptions(const TrainConfig& config);
-
-// The option's value as the command line writes it: "auto" for no backend yet.
-std::string_view name(const std::optional<engine::ExchangeBackend>& backend);
 
 }  // namespace ringtrain

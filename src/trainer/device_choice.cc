@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "collectives/allreduce_tuning.h"
 #include "collectives/mpi_check.h"
 #include "models/matrix_products.h"
 #include "src/trainer/gpu_replica.h"
@@ -35,20 +34,6 @@ std::string whyNotGpus(const DeviceFacts& facts) {
 
 }  // namespace
 
-std::optional<std::string> settleTuningFile(TrainConfig& config, MPI_Comm comm) {
-  if (config.tuningFile.empty() || config.backend != engine::ExchangeBackend::kTuned)
-    return std::nullopt;
-  const collectives::RankLayout layout = collectives::rankLayoutOf(comm, 0);
-  try {
-    if (collectives::agreedTuningTable(comm, layout, config.tuningFile) ==
-        collectives::builtinTuningTable(layout))
-      config.tuningFile.clear();
-  } catch (const std::invalid_argument& e) {
-    return "--tuning-file: " + std::string(e.what());
-  }
-  return std::nullopt;
-}
-
 engine::ExchangeBackend gradientBackend(const TrainConfig& config) {
   if (config.backend) return *config.backend;
   return config.device == Device::kCuda ? engine::ExchangeBackend::kNccl
@@ -57,13 +42,8 @@ engine::ExchangeBackend gradientBackend(const TrainConfig& config) {
 
 namespace {
 
-// --backend auto on the host: shared memory where every rank shares one node (no messages at
-// all), unless compression asks for messages to compress; the tuned communicator otherwise.
-engine::ExchangeBackend hostBackend(const TrainConfig& config, const DeviceFacts& facts) {
-  if (config.backend) return *config.backend;
-  return facts.sharedNode() && config.compression == engine::Compression::kNone
-             ? engine::ExchangeBackend::kShm
-             : engine::ExchangeBackend::kTuned;
+engine::ExchangeBackend hostBackendOf(const TrainConfig& config, const DeviceFacts& facts) {
+  return hostBackend(config.backend, config.compression, facts.sharedNode());
 }
 
 }  // namespace
@@ -72,12 +52,7 @@ std::variant<DeviceChoice, std::string> chooseDevice(const TrainConfig& config,
                                                      const DeviceFacts& facts) {
   // Refused here, before any rank builds a shared window it cannot have, with the exit status
   // of every other bad option.
-  if (config.backend == engine::ExchangeBackend::kShm && facts.nodes > 1) {
-    return fmt::format(
-        "--backend shm needs every rank on one node, but the {} ranks are on {} nodes: use "
-        "--backend ring, hierarchical or auto across nodes",
-        facts.ranks, facts.nodes);
-  }
+  if (auto problem = placementProblem(config.backend, facts.ranks, facts.nodes)) return *problem;
   if (config.precision == models::Precision::kBfloat16 && !facts.bf16Everywhere) {
     return "--precision bf16 needs a CPU with AVX512-BF16 instructions, and this job's (on one "
            "rank at least) has none: use --precision fp32";
@@ -85,7 +60,7 @@ std::variant<DeviceChoice, std::string> chooseDevice(const TrainConfig& config,
   const std::string why = whyNotGpus(facts);
   constexpr auto kNccl = engine::ExchangeBackend::kNccl;
   if (config.device == Device::kCpu)
-    return DeviceChoice{Device::kCpu, hostBackend(config, facts), ""};
+    return DeviceChoice{Device::kCpu, hostBackendOf(config, facts), ""};
   if (config.device == Device::kCuda || config.backend == kNccl) {
     const std::string option =
         config.device == Device::kCuda ? "--device cuda" : "--backend nccl (with --device auto)";
@@ -94,13 +69,13 @@ std::variant<DeviceChoice, std::string> chooseDevice(const TrainConfig& config,
   }
   // auto: the options that only the host path has keep it on the host.
   if (config.model == ModelKind::kGpt)
-    return DeviceChoice{Device::kCpu, hostBackend(config, facts),
+    return DeviceChoice{Device::kCpu, hostBackendOf(config, facts),
                         "the GPU path has no transformer layers yet"};
   if (config.clipGradNorm > 0)
-    return DeviceChoice{Device::kCpu, hostBackend(config, facts),
+    return DeviceChoice{Device::kCpu, hostBackendOf(config, facts),
                         "--clip-grad-norm runs on the host only"};
   if (config.precision == models::Precision::kBfloat16)
-    return DeviceChoice{Device::kCpu, hostBackend(config, facts),
+    return DeviceChoice{Device::kCpu, hostBackendOf(config, facts),
                         "--precision bf16 is for the CPU's matrix products"};
   if (config.backend) {
     return DeviceChoice{
@@ -112,7 +87,7 @@ std::variant<DeviceChoice, std::string> chooseDevice(const TrainConfig& config,
                         "--compression " + std::string(engine::name(config.compression)) +
                             " runs on the host only"};
   }
-  if (!why.empty()) return DeviceChoice{Device::kCpu, hostBackend(config, facts), why};
+  if (!why.empty()) return DeviceChoice{Device::kCpu, hostBackendOf(config, facts), why};
   return DeviceChoice{Device::kCuda, kNccl,
                       fmt::format("{} rank(s) on this node, {} GPU(s) visible", facts.localRanks,
                                   facts.visibleGpus)};

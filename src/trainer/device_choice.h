@@ -39,12 +39,6 @@ struct DeviceChoice {
 // True when this rank's node can give each of its ranks a GPU of its own.
 bool nodeFitsOnGpus(const DeviceFacts& facts);
 
-// Collective over `comm`, after the backend is settled: --tuning-file read once (rank 0 reads it)
-// where the tuned backend will use it. Returns the one-line error for a file that cannot be read
-// or parsed; a table of another layout or CPU is said once and dropped from `config`, so that the
-// communicators take the built-in table without saying it again.
-std::optional<std::string> settleTuningFile(TrainConfig& config, MPI_Comm comm);
-
 // The device and backend for `config` (validated), or the one-line error naming the option.
 std::variant<DeviceChoice, std::string> chooseDevice(const TrainConfig& config,
                                                      const DeviceFacts& facts);

@@ -1,7 +1,8 @@
-// Every option of `ringtrain train`, `bench` and `generate`, each declared once (see
+// Every option of `ringtrain train` and `generate`, each declared once (see
 // src/common/option_table.h for what is derived from these tables).
 #include <fmt/format.h>
 
+#include "src/common/exchange_settings.h"
 #include "src/trainer/config.h"
 
 namespace ringtrain {
@@ -21,17 +22,6 @@ constexpr bool kSaved = true;
   }
 
 using TrainOption = options::Option<TrainConfig>;
-
-// --backend's choices: auto (nullopt), then the engine's table.
-const std::vector<NamedValue<std::optional<engine::ExchangeBackend>>>& backendChoices() {
-  static const auto choices = [] {
-    std::vector<NamedValue<std::optional<engine::ExchangeBackend>>> all = {{std::nullopt, "auto"}};
-    for (const auto& entry : engine::kExchangeBackendNames)
-      all.push_back({entry.value, entry.name});
-    return all;
-  }();
-  return choices;
-}
 
 // --model: a kind, or a GPT preset (gpt-mini, gpt2-124m) which also sets the GPT's sizes.
 TrainOption modelOption() {
@@ -152,25 +142,9 @@ options::Table<TrainConfig> runOptions() {
   // clang-format on
 }
 
-// The gradient exchange's options, which `ringtrain bench` takes too (through its `engine`).
-template <class Config>
-options::Table<Config> exchangeOptions(const std::string& group) {
-  // clang-format off
-  return {
-      with(options::choice<Config>("backend", RINGTRAIN_FIELD(backend), backendChoices(), "how gradients are averaged; auto: shm where every rank shares one node (cpu), tuned across nodes, nccl on cuda; mpi, ring, tuned (each all-reduce's algorithm by its size, from --tuning-file), hierarchical, shm average host buffers, nccl GPU buffers"), group, kCompared, kSaved),
-      // A path on each node; the tables themselves are agreed on at start.
-      with(options::text<Config>("tuning-file", RINGTRAIN_FIELD(tuningFile), "tuned backend: the table allreduce_perf --autotune wrote for this job's ranks (default: the built-in one; a table of other ranks or another CPU is ignored with a warning)"), group, kPresence),
-      with(options::boolean<Config>("overlap", RINGTRAIN_FIELD(overlap), "average gradients while backward still runs", true), group, kCompared, kSaved),
-      with(options::byteSize<Config>("fusion-threshold", RINGTRAIN_FIELD(fusionThresholdBytes), "largest gradient bucket (bytes; 64K, 8M, 8MiB, ...)"), group, kCompared, kSaved),
-      with(options::choice<Config>("compression", RINGTRAIN_FIELD(compression), engine::kCompressionNames, "gradients cross the wire in 16 bits (ring, mpi, hierarchical)"), group, kCompared, kSaved),
-      with(options::number<Config>("stall-timeout", RINGTRAIN_FIELD(stallTimeoutSeconds), {.min = 0, .hint = " (0 means never)"}, "abort the job, naming the missing ranks, when a collective waits this many seconds (a warning at half of it; 0: never)"), group, kCompared, kSaved),
-  };
-  // clang-format on
-}
-
 options::Table<TrainConfig> engineOptions() {
   const std::string group = "Gradient engine";
-  options::Table<TrainConfig> table = exchangeOptions<TrainConfig>(group);
+  options::Table<TrainConfig> table = exchangeOptionRows<TrainConfig>(group);
   // clang-format off
   table.push_back(with(options::choice<TrainConfig>("check-finite", RINGTRAIN_FIELD(checkFinite), kCheckFiniteNames, "stop the job or skip the step on NaN/Inf averaged gradients"), group, kCompared, kSaved));
   // Every rank's trace is gathered to one file: all ranks write one, or none does.
@@ -265,55 +239,6 @@ const options::Table<TrainConfig>& trainOptionTable() {
     for (auto&& part : {modelAndDataOptions(), runOptions(), engineOptions(), optimiserOptions(),
                         storageOptions(), testHookOptions()}) {
       all.insert(all.end(), part.begin(), part.end());
-    }
-    return all;
-  }();
-  return table;
-}
-
-const options::Table<BenchConfig>& benchOptionTable() {
-  static const options::Table<BenchConfig> table = [] {
-    const std::string group = "Benchmark";
-    // clang-format off
-    options::Table<BenchConfig> all = {
-        with(options::text<BenchConfig>("profile", RINGTRAIN_FIELD(profile), "resnet50 | resnet101 | vgg16 | bert-large | gpt2-124m (bench/profiles/NAME.txt), or a profile file: the gradient tensors whose exchange is measured"), group, kCompared),
-        with(options::number<BenchConfig>("compute-ms", RINGTRAIN_FIELD(computeMs), {.min = 0, .rule = "must be a finite number, at least 0"}, "a step's forward and backward per rank, stood in for layer by layer in proportion to their FLOPs"), group, kCompared),
-        // How the rank's own core is kept while standing in: no collective depends on it.
-        with(options::choice<BenchConfig>("stand-in", RINGTRAIN_FIELD(standIn), kStandInNames, "how the computation is stood in for: sleep leaves the core free (many ranks on few cores), spin keeps it busy"), group, kPerRank),
-        with(options::number<BenchConfig>("warmup-steps", RINGTRAIN_FIELD(warmupSteps), options::kNotNegative, "steps run before timing starts"), group, kCompared),
-        with(options::number<BenchConfig>("chunks", RINGTRAIN_FIELD(chunks), options::kPositive, "timed chunks of steps; the throughput's spread is over them"), group, kCompared),
-        with(options::number<BenchConfig>("steps-per-chunk", RINGTRAIN_FIELD(stepsPerChunk), options::kPositive, "steps in each timed chunk"), group, kCompared),
-        with(options::number<BenchConfig>("batch-size", RINGTRAIN_FIELD(batchSize), {.min = 0, .hint = " (0: steps/s only)"}, "samples per rank per step, to report samples/s (0: steps/s only)"), group, kCompared),
-        // Rank 0 computes the analytic bound and writes the JSON.
-        with(options::number<BenchConfig>("link-gbit", RINGTRAIN_FIELD(linkGbit), {.min = 0, .hint = " (0: unshaped)", .rule = "must be a finite number, at least 0"}, "the link's rate in Gbit/s for the analytic bound on the step (0: unshaped, the bound is the computation)"), group, kPerRank),
-        with(options::number<BenchConfig>("link-latency-us", RINGTRAIN_FIELD(linkLatencyUs), {.min = 0, .rule = "must be a finite number, at least 0"}, "one message's latency in microseconds for the bound"), group, kPerRank),
-        with(options::text<BenchConfig>("json", RINGTRAIN_FIELD(json), "rank 0 writes the results to this file as JSON"), group, kPerRank),
-    };
-    // clang-format on
-    // The gradient engine's options as `ringtrain train` takes them, read into its `engine`.
-    for (const TrainOption& inner :
-         exchangeOptions<TrainConfig>("Gradient engine (as ringtrain train takes them)")) {
-      options::Option<BenchConfig> outer;
-      outer.name = inner.name;
-      outer.group = inner.group;
-      outer.help = inner.name == "backend"
-                       ? "auto | mpi | ring | tuned | hierarchical | shm: how gradients are "
-                         "averaged (host buffers; nccl is for ringtrain train --device cuda); "
-                         "auto: shm where every rank shares one node, tuned across nodes"
-                       : inner.help;
-      outer.agreement = inner.agreement;
-      outer.flag = inner.flag;
-      outer.choices = inner.choices;
-      outer.read = [read = inner.read](BenchConfig& b, const std::string& text) {
-        return read(b.engine, text);
-      };
-      if (inner.check) {
-        outer.check = [check = inner.check](const BenchConfig& b) { return check(b.engine); };
-      }
-      outer.write = [write = inner.write](const BenchConfig& b) { return write(b.engine); };
-      if (inner.show)
-        outer.show = [show = inner.show](const BenchConfig& b) { return show(b.engine); };
-      all.push_back(std::move(outer));
     }
     return all;
   }();

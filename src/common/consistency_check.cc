@@ -1,4 +1,4 @@
-#include "src/trainer/consistency_check.h"
+#include "src/common/consistency_check.h"
 
 #include <cstdint>
 #include <sstream>
