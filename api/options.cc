@@ -101,10 +101,10 @@ Options resolvedOptions(const Options& options) {
   return resolved;
 }
 
-engine::ExchangeBackend engineBackend(Backend backend, int nodeCount) {
+engine::ExchangeBackend engineBackend(Backend backend, bool sharedNode) {
   switch (backend) {
     case Backend::kAuto:
-      return nodeCount == 1 ? engine::ExchangeBackend::kShm : engine::ExchangeBackend::kTuned;
+      return engine::autoHostBackend(engine::Compression::kNone, sharedNode);
     case Backend::kMpi:
       return engine::ExchangeBackend::kMpi;
     case Backend::kRing:
@@ -120,11 +120,8 @@ engine::ExchangeBackend engineBackend(Backend backend, int nodeCount) {
 }
 
 engine::ExchangeBackend exchangeBackend(const Runtime& runtime, engine::Compression compression) {
-  if (runtime.backendChosen && runtime.backend == engine::ExchangeBackend::kShm &&
-      compression != engine::Compression::kNone) {
-    return engine::ExchangeBackend::kTuned;
-  }
-  return runtime.backend;
+  return runtime.backendChosen ? engine::autoHostBackend(compression, runtime.sharedNode)
+                               : runtime.backend;
 }
 
 engine::Compression engineCompression(Compression compression) {

@@ -86,7 +86,8 @@ void joinMpi(api::Runtime& runtime) {
 void startRuntime(api::Runtime& runtime, const Options& options) {
   const Options resolved = api::resolvedOptions(options);  // bad settings before MPI starts
   joinMpi(runtime);
-  runtime.backend = api::engineBackend(resolved.backend, runtime.environment->nodeCount());
+  runtime.sharedNode = runtime.environment->worldSize() > 1 && runtime.environment->nodeCount() == 1;
+  runtime.backend = api::engineBackend(resolved.backend, runtime.sharedNode);
   runtime.backendChosen = resolved.backend == Backend::kAuto;
   runtime.exchangeOptions = api::engineOptions(resolved);
   runtime.control = api::translated([&] {

@@ -26,6 +26,7 @@ struct Runtime {
   std::optional<collectives::MpiEnvironment> environment;
   engine::ExchangeBackend backend = engine::ExchangeBackend::kRing;
   bool backendChosen = false;  // Backend::kAuto resolved it (an exchange may choose again)
+  bool sharedNode = false;     // several ranks, all on one node
   engine::ExchangeOptions exchangeOptions;
   std::unique_ptr<collectives::Communicator> control;  // allreduce, broadcast, allgather
   std::optional<collectives::StallWatchdog> watchdog;
@@ -52,10 +53,10 @@ auto translated(Body&& body) -> decltype(body()) {
 // Options with the RINGTRAIN_* variables applied (when options.readEnvironment), checked.
 // Throws Error naming the variable or field of a bad value.
 Options resolvedOptions(const Options& options);
-// The engine's backend for `backend` on a job of `nodeCount` nodes (kAuto resolved).
-engine::ExchangeBackend engineBackend(Backend backend, int nodeCount);
-// The backend of a gradient exchange with `compression`: the runtime's, except that where kAuto
-// chose shm, a compressed exchange takes kTuned (16 bits on the wire need a wire).
+// The engine's backend for `backend` (kAuto resolved by engine::autoHostBackend, uncompressed).
+engine::ExchangeBackend engineBackend(Backend backend, bool sharedNode);
+// The backend of a gradient exchange with `compression`: the runtime's, except that kAuto chooses
+// again for the exchange's compression (16 bits on the wire need a wire).
 engine::ExchangeBackend exchangeBackend(const Runtime& runtime, engine::Compression compression);
 engine::ExchangeOptions engineOptions(const Options& options);
 engine::Compression engineCompression(Compression compression);

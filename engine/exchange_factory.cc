@@ -32,6 +32,11 @@ std::string_view name(ExchangeBackend backend) {
   return nameIn(kExchangeBackendNames, backend);
 }
 
+ExchangeBackend autoHostBackend(Compression compression, bool sharedNode) {
+  return sharedNode && compression == Compression::kNone ? ExchangeBackend::kShm
+                                                         : ExchangeBackend::kTuned;
+}
+
 bool averagesDeviceBuffers(ExchangeBackend backend) {
   return backend == ExchangeBackend::kNccl;
 }

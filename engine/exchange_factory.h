@@ -36,6 +36,10 @@ inline constexpr NamedValue<ExchangeBackend> kExchangeBackendNames[] = {
 std::string_view name(ExchangeBackend backend);
 // Whether the backend averages device (GPU) buffers.
 bool averagesDeviceBuffers(ExchangeBackend backend);
+// The backend "auto" means on host buffers, for the programs and the library alike: shm where
+// several ranks all share one node (no messages at all), unless compression asks for messages to
+// compress; tuned otherwise.
+ExchangeBackend autoHostBackend(Compression compression, bool sharedNode);
 
 // Collective over `comm`: the exchange of `backend` for a model of `segments`. Throws
 // std::invalid_argument on every rank for a combination the backend cannot do (shm across

@@ -40,8 +40,9 @@ enum class DataType { kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64 };
 // kAverage: the sum divided by size() (integers truncate toward zero).
 enum class ReduceOp { kSum, kAverage, kMin, kMax };
 
-// How gradients are averaged (`ringtrain train --backend`). kAuto: kShm where every rank shares
-// one node (kTuned for an exchange that compresses: kShm has no wire), kTuned across nodes. The
+// How gradients are averaged (`ringtrain train --backend`). kAuto, as `train` has it: kShm where
+// several ranks all share one node (kTuned for an exchange that compresses: kShm has no wire),
+// kTuned otherwise. The
 // collectives above run on the exchange backend's own host communicator (kShm's: the ring).
 enum class Backend { kAuto, kMpi, kRing, kTuned, kHierarchical, kShm };
 // How gradient buckets cross the wire (`--compression`): as float32, or in 16 bits.

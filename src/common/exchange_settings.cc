@@ -42,9 +42,7 @@ std::optional<std::string> placementProblem(std::optional<engine::ExchangeBacken
 
 engine::ExchangeBackend hostBackend(std::optional<engine::ExchangeBackend> backend,
                                     engine::Compression compression, bool sharedNode) {
-  if (backend) return *backend;
-  return sharedNode && compression == engine::Compression::kNone ? engine::ExchangeBackend::kShm
-                                                                 : engine::ExchangeBackend::kTuned;
+  return backend ? *backend : engine::autoHostBackend(compression, sharedNode);
 }
 
 std::optional<std::string> settleTuningFile(std::string& tuningFile,

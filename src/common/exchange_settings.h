@@ -35,8 +35,7 @@ std::optional<std::string> compressionProblem(std::optional<engine::ExchangeBack
 std::optional<std::string> placementProblem(std::optional<engine::ExchangeBackend> backend,
                                             int ranks, int nodes);
 
-// --backend auto on host buffers: shm where several ranks all share one node (no messages at
-// all), unless compression asks for messages to compress; tuned otherwise. A given backend stays.
+// --backend auto on host buffers (engine::autoHostBackend); a given backend stays.
 engine::ExchangeBackend hostBackend(std::optional<engine::ExchangeBackend> backend,
                                     engine::Compression compression, bool sharedNode);
 
