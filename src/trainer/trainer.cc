@@ -127,6 +127,7 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
           },
           config.evalSamples, config.evalEvery, environment.timeline),
       checkpoints_(config_, reporter_, environment.timeline),
+      trace_(environment.timeline),
       model_(allocateModel(config, modelSpecFor(config, train))),
       sampler_(samplerOptions(config, train.size(), *control_)) {
   // Process-wide (models/matrix_products.h): every product this trainer's model computes.
@@ -157,7 +158,7 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
   schedule_.stepSize = config.lrStepSize;
   schedule_.gamma = config.lrGamma;
   schedule_.totalSteps = plan_.plannedSteps;
-  if (environment_.timeline) observeLayersForTimeline();
+  if (environment_.timeline) trace_.observe(model_, exchange_->buckets());
   batches_ = std::make_unique<BatchPrefetcher>(
       train, prefetchesInBackground(config, train.readsStorage()));
 }
@@ -196,27 +197,6 @@ void Trainer::startGpu() {
                             fmt::join(devices, ","));
 }
 
-void Trainer::observeLayersForTimeline() {
-  for (int i = 0; i < model_.layerCount(); ++i) {
-    layerSpanNames_.push_back("forward " + model_.layer(i).name());
-    layerSpanNames_.push_back("backward " + model_.layer(i).name());
-  }
-  layerStarts_.assign(layerSpanNames_.size(), 0);
-  for (const engine::GradientBucket& b : exchange_->buckets()) {
-    optimizerSpanNames_.push_back("optimizer " + b.name);
-  }
-  model_.setLayerObserver([this](int layer, models::LayerPhase phase, bool begins) {
-    const std::size_t slot =
-        2 * static_cast<std::size_t>(layer) + (phase == models::LayerPhase::kBackward ? 1 : 0);
-    if (begins) {
-      layerStarts_[slot] = steadyNowNs();
-    } else {
-      traceSpan(layerSpanNames_[slot],
-                phase == models::LayerPhase::kForward ? "forward" : "backward", layerStarts_[slot]);
-    }
-  });
-}
-
 Trainer::~Trainer() {
   collectives::Communicator* gradients = exchange_ ? exchange_->communicator() : nullptr;
   if (environment_.watchdog) {
@@ -249,13 +229,6 @@ ConsistencyItems Trainer::consistencyItems() const {
     items.push_back(std::move(item));
   }
   return items;
-}
-
-void Trainer::traceSpan(std::string_view name, std::string_view category,
-                        std::int64_t start) const {
-  if (environment_.timeline) {
-    environment_.timeline->span(name, category, start, steadyNowNs());
-  }
 }
 
 const HostBatch& Trainer::nextBatch(std::int64_t step, bool lastOfStep) {
@@ -314,9 +287,7 @@ void Trainer::updateBucket(const engine::GradientBucket& b, float learningRate,
                        learningRate);
   }
   optimizerSeconds += secondsBetween(t0, steadyNowNs());
-  traceSpan(optimizerSpanNames_.empty() ? std::string_view("optimizer")
-                                        : std::string_view(optimizerSpanNames_[b.index]),
-            "optimizer", t0);
+  trace_.optimizerSpan(static_cast<std::size_t>(b.index), t0);
 }
 
 std::string Trainer::firstNonFiniteIn(const engine::GradientBucket& b) const {
@@ -405,7 +376,7 @@ std::int64_t Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
     const HostBatch& batch = nextBatch(step, last);
     const models::Batch<float> input = batchView(batch, train_);
     const std::int64_t gathered = steadyNowNs();
-    traceSpan("data", "data", begun);
+    trace_.span("data", "data", begun);
     const auto size = static_cast<std::int64_t>(batch.samples);
     samples += size;
     if (accumulator_) accumulator_->beginMicroBatch(micro, size, last);

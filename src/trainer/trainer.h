@@ -45,6 +45,7 @@
 #include "src/trainer/lr_schedule.h"
 #include "src/trainer/optimizer.h"
 #include "src/trainer/periodic_evaluation.h"
+#include "src/trainer/step_trace.h"
 #include "src/trainer/stop_agreement.h"
 #include "src/trainer/timeline.h"
 #include "src/trainer/training_checkpoint.h"
@@ -146,7 +147,6 @@ class Trainer {
   // The constructor's steps.
   void buildExchange();
   void startGpu();
-  void observeLayersForTimeline();
 
   // One step: for each micro-batch, gather it, forward and backward (the last announcing each
   // layer's gradients to the exchange), then average and update. Returns this rank's samples.
@@ -187,7 +187,6 @@ class Trainer {
   void finishSummary(std::int64_t step, std::int64_t samplesTrained, std::int64_t wallStart,
                      TrainingSummary& summary);
 
-  void traceSpan(std::string_view name, std::string_view category, std::int64_t start) const;
   // Rank 0 writes a checkpoint of the state after `step` steps (a failure aborts the job).
   void saveCheckpoint(std::int64_t step, TrainingSummary& summary);
   void continueAt(const ResumePoint& point);
@@ -203,6 +202,7 @@ class Trainer {
   TrainingReporter reporter_;
   PeriodicEvaluation evaluation_;
   CheckpointPolicy checkpoints_;
+  StepTrace trace_;
   models::Model<float> model_;
   std::vector<int> segmentOfLayer_;  // per model layer: its gradient segment, or -1
   std::unique_ptr<engine::GradientExchange> exchange_;
@@ -215,10 +215,7 @@ class Trainer {
   // With --accumulate-steps above 1: the sum of a step's earlier micro-batches' gradients.
   std::optional<GradientAccumulator> accumulator_;
   StepPlan plan_;
-  std::vector<std::string> layerSpanNames_;  // "forward fc1", "backward fc1", ...
-  std::vector<std::int64_t> layerStarts_;
-  std::vector<std::string> optimizerSpanNames_;  // per bucket
-  std::unique_ptr<BatchPrefetcher> batches_;     // this rank's training batches, gathered
+  std::unique_ptr<BatchPrefetcher> batches_;  // this rank's training batches, gathered
   // What the optimiser reads: the averaged gradients, or their clipped copy.
   std::span<const float> updateFrom_;
   std::vector<float> clipped_;
