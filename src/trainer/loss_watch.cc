@@ -14,6 +14,10 @@ std::string divergenceMessage(std::string_view what, double value, std::int64_t 
                      shown, step, lr);
 }
 
+void stopIfDiverged(std::string_view what, double value, std::int64_t step, double lr) {
+  if (!std::isfinite(value)) throw TrainingStopped(divergenceMessage(what, value, step, lr));
+}
+
 LossWatch::LossWatch(int classes, std::int64_t start, double lr)
     : chance_(classes > 1 ? std::log(static_cast<double>(classes)) : 0),
       classes_(classes),

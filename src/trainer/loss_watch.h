@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -20,9 +21,18 @@ inline constexpr double kChanceTolerance = 0.05;   // relative to ln(K)
 inline constexpr std::int64_t kChanceSteps = 100;  // the span at chance level that is warned about
 inline constexpr std::int64_t kChanceQuietSteps = 100;  // after the start, nothing is judged
 
+// Thrown on every rank, with the same text, when training must stop: --check-finite stop, or a
+// diverged run (a non-finite loss or parameters).
+class TrainingStopped : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // "the training loss is nan at step 120: training diverged; try a lower --lr (now 0.1)".
 // `what`: "the training loss", "the test loss", ...
 std::string divergenceMessage(std::string_view what, double value, std::int64_t step, double lr);
+// Throws TrainingStopped with divergenceMessage's line when `value` is NaN or infinite.
+void stopIfDiverged(std::string_view what, double value, std::int64_t step, double lr);
 
 class LossWatch {
  public:

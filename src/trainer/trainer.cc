@@ -10,25 +10,18 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
 #include <limits>
-#include <optional>
 #include <stdexcept>
 #include <thread>
-#include <variant>
 
 #include "base/fingerprint.h"
-#include "base/log.h"
-#include "collectives/mpi_check.h"
 #include "base/steady_clock.h"
+#include "collectives/mpi_check.h"
 #include "engine/exchange_factory.h"
 #include "models/matrix_products.h"
-#include "src/storage/checkpoint.h"
 #include "src/trainer/device_choice.h"
 #include "src/trainer/evaluation.h"
-#include "src/trainer/exported_weights.h"
 #include "src/trainer/model_memory.h"
-#include "src/trainer/run_report.h"
 #include "src/trainer/stop_agreement.h"
 
 namespace ringtrain {
@@ -126,15 +119,24 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
       control_(collectives::makeCommunicator(engine::controlBackend(gradientBackend(config)),
                                              environment.comm,
                                              engine::controlOptions(exchangeOptions(config)))),
-      log_(environment.log && control_->rank() == 0),
+      reporter_(config_, train, test, *control_, environment.log, environment.trainingLog),
+      evaluation_(
+          test, *control_,
+          [this](const models::Batch<float>& view) {
+            return gpu_ ? gpu_->evaluate(view) : model_.evaluate(view);
+          },
+          config.evalSamples, config.evalEvery, environment.timeline),
+      checkpoints_(config_, reporter_, environment.timeline),
+      trace_(environment.timeline),
       model_(allocateModel(config, modelSpecFor(config, train))),
       sampler_(samplerOptions(config, train.size(), *control_)) {
   // Process-wide (models/matrix_products.h): every product this trainer's model computes.
   if (config.precision == models::Precision::kBfloat16 && !models::bf16ProductsSupported())
     throw std::runtime_error("--precision bf16 needs a CPU with AVX512-BF16 instructions");
   models::setMatrixPrecision(config.precision);
-  stepsPerEpoch_ = sampler_.stepsPerEpoch();
-  plannedSteps_ = config.steps > 0 ? config.steps : stepsForBatches(config.epochs * stepsPerEpoch_);
+  plan_.stepsPerEpoch = sampler_.stepsPerEpoch();
+  plan_.plannedSteps =
+      config.steps > 0 ? config.steps : stepsForBatches(config.epochs * plan_.stepsPerEpoch);
   OptimizerOptions optimizerChoice = optimizerOptions(config);
   optimizerChoice.undecayed = undecayedRanges(config, model_);
   optimizer_ = makeOptimizer(optimizerChoice, model_.parameterCount());
@@ -155,8 +157,8 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
   schedule_.warmupSteps = config.warmupSteps;
   schedule_.stepSize = config.lrStepSize;
   schedule_.gamma = config.lrGamma;
-  schedule_.totalSteps = plannedSteps_;
-  if (environment_.timeline) observeLayersForTimeline();
+  schedule_.totalSteps = plan_.plannedSteps;
+  if (environment_.timeline) trace_.observe(model_, exchange_->buckets());
   batches_ = std::make_unique<BatchPrefetcher>(
       train, prefetchesInBackground(config, train.readsStorage()));
 }
@@ -195,27 +197,6 @@ void Trainer::startGpu() {
                             fmt::join(devices, ","));
 }
 
-void Trainer::observeLayersForTimeline() {
-  for (int i = 0; i < model_.layerCount(); ++i) {
-    layerSpanNames_.push_back("forward " + model_.layer(i).name());
-    layerSpanNames_.push_back("backward " + model_.layer(i).name());
-  }
-  layerStarts_.assign(layerSpanNames_.size(), 0);
-  for (const engine::GradientBucket& b : exchange_->buckets()) {
-    optimizerSpanNames_.push_back("optimizer " + b.name);
-  }
-  model_.setLayerObserver([this](int layer, models::LayerPhase phase, bool begins) {
-    const std::size_t slot =
-        2 * static_cast<std::size_t>(layer) + (phase == models::LayerPhase::kBackward ? 1 : 0);
-    if (begins) {
-      layerStarts_[slot] = steadyNowNs();
-    } else {
-      traceSpan(layerSpanNames_[slot],
-                phase == models::LayerPhase::kForward ? "forward" : "backward", layerStarts_[slot]);
-    }
-  });
-}
-
 Trainer::~Trainer() {
   collectives::Communicator* gradients = exchange_ ? exchange_->communicator() : nullptr;
   if (environment_.watchdog) {
@@ -250,28 +231,11 @@ ConsistencyItems Trainer::consistencyItems() const {
   return items;
 }
 
-void Trainer::log(const std::string& line) const {
-  if (log_) logLine(LogLevel::kInfo, line);
-}
-
-void Trainer::debug(const std::function<std::string()>& line) const {
-  if (environment_.log && logs(LogLevel::kDebug)) {
-    logLine(LogLevel::kDebug, line());
-  }
-}
-
-void Trainer::traceSpan(std::string_view name, std::string_view category,
-                        std::int64_t start) const {
-  if (environment_.timeline) {
-    environment_.timeline->span(name, category, start, steadyNowNs());
-  }
-}
-
 const HostBatch& Trainer::nextBatch(std::int64_t step, bool lastOfStep) {
   const std::span<const std::int64_t> indices = sampler_.next();
   HostBatch& host = batches_->take(indices);
   // The next batch is gathered while this one trains (--prefetch); not past the last step.
-  if (step + 1 < plannedSteps_ || !lastOfStep) batches_->prefetch(sampler_.peek());
+  if (step + 1 < plan_.plannedSteps || !lastOfStep) batches_->prefetch(sampler_.peek());
   if (step == config_.test.nanStep && control_->rank() == 0) {
     host.inputs[0] = std::numeric_limits<float>::quiet_NaN();
   }
@@ -323,9 +287,7 @@ void Trainer::updateBucket(const engine::GradientBucket& b, float learningRate,
                        learningRate);
   }
   optimizerSeconds += secondsBetween(t0, steadyNowNs());
-  traceSpan(optimizerSpanNames_.empty() ? std::string_view("optimizer")
-                                        : std::string_view(optimizerSpanNames_[b.index]),
-            "optimizer", t0);
+  trace_.optimizerSpan(static_cast<std::size_t>(b.index), t0);
 }
 
 std::string Trainer::firstNonFiniteIn(const engine::GradientBucket& b) const {
@@ -414,7 +376,7 @@ std::int64_t Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
     const HostBatch& batch = nextBatch(step, last);
     const models::Batch<float> input = batchView(batch, train_);
     const std::int64_t gathered = steadyNowNs();
-    traceSpan("data", "data", begun);
+    trace_.span("data", "data", begun);
     const auto size = static_cast<std::int64_t>(batch.samples);
     samples += size;
     if (accumulator_) accumulator_->beginMicroBatch(micro, size, last);
@@ -431,7 +393,7 @@ std::int64_t Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
     if (config_.checkFinite == CheckFinite::kStop) {
       throw TrainingStopped(problem + "; stopping (--check-finite stop)");
     }
-    log("skipping " + problem + " (--check-finite skip)");
+    reporter_.log("skipping " + problem + " (--check-finite skip)");
     ++summary.skippedSteps;
   }
   if (gpu_) result.add(gpu_->lastResult());
@@ -442,242 +404,69 @@ std::int64_t Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
   summary.optimizerSeconds += optimizerSeconds;
   summary.trainingSeconds += secondsBetween(start, finished);
   // A skipped step's loss (of a batch that made the gradients non-finite) is not the model's.
-  if (problem.empty()) {
-    windowLoss_ += result.lossSum;
-    windowSamples_ += result.samples;
-    windowCorrect_ += result.correct;
-    windowPredictions_ += result.predictions;
-  }
+  if (problem.empty()) reporter_.countResult(result);
   return samples;
 }
 
 models::BatchResult Trainer::evaluate(bool whole) {
-  const std::int64_t start = steadyNowNs();
-  // --eval-samples N: N samples spread evenly over the test set (sample j·size/N), so that a
-  // test set in file order (the fortunes, file by file) is not judged by its first file.
-  const std::int64_t size = test_.size();
-  const std::int64_t samples =
-      config_.evalSamples > 0 && !whole ? std::min(config_.evalSamples, size) : size;
-  const models::BatchResult global = evaluateTestSet(
-      test_, samples, config_.batchSize, *control_, [this](const models::Batch<float>& view) {
-        return gpu_ ? gpu_->evaluate(view) : model_.evaluate(view);
-      });
-  traceSpan("evaluation", "evaluation", start);
-  return global;
+  return evaluation_.evaluate(whole, config_.batchSize);
 }
-
-namespace {
-
-// A resume decision crosses the ranks as int64 words: what it is, the ResumePoint's numbers,
-// and for a refusal its text, packed into words.
-enum ResumeKind : std::int64_t { kFreshStart = 0, kResumed = 1, kRefused = 2, kInitialised = 3 };
-
-void broadcastText(collectives::Communicator& comm, std::string& text) {
-  std::int64_t length = static_cast<std::int64_t>(text.size());
-  comm.broadcast(std::span<std::int64_t>(&length, 1), 0);
-  if (length == 0) return;
-  std::vector<std::int64_t> words(static_cast<std::size_t>(length + 7) / 8, 0);
-  if (comm.rank() == 0) std::memcpy(words.data(), text.data(), text.size());
-  comm.broadcast(std::span<std::int64_t>(words), 0);
-  text.assign(reinterpret_cast<const char*>(words.data()), static_cast<std::size_t>(length));
-}
-
-// A saved configuration without its "# ..." lines, to compare with this run's configLines.
-std::string withoutComments(std::string_view text) {
-  std::string kept;
-  while (!text.empty()) {
-    const std::size_t end = std::min(text.find('\n'), text.size());
-    if (!text.starts_with("#")) kept.append(text.substr(0, end)).append("\n");
-    text.remove_prefix(std::min(end + 1, text.size()));
-  }
-  return kept;
-}
-
-}  // namespace
 
 void Trainer::resume() {
-  std::array<std::int64_t, 7> words{};
-  std::string refusal;
+  StartDecision start;
   if (control_->rank() == 0) {
-    std::optional<ResumePoint> point;
-    bool initialised = false;
-    try {
-      point = resumePointOnRoot();
-      initialised = !point && initialiseFromFileOnRoot();
-    } catch (const std::exception& e) {
-      refusal = e.what();
-    }
-    words[0] = !refusal.empty() ? kRefused
-               : point          ? kResumed
-               : initialised    ? kInitialised
-                                : kFreshStart;
-    if (point) {
-      words = {kResumed,
-               point->step,
-               point->sampler.epoch,
-               point->sampler.step,
-               point->optimizerSteps,
-               point->batchSize,
-               std::bit_cast<std::int64_t>(point->baseLr)};
-    }
+    start = checkpoints_.decideOnRoot(model_, *optimizer_, control_->size(), train_.size());
   }
-  control_->broadcast(std::span<std::int64_t>(words), 0);
-  if (words[0] == kRefused) {
-    broadcastText(*control_, refusal);
-    throw ResumeRefused(refusal);
-  }
-  if (words[0] == kFreshStart) return;
+  broadcastStartDecision(*control_, start);
+  if (start.kind == StartKind::kRefused) throw ResumeRefused(start.refusal);
+  if (start.kind == StartKind::kFresh) return;
   // Rank 0 has restored its model (and, resuming, its optimiser) from the file; the others take
   // them from it.
   control_->broadcast(model_.parameters(), 0);
-  if (words[0] == kInitialised) {
-    if (gpu_) gpu_->upload(model_, *optimizer_);
-    return;
+  if (start.kind == StartKind::kResumed) {
+    for (const std::span<float> state : optimizer_->state())
+      control_->broadcast(state, 0);
+    continueAt(start.point);
   }
-  for (const std::span<float> state : optimizer_->state())
-    control_->broadcast(state, 0);
-  ResumePoint point;
-  point.step = words[1];
-  point.sampler = {words[2], words[3]};
-  point.optimizerSteps = words[4];
-  point.batchSize = static_cast<int>(words[5]);
-  point.baseLr = std::bit_cast<double>(words[6]);
-  continueAt(point);
   if (gpu_) gpu_->upload(model_, *optimizer_);
 }
 
-std::optional<ResumePoint> Trainer::resumePointOnRoot() {
-  namespace fs = std::filesystem;
-  // Every reason this run cannot continue from a checkpoint is found while choosing it, so that
-  // --resume auto passes over one of another optimiser as it does over a damaged one.
-  std::optional<ResumePoint> point;
-  const storage::TakeCheckpoint take = [&](const storage::CheckpointContent& saved,
-                                           const fs::path& file) {
-    auto decision = planResume(saved, config_, control_->size(), train_.size());
-    if (const std::string* refusal = std::get_if<std::string>(&decision)) {
-      throw storage::CheckpointError(file.string() + ": " + *refusal);
-    }
-    restoreCheckpoint(saved, model_, *optimizer_, nameIn(kOptimizerNames, config_.optimizer), file);
-    point = std::get<ResumePoint>(decision);
-  };
-  std::optional<storage::ResumePlan> plan;
-  if (config_.resume != "none") {
-    plan = storage::resolveResume(config_.resume, config_.checkpointDir, model_.describe(), take);
-  }
-  const std::int64_t start = plan ? plan->content.step : 0;
-  // Checkpoints of --checkpoint-dir newer than this run's start would be taken for this run's by
-  // a later --resume auto (and keep-N would prune this run's first). With --resume auto (or the
-  // folder itself) every newer one was unreadable or unusable here, and was reported as skipped.
-  std::error_code ec;
-  const bool searchedTheFolder =
-      plan && !config_.checkpointDir.empty() &&
-      (config_.resume == "auto" || fs::equivalent(config_.resume, config_.checkpointDir, ec));
-  if (!config_.checkpointDir.empty() && !searchedTheFolder) {
-    const std::vector<std::int64_t> steps = storage::checkpointSteps(config_.checkpointDir);
-    if (!steps.empty() && steps.front() > start) {
-      throw storage::CheckpointError(fmt::format(
-          "--checkpoint-dir {} already holds checkpoints up to step {} ({}), newer than this "
-          "run's start at step {}: continue them with --resume auto, or move them away",
-          config_.checkpointDir, steps.front(), storage::checkpointFileName(steps.front()), start));
-    }
-  }
-  if (!plan) {
-    if (config_.resume == "auto") {
-      log("no checkpoint in " + config_.checkpointDir + " yet: starting from step 0");
-    }
-    return std::nullopt;
-  }
-  log(storage::describeResume(*plan));
-  TrainConfig resumed = config_;
-  resumed.batchSize = point->batchSize;
-  // Where this run keeps its files is no change worth a line.
-  std::string changes;
-  for (const std::string& change :
-       storage::configChanges(withoutComments(plan->content.config), configLines(resumed))) {
-    const bool whereFilesGo = change.starts_with("checkpoint-dir:") ||
-                              change.starts_with("checkpoint-every:") ||
-                              change.starts_with("keep:") || change.starts_with("logdir:");
-    if (!whereFilesGo) changes += (changes.empty() ? "" : "; ") + change;
-  }
-  if (!changes.empty()) log("options changed since that checkpoint: " + changes);
-  for (const std::string& note : point->notes)
-    log(note);
-  if (environment_.trainingLog) environment_.trainingLog->markResumed(point->step);
-  return point;
-}
-
-bool Trainer::initialiseFromFileOnRoot() {
-  if (config_.initFrom.empty()) return false;
-  loadWeightsFile(config_.initFrom, model_);
-  log("initial weights from " + config_.initFrom + " (" +
-      std::to_string(model_.parameterTable().size()) + " tensors)");
-  return true;
-}
-
 void Trainer::continueAt(const ResumePoint& point) {
-  firstStep_ = point.step;
-  lastCheckpointStep_ = point.step;
+  plan_.firstStep = point.step;
+  checkpoints_.markSaved(point.step);
   optimizer_->restoreSteps(point.optimizerSteps);
   if (point.batchSize != config_.batchSize) {
     config_.batchSize = point.batchSize;
     reserveBatch(config_.batchSize);
   }
   sampler_ = data::ShardedSampler(samplerOptions(config_, train_.size(), *control_), point.sampler);
-  stepsPerEpoch_ = sampler_.stepsPerEpoch();
+  plan_.stepsPerEpoch = sampler_.stepsPerEpoch();
   if (config_.steps > 0) {
-    plannedSteps_ = std::max(config_.steps, firstStep_);
+    plan_.plannedSteps = std::max(config_.steps, plan_.firstStep);
   } else {
     // The rest of this epoch and the epochs after it, in this run's layout.
     const data::SamplerPosition at = sampler_.position();
-    const std::int64_t left =
-        config_.epochs * stepsPerEpoch_ - (at.epoch * stepsPerEpoch_ + at.step);
-    plannedSteps_ = firstStep_ + stepsForBatches(std::max<std::int64_t>(0, left));
+    const std::int64_t perEpoch = plan_.stepsPerEpoch;
+    const std::int64_t left = config_.epochs * perEpoch - (at.epoch * perEpoch + at.step);
+    plan_.plannedSteps = plan_.firstStep + stepsForBatches(std::max<std::int64_t>(0, left));
   }
   schedule_.baseLr = point.baseLr;
-  schedule_.totalSteps = plannedSteps_;
+  schedule_.totalSteps = plan_.plannedSteps;
 }
 
 void Trainer::saveCheckpoint(std::int64_t step, TrainingSummary& summary) {
   failIfAsked(FailurePoint::kCheckpoint, step - 1);
-  lastCheckpointStep_ = step;
-  stopIfParametersDiverged(step);  // downloads a GPU's parameters on rank 0
-  if (control_->rank() != 0 || config_.checkpointDir.empty()) return;
-  const std::int64_t start = steadyNowNs();
-  storage::CheckpointWriteResult written;
-  try {
-    if (!checkpointWriter_) checkpointWriter_.emplace(config_.checkpointDir, config_.keep);
-    written = checkpointWriter_->write(checkpointContent(model_, *optimizer_, config_, step,
-                                                         sampler_.position(), control_->size(),
-                                                         schedule_.baseLr));
-  } catch (const std::exception& e) {
-    // The checkpoints written before are intact; training on without the ones asked for could
-    // throw hours away at the next failure.
-    collectives::abortJob(fmt::format("error: checkpoint at step {}: {}", step, e.what()));
-  }
-  traceSpan("checkpoint", "checkpoint", start);
-  const double seconds = secondsBetween(start, steadyNowNs());
+  checkpoints_.markSaved(step);
+  if (!checkpoints_.writes()) return;  // nothing is written (the same on every rank)
+  stopIfParametersDiverged(step);      // downloads a GPU's parameters on rank 0
+  if (control_->rank() != 0) return;
+  const SavedCheckpoint saved = checkpoints_.save(step, [&] {
+    return checkpointContent(model_, *optimizer_, config_, step, sampler_.position(),
+                             control_->size(), schedule_.baseLr);
+  });
   ++summary.checkpoints;
-  summary.checkpointSeconds += seconds;
-  summary.lastCheckpoint = written.path.string();
-  std::error_code ec;
-  const auto bytes = std::filesystem::file_size(written.path, ec);
-  log(fmt::format("checkpoint {} written ({:.1f} MB in {:.1f} ms)", written.path.string(),
-                  ec ? 0.0 : static_cast<double>(bytes) / 1e6, seconds * 1e3));
-  for (const std::string& warning : written.warnings)
-    log("warning: " + warning);
-  logKeptOthers(written.keptOthers);
-}
-
-void Trainer::logKeptOthers(const std::vector<std::filesystem::path>& others) {
-  if (others.empty() || keptOthersLogged_ || config_.keep == 0) return;
-  keptOthersLogged_ = true;
-  std::string names;
-  for (const std::filesystem::path& other : others)
-    names += (names.empty() ? "" : ", ") + other.filename().string();
-  log(
-      fmt::format("--keep {} prunes only this run's checkpoints: {} other(s) in {} stay ({}); "
-                  "remove them by hand when they are no longer needed",
-                  config_.keep, others.size(), config_.checkpointDir, names));
+  summary.checkpointSeconds += saved.seconds;
+  summary.lastCheckpoint = saved.path;
 }
 
 void Trainer::downloadFromGpu() {
@@ -694,120 +483,26 @@ void Trainer::reserveBatch(int batchSize) {
   if (config_.accumulateSteps > 1) accumulator_.emplace(model_.parameterCount(), batchSize);
 }
 
-void Trainer::logScalars(std::string_view split, std::int64_t step,
-                         std::initializer_list<storage::Scalar> scalars) const {
-  if (environment_.trainingLog && control_->rank() == 0) {
-    environment_.trainingLog->write(split, step, scalars);
-  }
-}
-
 void Trainer::logStart() const {
-  const int k = config_.accumulateSteps;
-  const std::int64_t globalBatch =
-      static_cast<std::int64_t>(config_.batchSize) * control_->size() * k;
-  const std::string perRank =
-      k > 1 ? fmt::format("{} micro-batches of {} per rank", k, config_.batchSize)
-            : fmt::format("{} per rank", config_.batchSize);
-  log(
-      fmt::format("training {} ({} parameters) on {} rank(s), backend {}: {} steps of {} samples "
-                  "({}), {} {} per epoch; {} gradient bucket(s) up to {} KiB, "
-                  "overlap {}, compression {}",
-                  nameIn(kModelNames, config_.model), model_.parameterCount(), control_->size(),
-                  engine::name(gradientBackend(config_)),
-                  firstStep_ > 0 ? fmt::format("{} (from {} to {})", plannedSteps_ - firstStep_,
-                                               firstStep_ + 1, plannedSteps_)
-                                 : std::to_string(plannedSteps_),
-                  globalBatch, perRank, stepsPerEpoch_, k > 1 ? "micro-batches" : "steps",
-                  exchange_->buckets().size(), config_.fusionThresholdBytes >> 10,
-                  config_.overlap ? "on" : "off", engine::name(config_.compression)));
-  if (!deviceLine_.empty()) log(deviceLine_);
-  log("data: " + train_.describe() + "; test: " + test_.describe() +
-      (batches_->background() ? "; next batch prefetched on a thread of its own" : ""));
+  reporter_.logStart(plan_, model_.parameterCount(), exchange_->buckets().size(), deviceLine_,
+                     batches_->background());
 }
 
 void Trainer::evaluateAndLog(std::int64_t step, TrainingSummary& summary) {
-  summary.lastEvaluation = evaluate(/*whole=*/step == plannedSteps_);
+  summary.lastEvaluation = evaluate(/*whole=*/step == plan_.plannedSteps);
   const std::int64_t epoch = sampler_.position().epoch;  // epochs completed
   const models::BatchResult& result = summary.lastEvaluation;
-  stopIfDiverged("the test loss", result.meanLoss(), step);
-  const EvaluationKind kind = evaluationKind(tokensPerSample(), train_);
-  log(evaluationLine(result, kind, step, epoch));
-  if (kind == EvaluationKind::kRegression) {
-    logScalars("test", step, {{"loss", result.meanLoss()}});
-  } else {
-    logScalars("test", step, {{"loss", result.meanLoss()}, {"accuracy", result.accuracy()}});
-  }
+  stopIfDiverged("the test loss", result.meanLoss(), step, config_.learningRate);
+  reporter_.logEvaluation(result, step, epoch);
 }
 
 void Trainer::logTrainingWindow(std::int64_t done, std::int64_t epoch, TrainingSummary& summary) {
   failIfAsked(FailurePoint::kLogging, done - 1);
-  // The loss over the window, all ranks: one small all-reduce every logEvery steps.
-  std::array<double, 4> window = {windowLoss_, static_cast<double>(windowSamples_),
-                                  static_cast<double>(windowCorrect_),
-                                  static_cast<double>(windowPredictions_)};
-  control_->allreduce(std::span<double>(window), collectives::ReduceOp::kSum);
-  summary.lastTrainingLoss = window[1] > 0 ? window[0] / window[1] : 0;
-  stopIfDiverged("the training loss", summary.lastTrainingLoss, done);
-  const double rate = window[1] / std::max(windowSeconds_, 1e-9);
-  const double lr = learningRateAt(schedule_, done - 1);
-  Progress progress;
-  progress.step = done;
-  progress.steps = plannedSteps_;
-  progress.firstStep = firstStep_;
-  progress.epoch = epoch + 1;
-  // The epoch under way when the last step starts (its micro-batches may reach into the next).
-  const std::int64_t lastStepStart = (plannedSteps_ - 1) * config_.accumulateSteps;
-  progress.epochs = lastStepStart / std::max<std::int64_t>(1, stepsPerEpoch_) + 1;
-  progress.loss = summary.lastTrainingLoss;
-  progress.learningRate = lr;
-  progress.samplesPerSecond = rate;
-  progress.tokensPerSample = tokensPerSample();
-  progress.ranks = control_->size();
-  progress.elapsedSeconds = secondsBetween(runStartNs_, steadyNowNs());
-  log(progressLine(progress));
-  if (log_ && window[1] > 0) {
-    const auto warning = lossWatch_->observe(done - windowSteps_, done, summary.lastTrainingLoss);
-    if (warning) logLine(LogLevel::kWarn, *warning);
-  }
-  const double reduceMs = 1e3 * windowReduceSeconds_ / static_cast<double>(windowSteps_);
-  // This rank's own pace: the slow rank of a job is the one whose steps take longest.
-  debug([&] {
-    return fmt::format(
-        "this rank, steps {} to {}: {:.2f} ms per step, of which {:.2f} ms "
-        "waiting for averaged gradients",
-        done - windowSteps_ + 1, done, 1e3 * windowSeconds_ / static_cast<double>(windowSteps_),
-        reduceMs);
-  });
-  if (isClassification()) {
-    logScalars("train", done,
-               {{"loss", summary.lastTrainingLoss},
-                {"accuracy", window[3] > 0 ? window[2] / window[3] : 0},
-                {"learning_rate", lr},
-                {"samples_per_second", rate},
-                {"allreduce_ms", reduceMs}});
-  } else {
-    logScalars("train", done,
-               {{"loss", summary.lastTrainingLoss},
-                {"learning_rate", lr},
-                {"samples_per_second", rate},
-                {"allreduce_ms", reduceMs}});
-  }
-  windowLoss_ = 0;
-  windowSamples_ = 0;
-  windowCorrect_ = 0;
-  windowPredictions_ = 0;
-  windowSeconds_ = 0;
-  windowReduceSeconds_ = 0;
-  windowSteps_ = 0;
-}
-
-void Trainer::stopIfDiverged(std::string_view what, double loss, std::int64_t step) const {
-  if (!std::isfinite(loss))
-    throw TrainingStopped(divergenceMessage(what, loss, step, config_.learningRate));
+  summary.lastTrainingLoss =
+      reporter_.logWindow(done, epoch, plan_, learningRateAt(schedule_, done - 1));
 }
 
 void Trainer::stopIfParametersDiverged(std::int64_t step) {
-  if (config_.checkpointDir.empty()) return;  // nothing is written (the same on every rank)
   // The first non-finite parameter and its value, from rank 0.
   std::array<std::int64_t, 2> found = {-1, 0};
   if (control_->rank() == 0) {
@@ -834,7 +529,7 @@ bool Trainer::stopAgreed(std::int64_t done, TrainingSummary& summary) {
       stopAgreement_->exchange(environment_.stopRequested->load(std::memory_order_relaxed));
   summary.stopCheckSeconds += secondsBetween(checkStart, steadyNowNs());
   if (stop) {
-    log(fmt::format("SIGTERM: stopping after step {} of {}", done, plannedSteps_));
+    reporter_.log(fmt::format("SIGTERM: stopping after step {} of {}", done, plan_.plannedSteps));
     summary.stoppedBySigterm = true;
   }
   return stop;
@@ -842,7 +537,7 @@ bool Trainer::stopAgreed(std::int64_t done, TrainingSummary& summary) {
 
 void Trainer::finishSummary(std::int64_t step, std::int64_t samplesTrained, std::int64_t wallStart,
                             TrainingSummary& summary) {
-  summary.steps = step - firstStep_;
+  summary.steps = step - plan_.firstStep;
   summary.samples = samplesTrained;
   summary.lastStep = step;
   // The slowest rank's time is the job's.
@@ -865,16 +560,15 @@ void Trainer::finishSummary(std::int64_t step, std::int64_t samplesTrained, std:
 
 TrainingSummary Trainer::run() {
   TrainingSummary summary;
-  summary.firstStep = firstStep_;
+  summary.firstStep = plan_.firstStep;
   const std::int64_t wallStart = steadyNowNs();
-  runStartNs_ = wallStart;
+  reporter_.beginRun(plan_, wallStart);
   logStart();
   std::int64_t samplesTrained = 0;
   if (environment_.stopRequested) stopAgreement_.emplace(environment_.comm);
-  lossWatch_.emplace(train_.classes(), std::max(firstStep_, config_.warmupSteps),
-                     config_.learningRate);
-  std::int64_t step = firstStep_;
-  while (step < plannedSteps_) {
+  const std::int64_t planned = plan_.plannedSteps;
+  std::int64_t step = plan_.firstStep;
+  while (step < planned) {
     const data::SamplerPosition at = sampler_.position();
     const double before = summary.trainingSeconds;
     const double reducedBefore = summary.reduceSeconds;
@@ -882,27 +576,20 @@ TrainingSummary Trainer::run() {
     if (config_.test.stepSleepMs > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(config_.test.stepSleepMs));
     }
-    windowSeconds_ += summary.trainingSeconds - before;
-    windowReduceSeconds_ += summary.reduceSeconds - reducedBefore;
-    ++windowSteps_;
+    reporter_.countStep(summary.trainingSeconds - before, summary.reduceSeconds - reducedBefore);
     samplesTrained += samples * control_->size();
 
     const std::int64_t done = ++step;
-    if (config_.logEvery > 0 && (done % config_.logEvery == 0 || done == plannedSteps_)) {
-      logTrainingWindow(done, at.epoch, summary);
-    }
+    if (reporter_.windowEndsAfter(done, planned)) logTrainingWindow(done, at.epoch, summary);
     const bool epochEnd = sampler_.position().epoch > at.epoch;  // an epoch ended in the step
-    const bool periodic = config_.evalEvery > 0 && done % config_.evalEvery == 0;
-    if (epochEnd || periodic || done == plannedSteps_) evaluateAndLog(done, summary);
-    const bool checkpointDue =
-        config_.checkpointEvery > 0 ? done % config_.checkpointEvery == 0 : epochEnd;
-    if (checkpointDue && done < plannedSteps_) saveCheckpoint(done, summary);
+    if (evaluation_.dueAfter(done, epochEnd, planned)) evaluateAndLog(done, summary);
+    if (checkpoints_.dueAfter(done, epochEnd, planned)) saveCheckpoint(done, summary);
     // Every rank learns whether any was sent SIGTERM (up to the step before), and all stop
     // after the same step.
-    if (stopAgreement_ && done < plannedSteps_ && stopAgreed(done, summary)) break;
+    if (stopAgreement_ && done < planned && stopAgreed(done, summary)) break;
   }
   stopAgreement_.reset();  // completes the last exchange, on every rank
-  if (step > firstStep_ && lastCheckpointStep_ != step) saveCheckpoint(step, summary);
+  if (checkpoints_.finalDue(step, plan_.firstStep)) saveCheckpoint(step, summary);
   finishSummary(step, samplesTrained, wallStart, summary);
   return summary;
 }

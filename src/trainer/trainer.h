@@ -33,29 +33,27 @@
 #include "engine/gradient_exchange.h"
 #include "models/model.h"
 #include "models/model_factory.h"
-#include "src/common/consistency_check.h"
-#include "src/storage/checkpoint.h"
 #include "src/storage/tensorboard_writer.h"
 #include "src/trainer/batch_prefetcher.h"
 #include "src/trainer/batch_source.h"
+#include "src/trainer/checkpoint_policy.h"
 #include "src/trainer/config.h"
 #include "src/trainer/gpu_replica.h"
 #include "src/trainer/gradient_accumulator.h"
 #include "src/trainer/loss_watch.h"
 #include "src/trainer/lr_schedule.h"
 #include "src/trainer/optimizer.h"
+#include "src/trainer/periodic_evaluation.h"
+#include "src/trainer/step_trace.h"
 #include "src/trainer/stop_agreement.h"
 #include "src/trainer/timeline.h"
 #include "src/trainer/training_checkpoint.h"
+#include "src/trainer/training_reporter.h"
 
 namespace ringtrain {
 
-// Thrown on every rank, with the same text, when training must stop: --check-finite stop, or a
-// diverged run (a non-finite loss or parameters, loss_watch.h).
-class TrainingStopped : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+// TrainingStopped (loss_watch.h) is thrown on every rank, with the same text, when training must
+// stop: --check-finite stop, or a diverged run (a non-finite loss or parameters).
 
 // Thrown by Trainer::resume on every rank, with the same text, when the checkpoint to resume
 // from is refused (damaged, another model, cannot be re-sharded onto this rank count).
@@ -137,8 +135,8 @@ class Trainer {
   models::Model<float>& model() { return model_; }
   const engine::GradientExchange& exchange() const { return *exchange_; }
   const BatchPrefetcher& batches() const { return *batches_; }
-  std::int64_t plannedSteps() const { return plannedSteps_; }
-  std::int64_t firstStep() const { return firstStep_; }
+  std::int64_t plannedSteps() const { return plan_.plannedSteps; }
+  std::int64_t firstStep() const { return plan_.firstStep; }
   int batchSize() const { return config_.batchSize; }
   double baseLearningRate() const { return schedule_.baseLr; }
   const Optimizer& optimizer() const { return *optimizer_; }
@@ -148,7 +146,6 @@ class Trainer {
   // The constructor's steps.
   void buildExchange();
   void startGpu();
-  void observeLayersForTimeline();
 
   // One step: for each micro-batch, gather it, forward and backward (the last announcing each
   // layer's gradients to the exchange), then average and update. Returns this rank's samples.
@@ -181,8 +178,6 @@ class Trainer {
   void logStart() const;
   void logTrainingWindow(std::int64_t done, std::int64_t epoch, TrainingSummary& summary);
   void evaluateAndLog(std::int64_t step, TrainingSummary& summary);
-  // Throws TrainingStopped when `loss`, the same on every rank, is NaN or infinite.
-  void stopIfDiverged(std::string_view what, double loss, std::int64_t step) const;
   // Collective: throws TrainingStopped on every rank when rank 0's parameters (which every
   // rank shares) hold a NaN or infinity, before a checkpoint of them is written.
   void stopIfParametersDiverged(std::int64_t step);
@@ -191,26 +186,9 @@ class Trainer {
   void finishSummary(std::int64_t step, std::int64_t samplesTrained, std::int64_t wallStart,
                      TrainingSummary& summary);
 
-  void log(const std::string& line) const;  // rank 0, info
-  // Every rank, --log-level debug; `line` is made only when it will be shown.
-  void debug(const std::function<std::string()>& line) const;
-  bool isClassification() const { return train_.classes() > 0; }
-  // A language model's tokens per sample (its context); 0 for other models.
-  std::int64_t tokensPerSample() const {
-    return config_.model == ModelKind::kGpt ? config_.gpt.context : 0;
-  }
-  void traceSpan(std::string_view name, std::string_view category, std::int64_t start) const;
   // Rank 0 writes a checkpoint of the state after `step` steps (a failure aborts the job).
   void saveCheckpoint(std::int64_t step, TrainingSummary& summary);
-  // One line, at the first checkpoint beside others: the checkpoints --keep does not prune.
-  void logKeptOthers(const std::vector<std::filesystem::path>& others);
-  // Rank 0's part of resume(): the point to continue from, or nullopt for a fresh start.
-  std::optional<ResumePoint> resumePointOnRoot();
-  // Rank 0's part of a fresh start: the weights of --init-from, if given (false: none given).
-  bool initialiseFromFileOnRoot();
   void continueAt(const ResumePoint& point);
-  void logScalars(std::string_view split, std::int64_t step,
-                  std::initializer_list<storage::Scalar> scalars) const;
   // --device cuda: the GPU's parameters and optimiser state into the host mirror.
   void downloadFromGpu();
   void reserveBatch(int batchSize);
@@ -220,7 +198,10 @@ class Trainer {
   const BatchSource& test_;
   TrainerEnvironment environment_;
   std::unique_ptr<collectives::Communicator> control_;  // broadcast, evaluation, logging
-  bool log_;
+  TrainingReporter reporter_;
+  PeriodicEvaluation evaluation_;
+  CheckpointPolicy checkpoints_;
+  StepTrace trace_;
   models::Model<float> model_;
   std::vector<int> segmentOfLayer_;  // per model layer: its gradient segment, or -1
   std::unique_ptr<engine::GradientExchange> exchange_;
@@ -232,32 +213,12 @@ class Trainer {
   LrScheduleOptions schedule_;
   // With --accumulate-steps above 1: the sum of a step's earlier micro-batches' gradients.
   std::optional<GradientAccumulator> accumulator_;
-  std::int64_t plannedSteps_ = 0;
-  std::int64_t stepsPerEpoch_ = 0;        // the sampler's: (micro-)batches per epoch
-  std::int64_t firstStep_ = 0;            // a resumed run's first step
-  std::int64_t lastCheckpointStep_ = -1;  // the step of this run's newest checkpoint
-  // Rank 0's writer of --checkpoint-dir, made at the first checkpoint; it prunes only its own.
-  std::optional<storage::CheckpointWriter> checkpointWriter_;
-  bool keptOthersLogged_ = false;            // the checkpoints --keep leaves alone are named once
-  std::vector<std::string> layerSpanNames_;  // "forward fc1", "backward fc1", ...
-  std::vector<std::int64_t> layerStarts_;
-  std::vector<std::string> optimizerSpanNames_;  // per bucket
-  std::unique_ptr<BatchPrefetcher> batches_;     // this rank's training batches, gathered
-  // Since the last log line: the sum of this rank's per-sample losses, its samples and correct
-  // answers, and the steps, their training time and their all-reduce time.
-  double windowLoss_ = 0;
-  std::int64_t windowSamples_ = 0;
-  std::int64_t windowCorrect_ = 0;
-  std::int64_t windowPredictions_ = 0;
+  StepPlan plan_;
+  std::unique_ptr<BatchPrefetcher> batches_;  // this rank's training batches, gathered
   // What the optimiser reads: the averaged gradients, or their clipped copy.
   std::span<const float> updateFrom_;
   std::vector<float> clipped_;
-  std::int64_t windowSteps_ = 0;
-  double windowSeconds_ = 0;
-  double windowReduceSeconds_ = 0;
   std::optional<StopAgreement> stopAgreement_;  // during run(), with environment.stopRequested
-  std::optional<LossWatch> lossWatch_;          // during run(): the chance-level warning
-  std::int64_t runStartNs_ = 0;                 // when run() started, for the progress line
 };
 
 // The model spec of a configuration and the data it trains on.
