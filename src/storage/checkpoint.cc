@@ -18,16 +18,17 @@
 #include "base/exit_status.h"
 #include "base/file_checks.h"
 #include "base/read_exactly.h"
-#include "data/durable_io.h"
-#include "data/hdf5_support.h"
-#include "data/separate_check.h"
-#include "src/storage/crc32c.h"
+#include "formats/crc32c.h"
+#include "formats/durable_io.h"
+#include "formats/hdf5_support.h"
+#include "formats/separate_check.h"
 
 namespace ringtrain::storage {
 namespace {
 
 namespace fs = std::filesystem;
-namespace hdf5 = data::hdf5;
+namespace hdf5 = formats::hdf5;
+using formats::crc32c;
 using hdf5::check;
 using hdf5::Handle;
 using hdf5::Hdf5Scope;
@@ -585,13 +586,13 @@ void replaceDurably(const fs::path& dir, const std::string& name,
   fs::remove(temporary, ignored);  // a leftover of a writer that had our process id
   try {
     if (crashAt != CrashPoint::kNone && crashAt == partialPoint) {
-      data::writeNewFileDurably(temporary, bytes.first(bytes.size() / 2));
+      formats::writeNewFileDurably(temporary, bytes.first(bytes.size() / 2));
       crashNow();
     }
-    data::writeNewFileDurably(temporary, bytes);
+    formats::writeNewFileDurably(temporary, bytes);
     crashIf(crashAt, beforeRenamePoint);
-    data::renameDurably(temporary, dir / name);
-  } catch (const data::DataError& e) {
+    formats::renameDurably(temporary, dir / name);
+  } catch (const formats::FormatError& e) {
     fs::remove(temporary, ignored);
     throw CheckpointError(e.what());
   }
@@ -630,8 +631,8 @@ void prune(const fs::path& dir, std::vector<fs::path>& own, int keep, CrashPoint
   }
   if (!result.removed.empty()) {
     try {
-      data::syncFolder(dir);
-    } catch (const data::DataError& e) {
+      formats::syncFolder(dir);
+    } catch (const formats::FormatError& e) {
       result.warnings.push_back(e.what());
     }
   }
@@ -752,7 +753,7 @@ CheckpointContent parseCheckpoint(std::span<const std::uint8_t> bytes, const fs:
     content = decodeHdf5(image, header.step, name);
   } catch (const CheckpointError&) {
     throw;
-  } catch (const data::DataError& e) {
+  } catch (const formats::FormatError& e) {
     throw CheckpointError(e.what());
   }
   checkLayout(content.modelLayout, expectedModelLayout, name);
@@ -782,9 +783,9 @@ CheckpointContent readCheckpoint(const fs::path& path, std::string_view expected
   bytes.resize(fileBytes);
   readAt(bytes.data() + kHeaderBytes, bytes.size() - kHeaderBytes, kHeaderBytes);
   // A damaged file is refused here; one whose checksum holds goes to libhdf5, which a forged
-  // file can crash (data/separate_check.h): a child process reads it first.
+  // file can crash (formats/separate_check.h): a child process reads it first.
   checkedImage(bytes, header, path);
-  data::checkInSeparateProcess("checkpoint", path);
+  formats::checkInSeparateProcess("checkpoint", path);
   return parseCheckpoint(bytes, path, expectedModelLayout);
 }
 
@@ -814,7 +815,7 @@ std::optional<ResumePlan> findCheckpointToResume(const fs::path& dir,
       if (take) take(plan.content, candidate.path);
       plan.path = candidate.path;
       return plan;
-    } catch (const data::DataError& e) {
+    } catch (const formats::FormatError& e) {
       plan.skipped.push_back(e.what());
     }
   }

@@ -48,16 +48,16 @@
 #include <string_view>
 #include <vector>
 
-#include "data/data_error.h"
 #include "data/sharded_sampler.h"
+#include "formats/format_error.h"
 
 namespace ringtrain::storage {
 
-// A bad checkpoint or checkpoint folder: one line naming the file. A DataError, so a handler for
-// bad input catches both.
-class CheckpointError : public data::DataError {
+// A bad checkpoint or checkpoint folder: one line naming the file. A formats::FormatError, as
+// data::DataError is, so a handler for bad input catches both.
+class CheckpointError : public formats::FormatError {
  public:
-  using data::DataError::DataError;
+  using formats::FormatError::FormatError;
 };
 
 // One named float32 tensor: a parameter ("fc1.weight", {512, 784}) or an optimiser state buffer.
