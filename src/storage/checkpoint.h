@@ -16,8 +16,9 @@
 //   /parameter_names, /optimizer_state_names
 //                        string: the names of the tensors of /parameters and /optimizer, in
 //                        order, each followed by a newline. The reader opens the tensors by these
-//                        names and never lists a group itself (see memberNames in the .cc: a
-//                        libhdf5 1.10 bug made that unsafe on a forged file). Added in version 2.
+//                        names and never lists a group itself (see memberNames in
+//                        checkpoint_hdf5.cc: a libhdf5 1.10 bug made that unsafe on a forged
+//                        file). Added in version 2.
 //   /rng_state           uint64, any random-generator words the caller keeps (may be empty)
 //   /config              string: the run's configuration, one "name = value" line per option
 //   /model_layout        string: Model::describe(), compared on resume

@@ -25,7 +25,7 @@ void put(std::vector<std::uint8_t>& bytes, std::size_t at, std::uint64_t value, 
     bytes[at + static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(value >> (8 * i));
 }
 
-// The documented header (checkpoint.cc) made valid for whatever follows it; the step the input
+// The documented header (checkpoint_file.cc) made valid for whatever follows it; the step the input
 // holds is kept, made non-negative.
 std::vector<std::uint8_t> sealed(std::span<const std::uint8_t> input) {
   std::vector<std::uint8_t> bytes(input.begin(), input.end());
