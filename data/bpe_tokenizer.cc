@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "data/data_error.h"
-#include "data/file_bytes.h"
+#include "formats/file_bytes.h"
 
 namespace ringtrain::data {
 namespace {
@@ -118,7 +118,7 @@ std::int64_t integerId(const nlohmann::json& value, const std::string& spelling,
 }
 
 std::string readText(const std::filesystem::path& path) {
-  FileContent content(path);
+  formats::FileContent content(path);
   const auto bytes = content.readUpTo(content.maxContentBytes());
   return std::string(bytes.begin(), bytes.end());
 }

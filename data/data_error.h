@@ -2,16 +2,17 @@
 // cannot be built for the given sizes).
 #pragma once
 
-#include <stdexcept>
-#include <string>
+#include "formats/format_error.h"
 
 namespace ringtrain::data {
 
 // what() is one line that names the file (or the value) and what is wrong with it, written for
-// the user: the trainer prints it as it is and exits non-zero.
-class DataError : public std::runtime_error {
+// the user: the trainer prints it as it is and exits non-zero. A FormatError, as the errors of
+// the file formats data/ reads through (formats/) are: a handler of formats::FormatError catches
+// every bad-input error of a data set.
+class DataError : public formats::FormatError {
  public:
-  using std::runtime_error::runtime_error;
+  using formats::FormatError::FormatError;
 };
 
 }  // namespace ringtrain::data

@@ -8,9 +8,9 @@
 #include "data/data_error.h"
 #include "data/hdf5_dataset.h"
 #include "data/idx_dataset.h"
-#include "data/separate_check.h"
 #include "data/token_dataset.h"
 #include "data/token_file.h"
+#include "formats/separate_check.h"
 
 namespace ringtrain::data {
 namespace {
@@ -100,8 +100,8 @@ DatasetPair loadHdf5Folder(const std::filesystem::path& folder) {
   // A forged file can crash libhdf5 (separate_check.h): each is read first in a child process,
   // quickly (the layout and three samples): reading every chunk would read the whole data set on
   // every rank at every start.
-  checkInSeparateProcess("hdf5-dataset-quick", folder / "train.h5");
-  checkInSeparateProcess("hdf5-dataset-quick", test);
+  formats::checkInSeparateProcess("hdf5-dataset-quick", folder / "train.h5");
+  formats::checkInSeparateProcess("hdf5-dataset-quick", test);
   return loadHdf5Pair(folder / "train.h5", test);
 }
 

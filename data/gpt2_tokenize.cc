@@ -16,8 +16,8 @@
 
 #include "data/bpe_tokenizer.h"
 #include "data/data_error.h"
-#include "data/file_bytes.h"
 #include "data/token_file.h"
+#include "formats/file_bytes.h"
 
 namespace {
 
@@ -60,7 +60,7 @@ const char* helpText() {
 }
 
 std::string readText(const fs::path& path) {
-  ringtrain::data::FileContent content(path);
+  ringtrain::formats::FileContent content(path);
   const auto bytes = content.readUpTo(content.maxContentBytes());
   return std::string(bytes.begin(), bytes.end());
 }
@@ -115,7 +115,7 @@ void decode(const Options& options) {
     if (std::fflush(stdout) != 0) throw DataError("standard output: write error");
     return;
   }
-  ringtrain::data::writeFileAtomically(
+  ringtrain::formats::writeFileAtomically(
       options.out, std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
 }
 

@@ -15,12 +15,14 @@
 
 #include "base/file_checks.h"
 #include "data/data_error.h"
-#include "data/durable_io.h"
-#include "data/file_bytes.h"
 #include "data/pixel_scale.h"
+#include "formats/durable_io.h"
+#include "formats/file_bytes.h"
 
 namespace ringtrain::data {
 namespace {
+
+namespace hdf5 = formats::hdf5;
 
 using hdf5::check;
 using hdf5::Handle;
@@ -124,7 +126,7 @@ void checkFitsTheFile(const char* name, const std::string& claimed, std::uint64_
   std::uint64_t bytes = 0;
   std::uint64_t room = 0;
   const bool overflow = __builtin_mul_overflow(values, valueBytes, &bytes);
-  const bool roomOverflow = __builtin_mul_overflow(fileBytes, kMaxDeflateExpansion, &room);
+  const bool roomOverflow = __builtin_mul_overflow(fileBytes, formats::kMaxDeflateExpansion, &room);
   if (!roomOverflow && (overflow || bytes > room)) {
     fail(path, std::string("/") + name + " claims " + claimed + " (" +
                    (overflow ? "over 2^64" : std::to_string(bytes)) +
@@ -551,8 +553,8 @@ void Hdf5DatasetWriter::finish() {
     labels_.close(path_, "closing /labels");
     file_.close(temporary_, "closing the file");
   }
-  syncFile(temporary_);
-  renameDurably(temporary_, path_);
+  formats::syncFile(temporary_);
+  formats::renameDurably(temporary_, path_);
   finished_ = true;
 }
 

@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "data/dataset.h"
-#include "data/hdf5_support.h"
+#include "formats/hdf5_support.h"
 
 namespace ringtrain::data {
 
@@ -76,14 +76,14 @@ class Hdf5Dataset final : public Dataset {
  private:
   struct FromImage {};
   Hdf5Dataset(FromImage, std::span<const std::uint8_t> image, const std::string& name);
-  void openChecked(hdf5::Handle file);
+  void openChecked(formats::hdf5::Handle file);
   void readLabels();
   void readBlocks(std::span<const std::int64_t> sorted) const;
 
   std::filesystem::path path_;
-  hdf5::Handle file_;
-  hdf5::Handle images_;
-  hdf5::Handle labelData_;
+  formats::hdf5::Handle file_;
+  formats::hdf5::Handle images_;
+  formats::hdf5::Handle labelData_;
   std::int64_t count_ = 0;
   SampleShape shape_;
   PixelType pixelType_ = PixelType::kUint8;
@@ -146,9 +146,9 @@ class Hdf5DatasetWriter {
   Hdf5DatasetSpec spec_;
   std::int64_t written_ = 0;
   bool finished_ = false;
-  hdf5::Handle file_;
-  hdf5::Handle images_;
-  hdf5::Handle labels_;
+  formats::hdf5::Handle file_;
+  formats::hdf5::Handle images_;
+  formats::hdf5::Handle labels_;
 };
 
 // The whole dataset in one call: `pixels` holds spec.count samples of H x W x C values.

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "data/data_error.h"
-#include "data/file_bytes.h"
+#include "formats/file_bytes.h"
 
 namespace ringtrain::data {
 namespace {
@@ -32,7 +32,7 @@ std::string hex(std::uint32_t value, int digits) {
 }
 
 // "1000 bytes", or "1000 bytes uncompressed" for a .gz file, whose own size is something else.
-std::string contentSize(const FileContent& file, std::uint64_t bytes) {
+std::string contentSize(const formats::FileContent& file, std::uint64_t bytes) {
   return std::to_string(bytes) + (file.gzipped() ? " bytes uncompressed" : " bytes");
 }
 
@@ -62,7 +62,7 @@ const char* typeName(std::uint8_t code) {
 
 // Reads the header, checks the magic number and that the whole header is there; returns the
 // dimension sizes.
-std::vector<std::uint64_t> readHeader(const std::filesystem::path& path, FileContent& file,
+std::vector<std::uint64_t> readHeader(const std::filesystem::path& path, formats::FileContent& file,
                                       const IdxKind& kind) {
   const std::size_t headerBytes = 4 + 4 * static_cast<std::size_t>(kind.dimensions);
   const std::span<const std::uint8_t> bytes = file.readUpTo(headerBytes);
@@ -118,7 +118,7 @@ std::string describeSizes(const IdxKind& kind, const std::vector<std::uint64_t>&
 // Checks the sizes, refuses a length the file cannot hold before reading the data, then reads
 // one byte more than the header announces: the content must be exactly header + data long.
 // Returns the whole content.
-std::vector<std::uint8_t> readData(const std::filesystem::path& path, FileContent& file,
+std::vector<std::uint8_t> readData(const std::filesystem::path& path, formats::FileContent& file,
                                    const IdxKind& kind, const std::vector<std::uint64_t>& sizes) {
   const std::string said = "header says " + describeSizes(kind, sizes);
   for (const std::uint64_t size : sizes) {
@@ -138,8 +138,8 @@ std::vector<std::uint8_t> readData(const std::filesystem::path& path, FileConten
     if (file.gzipped()) {
       fail(path, wanted + " but a gzip file of " + std::to_string(file.fileBytes()) +
                      " bytes can hold at most " + std::to_string(file.maxContentBytes()) +
-                     " bytes (deflate expands at most " + std::to_string(kMaxDeflateExpansion) +
-                     " times)");
+                     " bytes (deflate expands at most " +
+                     std::to_string(formats::kMaxDeflateExpansion) + " times)");
     }
     fail(path, "truncated: " + wanted + " but the file has " + contentSize(file, file.fileBytes()));
   }
@@ -165,7 +165,7 @@ std::vector<std::uint8_t> withoutHeader(std::vector<std::uint8_t> content, const
 }  // namespace
 
 IdxImages readIdxImages(const std::filesystem::path& path) {
-  FileContent file(path);
+  formats::FileContent file(path);
   const std::vector<std::uint64_t> sizes = readHeader(path, file, kImages);
   IdxImages images;
   images.pixels = withoutHeader(readData(path, file, kImages, sizes), kImages);
@@ -180,7 +180,7 @@ std::vector<std::uint8_t> readIdxLabels(const std::filesystem::path& path, int n
     throw std::invalid_argument("readIdxLabels: numClasses " + std::to_string(numClasses) +
                                 " is below 1");
   }
-  FileContent file(path);
+  formats::FileContent file(path);
   const std::vector<std::uint64_t> sizes = readHeader(path, file, kLabels);
   std::vector<std::uint8_t> labels = withoutHeader(readData(path, file, kLabels, sizes), kLabels);
   for (std::size_t i = 0; i < labels.size(); ++i) {

@@ -3,8 +3,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "data/file_bytes.h"
 #include "data/idx_reader.h"
+#include "formats/file_bytes.h"
 
 namespace ringtrain::data {
 namespace {
@@ -53,11 +53,11 @@ std::vector<std::uint8_t> encodeIdxLabels(std::span<const std::uint8_t> labels) 
 
 void writeIdxImages(const std::filesystem::path& path, std::int64_t count, std::int64_t rows,
                     std::int64_t columns, std::span<const std::uint8_t> pixels) {
-  writeFileAtomically(path, encodeIdxImages(count, rows, columns, pixels));
+  formats::writeFileAtomically(path, encodeIdxImages(count, rows, columns, pixels));
 }
 
 void writeIdxLabels(const std::filesystem::path& path, std::span<const std::uint8_t> labels) {
-  writeFileAtomically(path, encodeIdxLabels(labels));
+  formats::writeFileAtomically(path, encodeIdxLabels(labels));
 }
 
 }  // namespace ringtrain::data

@@ -10,8 +10,8 @@
 #include <system_error>
 
 #include "data/data_error.h"
-#include "data/durable_io.h"
-#include "data/file_bytes.h"
+#include "formats/durable_io.h"
+#include "formats/file_bytes.h"
 
 namespace ringtrain::data {
 namespace {
@@ -91,8 +91,8 @@ void writeTokenFile(const std::filesystem::path& path, std::span<const std::uint
   const std::filesystem::path temporary =
       path.string() + ".partial-" + std::to_string(static_cast<long>(getpid()));
   try {
-    writeNewFileDurably(temporary, bytes);
-    renameDurably(temporary, path);
+    formats::writeNewFileDurably(temporary, bytes);
+    formats::renameDurably(temporary, path);
   } catch (...) {
     std::error_code ignored;
     std::filesystem::remove(temporary, ignored);
@@ -113,7 +113,7 @@ void checkVocabulary(int vocabulary) {
 
 std::vector<std::uint16_t> readTokenFile(const std::filesystem::path& path, int vocabulary) {
   checkVocabulary(vocabulary);
-  FileContent content(path);
+  formats::FileContent content(path);
   const std::int64_t count = checkHeader(path.string(), content.readUpTo(kTokenFileHeaderBytes));
   // One byte more than the header's length: trailing bytes show, and no more is read (or inflated).
   const std::size_t expected = kTokenFileHeaderBytes + 2 * static_cast<std::size_t>(count);

@@ -22,7 +22,7 @@
 #include "collectives/stall_watchdog.h"
 #include "data/data_error.h"
 #include "data/hdf5_dataset.h"
-#include "data/separate_check.h"
+#include "formats/separate_check.h"
 #include "models/flush_to_zero.h"
 #include "models/matrix_products.h"
 #include "src/bench/bench_config.h"
@@ -277,7 +277,7 @@ int train(int argc, char** argv, collectives::MpiEnvironment& env) {
 
 // `ringtrain check KIND FILE`: reads FILE the way training would, in this process, without MPI
 // (the trainer runs it as a separate process before reading a file with libhdf5, see
-// data/separate_check.h). One line on stdout; exit 0 when the file is good, 2 when it is not,
+// formats/separate_check.h). One line on stdout; exit 0 when the file is good, 2 when it is not,
 // and whatever a crash gives. --help prints the usage and exits 0.
 int check(int argc, char** argv) {
   constexpr const char* kCheckUsage =
@@ -361,7 +361,7 @@ int main(int argc, char** argv) {
     std::cerr << "ringtrain: unknown command '" << argv[1] << "'\n" << ringtrain::kUsage;
     return ringtrain::kExitBadInput;
   }
-  ringtrain::data::setFileCheckProgram(ringtrain::thisProgram(argv[0]));
+  ringtrain::formats::setFileCheckProgram(ringtrain::thisProgram(argv[0]));
   ringtrain::collectives::MpiEnvironment env(&argc, &argv);
   try {
     if (bench)

@@ -42,7 +42,7 @@ ringtrain_configure_sanitized() {
 }
 
 # Configures $1 with clang, the sanitizers and libFuzzer's coverage, and builds only the fuzz
-# targets and the corpus writer (the data and storage libraries, not the whole project).
+# targets and the corpus writer (the formats, data and storage libraries, not the whole project).
 ringtrain_build_fuzzers() {
   local build_dir="$1"
   ringtrain_configure_sanitized "$build_dir" "$RINGTRAIN_SANITIZE_FLAGS -fsanitize=fuzzer-no-link" \

@@ -16,8 +16,9 @@
 //   /parameter_names, /optimizer_state_names
 //                        string: the names of the tensors of /parameters and /optimizer, in
 //                        order, each followed by a newline. The reader opens the tensors by these
-//                        names and never lists a group itself (see memberNames in the .cc: a
-//                        libhdf5 1.10 bug made that unsafe on a forged file). Added in version 2.
+//                        names and never lists a group itself (see memberNames in
+//                        checkpoint_hdf5.cc: a libhdf5 1.10 bug made that unsafe on a forged
+//                        file). Added in version 2.
 //   /rng_state           uint64, any random-generator words the caller keeps (may be empty)
 //   /config              string: the run's configuration, one "name = value" line per option
 //   /model_layout        string: Model::describe(), compared on resume
@@ -48,16 +49,16 @@
 #include <string_view>
 #include <vector>
 
-#include "data/data_error.h"
 #include "data/sharded_sampler.h"
+#include "formats/format_error.h"
 
 namespace ringtrain::storage {
 
-// A bad checkpoint or checkpoint folder: one line naming the file. A DataError, so a handler for
-// bad input catches both.
-class CheckpointError : public data::DataError {
+// A bad checkpoint or checkpoint folder: one line naming the file. A formats::FormatError, as
+// data::DataError is, so a handler for bad input catches both.
+class CheckpointError : public formats::FormatError {
  public:
-  using data::DataError::DataError;
+  using formats::FormatError::FormatError;
 };
 
 // One named float32 tensor: a parameter ("fc1.weight", {512, 784}) or an optimiser state buffer.

@@ -15,7 +15,7 @@
 
 #include "base/file_checks.h"
 #include "base/read_exactly.h"
-#include "data/durable_io.h"
+#include "formats/durable_io.h"
 
 namespace ringtrain::storage {
 namespace {
@@ -247,8 +247,8 @@ void writeSafetensors(const fs::path& path, const SafetensorsContent& content) {
   std::error_code ignored;
   fs::remove(temporary, ignored);  // left by a writer of this pid that crashed
   try {
-    data::writeNewFileDurably(temporary, bytes);
-    data::renameDurably(temporary, path);
+    formats::writeNewFileDurably(temporary, bytes);
+    formats::renameDurably(temporary, path);
   } catch (const std::exception& e) {
     fs::remove(temporary, ignored);
     // The message names the file asked for; the temporary, which the caller never named, only

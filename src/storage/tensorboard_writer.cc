@@ -11,13 +11,15 @@
 #include <system_error>
 #include <utility>
 
-#include "src/storage/crc32c.h"
+#include "formats/crc32c.h"
 #include "tensorboard_event.pb.h"
 
 namespace ringtrain::storage {
 namespace {
 
 namespace fs = std::filesystem;
+using formats::crc32c;
+using formats::maskCrc32c;
 
 constexpr const char* kFileVersion = "brain.Event:2";
 

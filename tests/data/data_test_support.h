@@ -1,70 +1,27 @@
-// Shared pieces of the data tests: a temporary folder, raw file writes (for files no writer of
-// ours would produce), a check of DataError messages and a gather into fresh buffers.
+// Shared pieces of the data tests: those of every test of files (tests/formats/
+// format_test_support.h: a temporary folder, raw file writes, a check of error messages) and a
+// gather into fresh buffers.
 #pragma once
 
-#include <gtest/gtest.h>
-#include <unistd.h>
-
 #include <cstdint>
-#include <filesystem>
-#include <fstream>
 #include <functional>
-#include <span>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "data/data_error.h"
 #include "data/dataset.h"
+#include "tests/formats/format_test_support.h"
 
 namespace ringtrain::data::testing {
 
-// A fresh folder under the system's temporary folder, removed with everything in it at the end.
-class TempFolder {
- public:
-  TempFolder() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "ringtrain_data_XXXXXX");
-    if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempFolder() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempFolder(const TempFolder&) = delete;
-  TempFolder& operator=(const TempFolder&) = delete;
+using formats::testing::readRaw;
+using formats::testing::TempFolder;
+using formats::testing::writeRaw;
 
-  const std::filesystem::path& path() const { return path_; }
-  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  std::filesystem::path path_;
-};
-
-// Writes exactly these bytes, with no compression whatever the name.
-inline void writeRaw(const std::filesystem::path& path, std::span<const std::uint8_t> bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()),
-            static_cast<std::streamsize>(bytes.size()));
-  if (!out) throw std::runtime_error("cannot write " + path.string());
-}
-
-inline std::vector<std::uint8_t> readRaw(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-// The message of the DataError `action` throws ("" and a test failure when it throws none).
+// The message of the DataError, or of the FormatError of a file format under data/, `action`
+// throws ("" and a test failure when it throws none).
 inline std::string dataErrorOf(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const DataError& e) {
-    const std::string message = e.what();
-    EXPECT_EQ(message.find('\n'), std::string::npos) << "not one line: " << message;
-    return message;
-  }
-  ADD_FAILURE() << "no DataError thrown";
-  return "";
+  return formats::testing::errorOf(action);
 }
 
 // What Dataset::gather writes for `indices`: the samples and their labels.

@@ -10,13 +10,16 @@
 #include <string>
 #include <vector>
 
-#include "data/file_bytes.h"
 #include "data/idx_writer.h"
+#include "formats/file_bytes.h"
 #include "tests/data/data_test_support.h"
 
 namespace ringtrain::data {
 namespace {
 
+using formats::isGzipPath;
+using formats::kMaxDeflateExpansion;
+using formats::writeFileAtomically;
 using testing::dataErrorOf;
 using testing::TempFolder;
 using testing::writeRaw;
@@ -344,29 +347,6 @@ TEST_F(IdxGzipSizeTest, AFurtherEmptyMemberIsReadToTheEnd) {
   EXPECT_EQ(labelsError(), path_.string() + ": 1 trailing bytes after the gzip data");
 }
 
-TEST(FileContentTest, InflatesOnlyAsFarAsAsked) {
-  TempFolder folder;
-  writeFileAtomically(folder / "zeros.gz", std::vector<std::uint8_t>(std::size_t{8} << 20, 0));
-  FileContent file(folder / "zeros.gz");
-  EXPECT_TRUE(file.gzipped());
-  EXPECT_EQ(file.maxContentBytes(), 1032 * file.fileBytes());
-  EXPECT_EQ(file.readUpTo(10).size(), 10u);
-  EXPECT_EQ(file.readUpTo(1000).size(), 1000u);
-  const std::vector<std::uint8_t> content = file.take();
-  EXPECT_EQ(content.size(), 1000u);
-}
-
-TEST(FileContentTest, APlainFileIsItsOwnContent) {
-  TempFolder folder;
-  writeRaw(folder / "plain", std::vector<std::uint8_t>{1, 2, 3, 4, 5});
-  FileContent file(folder / "plain");
-  EXPECT_FALSE(file.gzipped());
-  EXPECT_EQ(file.maxContentBytes(), 5u);
-  EXPECT_EQ(file.readUpTo(3).size(), 3u);
-  EXPECT_EQ(file.readUpTo(100).size(), 5u);
-  EXPECT_EQ(file.take(), (std::vector<std::uint8_t>{1, 2, 3, 4, 5}));
-}
-
 TEST(IdxReaderTest, EmptyGzipFile) {
   TempFolder folder;
   writeRaw(folder / "labels.gz", {});
@@ -381,32 +361,6 @@ TEST(IdxReaderTest, MissingFileAndFolderAreNamed) {
             (folder / "nope").string() + ": no such file");
   EXPECT_EQ(dataErrorOf([&] { readIdxImages(folder.path()); }),
             folder.path().string() + ": is a folder, not a file");
-}
-
-TEST(FileBytesTest, AtomicWriteReplacesTheWholeFileAndLeavesNoTemporary) {
-  TempFolder folder;
-  const auto path = folder / "labels";
-  writeIdxLabels(path, std::vector<std::uint8_t>{1, 2, 3});
-  writeIdxLabels(path, std::vector<std::uint8_t>{4});
-  EXPECT_EQ(readIdxLabels(path, 10), std::vector<std::uint8_t>{4});
-  int files = 0;
-  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(folder.path())) {
-    ++files;
-  }
-  EXPECT_EQ(files, 1);
-}
-
-TEST(FileBytesTest, FailedWriteLeavesTheOldFileAlone) {
-  TempFolder folder;
-  EXPECT_THROW(writeIdxLabels(folder / "missing-folder" / "labels", std::vector<std::uint8_t>{1}),
-               DataError);
-  // A folder where the file should go: the rename fails and the folder stays as it was.
-  std::filesystem::create_directory(folder / "taken");
-  std::filesystem::create_directory(folder / "taken" / "inside");
-  EXPECT_THROW(writeIdxLabels(folder / "taken", std::vector<std::uint8_t>{1}), DataError);
-  EXPECT_TRUE(std::filesystem::is_directory(folder / "taken" / "inside"));
-  EXPECT_FALSE(std::filesystem::exists(folder.path().string() + "/taken.partial-" +
-                                       std::to_string(getpid())));
 }
 
 }  // namespace

@@ -14,19 +14,19 @@
 #include <string>
 
 #include "src/storage/checkpoint.h"
-#include "tests/data/data_test_support.h"
+#include "tests/formats/format_test_support.h"
 
 namespace ringtrain::storage {
 namespace {
 
 namespace fs = std::filesystem;
-using data::testing::TempFolder;
+using formats::testing::TempFolder;
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 using ::testing::StartsWith;
 
 std::string lockErrorOf(const fs::path& folder) {
-  return data::testing::dataErrorOf([&] { CheckpointFolderLock lock(folder, "other-host"); });
+  return formats::testing::errorOf([&] { CheckpointFolderLock lock(folder, "other-host"); });
 }
 
 std::string textOf(const fs::path& file) {

@@ -18,19 +18,18 @@
 #include <string>
 #include <vector>
 
-#include "data/hdf5_support.h"
+#include "formats/hdf5_support.h"
 #include "models/model_factory.h"
 #include "src/storage/checkpoint_model.h"
-#include "tests/data/data_test_support.h"
-#include "tests/storage/storage_test_support.h"
+#include "tests/formats/format_test_support.h"
 
 namespace ringtrain::storage {
 namespace {
 
 namespace fs = std::filesystem;
-using data::testing::readRaw;
-using data::testing::TempFolder;
-using data::testing::writeRaw;
+using formats::testing::readRaw;
+using formats::testing::TempFolder;
+using formats::testing::writeRaw;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
@@ -112,14 +111,14 @@ std::string latestOf(const fs::path& dir) {
   return std::string(bytes.begin(), bytes.end());
 }
 
-// Checkpoint errors are DataErrors: the data tests' helper checks the message is one line.
+// Checkpoint errors are FormatErrors: the file tests' helper checks the message is one line.
 // One checkpoint by a writer of its own, as a run that writes one: it prunes nothing else.
 CheckpointWriteResult writeOne(const fs::path& dir, const CheckpointContent& content) {
   return CheckpointWriter(dir, 1).write(content);
 }
 
 std::string checkpointErrorOf(const std::function<void()>& action) {
-  return data::testing::dataErrorOf(action);
+  return formats::testing::errorOf(action);
 }
 
 // ---- Round trips and the folder ---------------------------------------------------------------
@@ -275,9 +274,9 @@ class DamagedCheckpointTest : public ::testing::Test {
     put(16, version, 4);
     put(20, 512, 4);
     put(24, image.size(), 8);
-    put(32, testing::referenceCrc32c(image), 4);
+    put(32, formats::testing::referenceCrc32c(image), 4);
     put(36, static_cast<std::uint64_t>(step), 8);
-    put(44, testing::referenceCrc32c(std::span(file).first(44)), 4);
+    put(44, formats::testing::referenceCrc32c(std::span(file).first(44)), 4);
     std::copy(image.begin(), image.end(), file.begin() + 512);
     return file;
   }
@@ -382,7 +381,7 @@ TEST_F(DamagedCheckpointTest, AnotherModelLayout) {
 // deliberately forged file (or a bug) could produce; the reader still names what is missing.
 TEST_F(DamagedCheckpointTest, ValidChecksumAroundAnHdf5FileWithoutParameters) {
   {
-    testing::RawHdf5File file(folder_ / "plain.h5");
+    formats::testing::RawHdf5File file(folder_ / "plain.h5");
     file.integerAttribute("step", 10);
   }
   const auto image = readRaw(folder_ / "plain.h5");
@@ -427,7 +426,7 @@ class ForgedCheckpointTest : public DamagedCheckpointTest {
   std::string errorWithList(const char* list, const std::string& text) {
     return errorAfterEditing([&](hid_t file) {
       EXPECT_GE(H5Ldelete(file, list, H5P_DEFAULT), 0);
-      data::hdf5::writeStringDataset(file, list, text, "forged");
+      formats::hdf5::writeStringDataset(file, list, text, "forged");
     });
   }
 };
@@ -489,8 +488,8 @@ TEST_F(ForgedCheckpointTest, ATensorLargerThanTheFile) {
   EXPECT_EQ(errorAfterEditing([](hid_t file) {
               addUnwrittenTensor(file, "parameters/huge", hsize_t{1} << 30);
               EXPECT_GE(H5Ldelete(file, "parameter_names", H5P_DEFAULT), 0);
-              data::hdf5::writeStringDataset(file, "parameter_names",
-                                             "fc1.weight\nfc1.bias\nscale\nhuge\n", "forged");
+              formats::hdf5::writeStringDataset(file, "parameter_names",
+                                                "fc1.weight\nfc1.bias\nscale\nhuge\n", "forged");
             }),
             name() + ": /parameters/huge claims more values than the file has room for");
 }

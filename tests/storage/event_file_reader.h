@@ -1,7 +1,7 @@
 // TensorBoard event files read back without the writer's help, for tests: the TFRecord framing
 // is parsed here and every length and data CRC checked with the tests' own bitwise CRC-32C
-// (storage_test_support.h); a record's bytes are decoded by `protoc --decode_raw`, which needs no
-// schema at all.
+// (tests/formats/format_test_support.h); a record's bytes are decoded by `protoc --decode_raw`,
+// which needs no schema at all.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,8 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/data/data_test_support.h"
-#include "tests/storage/storage_test_support.h"
+#include "tests/formats/format_test_support.h"
 
 namespace ringtrain::storage::testing {
 
@@ -30,19 +29,21 @@ inline std::uint64_t littleEndianAt(const std::vector<std::uint8_t>& bytes, std:
 // Every record's data, after checking its framing: length, masked CRC of the length, data,
 // masked CRC of the data, and nothing after the last record.
 inline std::vector<std::vector<std::uint8_t>> readRecords(const std::filesystem::path& path) {
-  const std::vector<std::uint8_t> bytes = data::testing::readRaw(path);
+  const std::vector<std::uint8_t> bytes = formats::testing::readRaw(path);
   std::vector<std::vector<std::uint8_t>> records;
   std::size_t at = 0;
   while (at < bytes.size()) {
     EXPECT_GE(bytes.size() - at, 12u) << "a record header is cut short at " << at;
     if (bytes.size() - at < 12) break;
     const std::uint64_t length = littleEndianAt(bytes, at, 8);
-    EXPECT_EQ(littleEndianAt(bytes, at + 8, 4), referenceMaskedCrc32c(std::span(&bytes[at], 8)))
+    EXPECT_EQ(littleEndianAt(bytes, at + 8, 4),
+              formats::testing::referenceMaskedCrc32c(std::span(&bytes[at], 8)))
         << "length CRC of the record at " << at;
     EXPECT_LE(at + 12 + length + 4, bytes.size()) << "a record's data is cut short at " << at;
     if (at + 12 + length + 4 > bytes.size()) break;
     const std::span<const std::uint8_t> data(&bytes[at + 12], length);
-    EXPECT_EQ(littleEndianAt(bytes, at + 12 + length, 4), referenceMaskedCrc32c(data))
+    EXPECT_EQ(littleEndianAt(bytes, at + 12 + length, 4),
+              formats::testing::referenceMaskedCrc32c(data))
         << "data CRC of the record at " << at;
     records.emplace_back(data.begin(), data.end());
     at += 12 + length + 4;
@@ -53,7 +54,7 @@ inline std::vector<std::vector<std::uint8_t>> readRecords(const std::filesystem:
 // protoc's schema-less decoding of one record's bytes; `scratch` is a file name to use.
 inline std::string decodeRaw(const std::vector<std::uint8_t>& record,
                              const std::filesystem::path& scratch, const std::string& protoc) {
-  data::testing::writeRaw(scratch, record);
+  formats::testing::writeRaw(scratch, record);
   const std::string command = protoc + " --decode_raw < " + scratch.string();
   std::FILE* pipe = popen(command.c_str(), "r");
   EXPECT_NE(pipe, nullptr);

@@ -14,14 +14,14 @@
 #include <string>
 #include <vector>
 
-#include "tests/data/data_test_support.h"
+#include "tests/formats/format_test_support.h"
 
 namespace ringtrain::storage {
 namespace {
 
 namespace fs = std::filesystem;
-using data::testing::TempFolder;
-using data::testing::writeRaw;
+using formats::testing::TempFolder;
+using formats::testing::writeRaw;
 using ::testing::HasSubstr;
 
 Tensor tensor(std::string name, std::vector<std::int64_t> shape, float first) {

@@ -17,16 +17,15 @@
 #include <vector>
 
 #include "tensorboard_event.pb.h"
-#include "tests/data/data_test_support.h"
+#include "tests/formats/format_test_support.h"
 #include "tests/storage/event_file_reader.h"
-#include "tests/storage/storage_test_support.h"
 
 namespace ringtrain::storage {
 namespace {
 
 namespace fs = std::filesystem;
-using data::testing::readRaw;
-using data::testing::TempFolder;
+using formats::testing::readRaw;
+using formats::testing::TempFolder;
 using ::testing::ElementsAre;
 using testing::floatBits;
 using ::testing::HasSubstr;
@@ -149,7 +148,7 @@ TEST(TensorBoardWriterTest, ASplitMustBeAFolderName) {
 
 TEST(TensorBoardWriterTest, AFolderThatCannotBeCreatedIsOneLine) {
   TempFolder folder;
-  data::testing::writeRaw(folder / "file", std::vector<std::uint8_t>{1});
+  formats::testing::writeRaw(folder / "file", std::vector<std::uint8_t>{1});
   try {
     TrainingLog log(folder / "file/logs");
     FAIL() << "no error";

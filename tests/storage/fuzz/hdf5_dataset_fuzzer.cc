@@ -1,13 +1,13 @@
 // libFuzzer target: the HDF5 dataset reader (data/hdf5_dataset.h) on arbitrary bytes, opened
 // from memory with HDF5's core driver, then asked for a batch when it opens. Any answer but a
-// DataError is a finding (in our code or in libhdf5 underneath it: both are reported), and so is
-// an HDF5 object left open afterwards.
+// FormatError (DataError is one) is a finding (in our code or in libhdf5 underneath it: both are
+// reported), and so is an HDF5 object left open afterwards.
 #include <cstdint>
 #include <span>
 #include <vector>
 
-#include "data/data_error.h"
 #include "data/hdf5_dataset.h"
+#include "formats/format_error.h"
 #include "tests/storage/fuzz/fuzz_target.h"
 #include "tests/storage/fuzz/hdf5_open_objects.h"
 
@@ -24,7 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::vector<float> images(indices.size() * static_cast<std::size_t>(elements));
     std::vector<std::int32_t> labels(indices.size());
     dataset.gather(indices, images.data(), labels.data());
-  } catch (const ringtrain::data::DataError&) {
+  } catch (const ringtrain::formats::FormatError&) {
   }
   abortIfHdf5ObjectsOpen("Hdf5Dataset");
   return 0;

@@ -1,7 +1,8 @@
 // libFuzzer target: the IDX reader (data/idx_reader.h) on arbitrary bytes, as a plain file and as
 // a .gz file. The reader opens files by name, so each input is written to a folder of its own in
-// /dev/shm (memory, when there is one). Any answer but a DataError -- a crash, a sanitizer report,
-// another exception, an allocation above libFuzzer's limit -- is a finding.
+// /dev/shm (memory, when there is one). Any answer but a FormatError (DataError is one) -- a
+// crash, a sanitizer report, another exception, an allocation above libFuzzer's limit -- is a
+// finding.
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -10,8 +11,8 @@
 #include <filesystem>
 #include <string>
 
-#include "data/data_error.h"
 #include "data/idx_reader.h"
+#include "formats/format_error.h"
 #include "tests/storage/fuzz/fuzz_target.h"
 
 namespace {
@@ -46,11 +47,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     writeInput(path, data, size);
     try {
       ringtrain::data::readIdxImages(path);
-    } catch (const ringtrain::data::DataError&) {
+    } catch (const ringtrain::formats::FormatError&) {
     }
     try {
       ringtrain::data::readIdxLabels(path, 10);
-    } catch (const ringtrain::data::DataError&) {
+    } catch (const ringtrain::formats::FormatError&) {
     }
   }
   return 0;

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "data/file_bytes.h"
 #include "data/hdf5_dataset.h"
 #include "data/idx_writer.h"
 #include "data/token_file.h"
+#include "formats/file_bytes.h"
 #include "src/storage/checkpoint.h"
 #include "src/storage/safetensors.h"
 
@@ -48,10 +48,10 @@ void idxSeeds(const fs::path& dir) {
   // gzip bomb, about a kilobyte compressed).
   auto claimsMore = ringtrain::data::encodeIdxLabels(std::vector<std::uint8_t>{1, 2, 3});
   claimsMore[5] = 0x10;  // the count: 3 becomes 0x00100003 (1,048,579) labels
-  ringtrain::data::writeFileAtomically(dir / "labels-claiming-1m.gz", claimsMore);
+  ringtrain::formats::writeFileAtomically(dir / "labels-claiming-1m.gz", claimsMore);
   auto bomb = ringtrain::data::encodeIdxImages(1, 4, 4, pattern(16));
   bomb.resize(bomb.size() + (1 << 20), 0);
-  ringtrain::data::writeFileAtomically(dir / "images-1x4x4-then-zeros.gz", bomb);
+  ringtrain::formats::writeFileAtomically(dir / "images-1x4x4-then-zeros.gz", bomb);
 }
 
 void hdf5Seeds(const fs::path& dir) {

@@ -1,17 +1,17 @@
 // libFuzzer target: the safetensors reader (src/storage/safetensors.h) on arbitrary bytes, the
-// weights file `ringtrain train --init-from` takes from outside. Any answer but a DataError
+// weights file `ringtrain train --init-from` takes from outside. Any answer but a FormatError
 // (CheckpointError is one) is a finding.
 #include <cstdint>
 #include <span>
 
-#include "data/data_error.h"
+#include "formats/format_error.h"
 #include "src/storage/safetensors.h"
 #include "tests/storage/fuzz/fuzz_target.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {
     ringtrain::storage::parseSafetensors(std::span(data, size), "input.safetensors");
-  } catch (const ringtrain::data::DataError&) {
+  } catch (const ringtrain::formats::FormatError&) {
   }
   return 0;
 }

@@ -1,16 +1,16 @@
 // libFuzzer target: token files in llm.c's format (data/token_file.h) on arbitrary bytes, and the
 // windows of a TokenDataset over what they hold. The bytes are decoded in memory
 // (decodeTokenFile: the checks readTokenFile makes after reading, which the IDX target already
-// fuzzes for plain and .gz files). Any answer but a DataError is a finding.
+// fuzzes for plain and .gz files). Any answer but a FormatError (DataError is one) is a finding.
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
 #include <span>
 #include <vector>
 
-#include "data/data_error.h"
 #include "data/token_dataset.h"
 #include "data/token_file.h"
+#include "formats/format_error.h"
 #include "tests/storage/fuzz/fuzz_target.h"
 
 namespace {
@@ -34,7 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     auto tokens = ringtrain::data::decodeTokenFile(std::span(data, size), kVocabulary, "input");
     const std::int64_t context = size > 12 ? 1 + data[12] % 16 : 1;  // a byte of the count field
     gatherEveryWindow(std::move(tokens), context);
-  } catch (const ringtrain::data::DataError&) {
+  } catch (const ringtrain::formats::FormatError&) {
   }
   return 0;
 }

@@ -1,4 +1,4 @@
-#include "data/file_bytes.h"
+#include "formats/file_bytes.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,13 +14,13 @@
 #include <system_error>
 
 #include "base/file_checks.h"
-#include "data/data_error.h"
+#include "formats/format_error.h"
 
-namespace ringtrain::data {
+namespace ringtrain::formats {
 namespace {
 
 [[noreturn]] void fail(const std::filesystem::path& path, const std::string& what) {
-  throw DataError(path.string() + ": " + what);
+  throw FormatError(path.string() + ": " + what);
 }
 
 struct FileCloser {
@@ -114,7 +114,7 @@ std::vector<std::uint8_t> deflateGzip(std::span<const std::uint8_t> in) {
   // Level 6 is gzip's default: the files are written once and read many times, so compression
   // speed hardly matters, but level 9 buys almost nothing on image data.
   if (deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-    throw DataError("zlib deflateInit2 failed");
+    throw FormatError("zlib deflateInit2 failed");
   }
   std::unique_ptr<z_stream, int (*)(z_stream*)> guard(&zs, deflateEnd);
   ZlibBuffers buffers(in, in.size() / 2);
@@ -123,7 +123,7 @@ std::vector<std::uint8_t> deflateGzip(std::span<const std::uint8_t> in) {
       return deflate(&s, lastSlice ? Z_FINISH : Z_NO_FLUSH);
     });
     if (rc == Z_STREAM_END) break;
-    if (rc != Z_OK && rc != Z_BUF_ERROR) throw DataError("zlib deflate failed");
+    if (rc != Z_OK && rc != Z_BUF_ERROR) throw FormatError("zlib deflate failed");
   }
   return buffers.take();
 }
@@ -256,4 +256,4 @@ void writeFileAtomically(const std::filesystem::path& path, std::span<const std:
   }
 }
 
-}  // namespace ringtrain::data
+}  // namespace ringtrain::formats

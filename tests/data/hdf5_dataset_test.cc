@@ -15,15 +15,15 @@
 #include "data/idx_dataset.h"
 #include "data/idx_writer.h"
 #include "tests/data/data_test_support.h"
-#include "tests/storage/storage_test_support.h"
+#include "tests/formats/format_test_support.h"
 
 namespace ringtrain::data {
 namespace {
 
-using storage::testing::RawHdf5File;
+using formats::testing::RawHdf5File;
 using testing::dataErrorOf;
-using testing::Gathered;
 using testing::gatherAll;
+using testing::Gathered;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 using testing::TempFolder;
@@ -50,7 +50,6 @@ std::vector<float> expectedSample(const std::vector<std::uint8_t>& stored, std::
   }
   return out;
 }
-
 
 Hdf5DatasetSpec specOf(const SampleShape& shape, std::int64_t count, int classes) {
   Hdf5DatasetSpec spec;

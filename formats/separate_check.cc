@@ -1,4 +1,4 @@
-#include "data/separate_check.h"
+#include "formats/separate_check.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "base/log.h"
-#include "data/data_error.h"
+#include "formats/format_error.h"
 
 extern char** environ;
 
-namespace ringtrain::data {
+namespace ringtrain::formats {
 namespace {
 
 std::filesystem::path& checkProgram() {
@@ -65,10 +65,12 @@ void checkInSeparateProcess(std::string_view kind, const std::filesystem::path& 
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   for (const int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) {
-    posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == STDIN_FILENO ? O_RDONLY : O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, fd, "/dev/null",
+                                     fd == STDIN_FILENO ? O_RDONLY : O_WRONLY, 0);
   }
   pid_t child = 0;
-  const int started = ::posix_spawn(&child, programText.c_str(), &actions, nullptr, argv.data(), environ);
+  const int started =
+      ::posix_spawn(&child, programText.c_str(), &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (started != 0) {
     logLine(LogLevel::kWarn, "warning: " + fileText + ": could not start the separate check (" +
@@ -78,18 +80,18 @@ void checkInSeparateProcess(std::string_view kind, const std::filesystem::path& 
   }
   const int status = waitFor(child, limit);
   if (status == -1) {
-    throw DataError(fileText + ": reading it took over " + std::to_string(limit.count()) +
-                    " s in a separate check process, which was killed: the file is corrupt, "
-                    "forged or on a stalled file system");
+    throw FormatError(fileText + ": reading it took over " + std::to_string(limit.count()) +
+                      " s in a separate check process, which was killed: the file is corrupt, "
+                      "forged or on a stalled file system");
   }
   if (status >= 0 && WIFSIGNALED(status)) {
     const int signal = WTERMSIG(status);
     const char* name = ::strsignal(signal);
-    throw DataError(fileText + ": reading it crashed a separate check process (signal " +
-                    std::to_string(signal) + ", " + (name != nullptr ? name : "unknown") +
-                    "): the file is corrupt or forged, and libhdf5 does not survive it ('" +
-                    programText + " check " + kindText + " FILE' repeats the check)");
+    throw FormatError(fileText + ": reading it crashed a separate check process (signal " +
+                      std::to_string(signal) + ", " + (name != nullptr ? name : "unknown") +
+                      "): the file is corrupt or forged, and libhdf5 does not survive it ('" +
+                      programText + " check " + kindText + " FILE' repeats the check)");
   }
 }
 
-}  // namespace ringtrain::data
+}  // namespace ringtrain::formats

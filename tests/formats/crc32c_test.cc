@@ -1,15 +1,15 @@
 // CRC-32C: the published check values, and agreement with a bit-at-a-time reference on every
 // length and alignment the eight-byte loop could get wrong.
-#include "src/storage/crc32c.h"
+#include "formats/crc32c.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <vector>
 
-#include "tests/storage/storage_test_support.h"
+#include "tests/formats/format_test_support.h"
 
-namespace ringtrain::storage {
+namespace ringtrain::formats {
 namespace {
 
 TEST(Crc32cTest, MatchesTheCheckValues) {
@@ -55,4 +55,4 @@ TEST(Crc32cTest, MaskIsTensorFlows) {
 }
 
 }  // namespace
-}  // namespace ringtrain::storage
+}  // namespace ringtrain::formats

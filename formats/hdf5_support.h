@@ -10,7 +10,7 @@
 //
 // Errors. HDF5 prints a many-line error stack to stderr by default; Hdf5Scope turns that off for
 // its duration (and restores what was set before), and check() turns a failed call into one
-// DataError line: "<file>: <what we were doing> (HDF5: <the library's innermost message>)".
+// FormatError line: "<file>: <what we were doing> (HDF5: <the library's innermost message>)".
 #pragma once
 
 #include <hdf5.h>
@@ -22,7 +22,7 @@
 #include <string>
 #include <string_view>
 
-namespace ringtrain::data::hdf5 {
+namespace ringtrain::formats::hdf5 {
 
 // Holds the process-wide HDF5 mutex and silences HDF5's automatic error printing on this thread
 // while it lives. Recursive: a function holding it may call another that takes it again.
@@ -44,7 +44,7 @@ class Hdf5Scope {
 // when the error stack is empty.
 std::string lastErrorText();
 
-// Throws DataError "<file>: <context> (HDF5: <lastErrorText()>)".
+// Throws FormatError "<file>: <context> (HDF5: <lastErrorText()>)".
 [[noreturn]] void fail(const std::filesystem::path& file, const std::string& context);
 
 // Throws as fail() when `result` is negative (HDF5's failure value for hid_t, herr_t and htri_t);
@@ -100,7 +100,7 @@ void writeUnsignedAttribute(hid_t object, const char* name, std::uint64_t value,
                             const std::filesystem::path& file);
 void writeStringAttribute(hid_t object, const char* name, std::string_view text,
                           const std::filesystem::path& file);
-// nullopt when there is no such attribute; DataError naming the file and attribute when there is
+// nullopt when there is no such attribute; FormatError naming the file and attribute when there is
 // one of another kind (not an integer, not exactly one value, a string above maxBytes).
 std::optional<std::int64_t> readIntegerAttribute(hid_t object, const char* name,
                                                  const std::filesystem::path& file);
@@ -114,8 +114,8 @@ std::optional<std::string> readStringAttribute(hid_t object, const char* name,
 // object header, 64 KiB at most).
 void writeStringDataset(hid_t location, const char* name, std::string_view text,
                         const std::filesystem::path& file);
-// DataError when the dataset is missing, not one string, or longer than maxBytes.
+// FormatError when the dataset is missing, not one string, or longer than maxBytes.
 std::string readStringDataset(hid_t location, const char* name, const std::filesystem::path& file,
                               std::size_t maxBytes);
 
-}  // namespace ringtrain::data::hdf5
+}  // namespace ringtrain::formats::hdf5

@@ -4,14 +4,14 @@
 // A file written and renamed into place is only safe once the file's data was fsynced before the
 // rename and the folder was fsynced after it (the rename is an entry in the folder). Writers of
 // files that must survive (HDF5 datasets, checkpoints and their `latest` pointer) go through
-// these; each failure throws DataError with one line naming the file and errno's text.
+// these; each failure throws FormatError with one line naming the file and errno's text.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <span>
 
-namespace ringtrain::data {
+namespace ringtrain::formats {
 
 // Creates `path` (which must not exist: O_EXCL), writes every byte, fsyncs and closes it.
 void writeNewFileDurably(const std::filesystem::path& path, std::span<const std::uint8_t> bytes);
@@ -26,4 +26,4 @@ void syncFolder(const std::filesystem::path& folder);
 // at least the same file system) for the rename to be atomic.
 void renameDurably(const std::filesystem::path& from, const std::filesystem::path& to);
 
-}  // namespace ringtrain::data
+}  // namespace ringtrain::formats

@@ -1,7 +1,7 @@
-// checkInSeparateProcess (data/separate_check.h) with stand-in check programs: shell scripts that
-// crash, fail, hang or succeed, so each verdict is seen without a file that crashes libhdf5 (the
-// end-to-end case with real forged checkpoints is tests/resilience/forged_checkpoint_test.sh).
-#include "data/separate_check.h"
+// checkInSeparateProcess (formats/separate_check.h) with stand-in check programs: shell scripts
+// that crash, fail, hang or succeed, so each verdict is seen without a file that crashes libhdf5
+// (the end-to-end case with real forged checkpoints is tests/resilience/forged_checkpoint_test.sh).
+#include "formats/separate_check.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,9 +11,9 @@
 #include <fstream>
 #include <string>
 
-#include "data/data_error.h"
+#include "formats/format_error.h"
 
-namespace ringtrain::data {
+namespace ringtrain::formats {
 namespace {
 
 namespace fs = std::filesystem;
@@ -45,11 +45,12 @@ class SeparateCheckTest : public ::testing::Test {
     std::getline(in, line);
     return line;
   }
-  // The DataError's message, or "" when none was thrown.
-  static std::string verdict(const fs::path& file, std::chrono::seconds limit = std::chrono::seconds(60)) {
+  // The FormatError's message, or "" when none was thrown.
+  static std::string verdict(const fs::path& file,
+                             std::chrono::seconds limit = std::chrono::seconds(60)) {
     try {
       checkInSeparateProcess("checkpoint", file, limit);
-    } catch (const DataError& e) {
+    } catch (const FormatError& e) {
       return e.what();
     }
     return "";
@@ -74,8 +75,9 @@ TEST_F(SeparateCheckTest, AGoodFileAndABadOneAreLeftToTheCallersOwnRead) {
 TEST_F(SeparateCheckTest, AFileThatKillsTheCheckIsRefusedNamingTheFileAndTheSignal) {
   setFileCheckProgram(script("crash", "kill -SEGV $$"));
   const std::string message = verdict(dir_ / "forged.h5");
-  EXPECT_NE(message.find((dir_ / "forged.h5").string() + ": reading it crashed a separate check "
-                         "process (signal 11, Segmentation fault)"),
+  EXPECT_NE(message.find((dir_ / "forged.h5").string() +
+                         ": reading it crashed a separate check process (signal 11, Segmentation "
+                         "fault)"),
             std::string::npos)
       << message;
   EXPECT_EQ(message.find('\n'), std::string::npos) << "one line";
@@ -100,4 +102,4 @@ TEST_F(SeparateCheckTest, AProgramThatCannotStartLeavesTheReadUnprotectedNotRefu
 }
 
 }  // namespace
-}  // namespace ringtrain::data
+}  // namespace ringtrain::formats

@@ -9,7 +9,7 @@
 #include <span>
 #include <string_view>
 
-namespace ringtrain::storage {
+namespace ringtrain::formats {
 
 // The CRC-32C of `bytes`, continuing from `crc` (the CRC of what came before; 0 to start), so
 // crc32c(b, crc32c(a)) == crc32c(a + b).
@@ -22,4 +22,4 @@ constexpr std::uint32_t maskCrc32c(std::uint32_t crc) {
   return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
 }
 
-}  // namespace ringtrain::storage
+}  // namespace ringtrain::formats

@@ -1,10 +1,10 @@
-#include "src/storage/crc32c.h"
+#include "formats/crc32c.h"
 
 #include <array>
 #include <bit>
 #include <cstring>
 
-namespace ringtrain::storage {
+namespace ringtrain::formats {
 namespace {
 
 constexpr std::uint32_t kPolynomial = 0x82F63B78u;  // Castagnoli, bit-reversed
@@ -63,4 +63,4 @@ std::uint32_t crc32c(std::string_view bytes, std::uint32_t crc) {
                 crc);
 }
 
-}  // namespace ringtrain::storage
+}  // namespace ringtrain::formats

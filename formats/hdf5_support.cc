@@ -1,12 +1,12 @@
-#include "data/hdf5_support.h"
+#include "formats/hdf5_support.h"
 
 #include <algorithm>
 #include <utility>
 #include <vector>
 
-#include "data/data_error.h"
+#include "formats/format_error.h"
 
-namespace ringtrain::data::hdf5 {
+namespace ringtrain::formats::hdf5 {
 namespace {
 
 std::recursive_mutex& hdf5Mutex() {
@@ -69,8 +69,8 @@ std::string lastErrorText() {
 void fail(const std::filesystem::path& file, const std::string& context) {
   const std::string library = lastErrorText();
   H5Eclear2(H5E_DEFAULT);
-  throw DataError(file.string() + ": " + context +
-                  (library.empty() ? "" : " (HDF5: " + library + ")"));
+  throw FormatError(file.string() + ": " + context +
+                    (library.empty() ? "" : " (HDF5: " + library + ")"));
 }
 
 Handle& Handle::operator=(Handle&& other) noexcept {
@@ -149,7 +149,7 @@ std::string describeType(hid_t type) {
 namespace {
 
 [[noreturn]] void failPlain(const std::filesystem::path& file, const std::string& what) {
-  throw DataError(file.string() + ": " + what);
+  throw FormatError(file.string() + ": " + what);
 }
 
 void writeScalarAttribute(hid_t object, const char* name, hid_t fileType, hid_t memoryType,
@@ -318,4 +318,4 @@ std::string readStringDataset(hid_t location, const char* name, const std::files
   return readString({dataset.get(), false, what}, file, maxBytes);
 }
 
-}  // namespace ringtrain::data::hdf5
+}  // namespace ringtrain::formats::hdf5

@@ -1,18 +1,74 @@
-// Shared pieces of the storage tests: a bitwise CRC-32C written independently of the library's
-// table-driven one, and raw HDF5 files of any shape and type, for the files no writer of ours
-// would produce.
+// Shared pieces of the tests of files (formats/, data/, src/storage/): a temporary folder, raw
+// file writes and reads (for files no writer of ours would produce), a check of bad-input error
+// messages, a bitwise CRC-32C written independently of the library's table-driven one, and raw
+// HDF5 files of any shape and type.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <hdf5.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-namespace ringtrain::storage::testing {
+#include "formats/format_error.h"
+
+namespace ringtrain::formats::testing {
+
+// A fresh folder under the system's temporary folder, removed with everything in it at the end.
+class TempFolder {
+ public:
+  TempFolder() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "ringtrain_data_XXXXXX");
+    if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+  }
+  ~TempFolder() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  TempFolder(const TempFolder&) = delete;
+  TempFolder& operator=(const TempFolder&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Writes exactly these bytes, with no compression whatever the name.
+inline void writeRaw(const std::filesystem::path& path, std::span<const std::uint8_t> bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+  if (!out) throw std::runtime_error("cannot write " + path.string());
+}
+
+inline std::vector<std::uint8_t> readRaw(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// The message of the bad-input error `action` throws -- a FormatError: one of formats/, a
+// data::DataError or a storage::CheckpointError -- ("" and a test failure when it throws none).
+inline std::string errorOf(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const FormatError& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(message.find('\n'), std::string::npos) << "not one line: " << message;
+    return message;
+  }
+  ADD_FAILURE() << "no FormatError thrown";
+  return "";
+}
 
 // CRC-32C one bit at a time, straight from the definition (reflected polynomial 0x82F63B78).
 inline std::uint32_t referenceCrc32c(std::span<const std::uint8_t> bytes) {
@@ -96,4 +152,4 @@ class RawHdf5File {
   hid_t file_;
 };
 
-}  // namespace ringtrain::storage::testing
+}  // namespace ringtrain::formats::testing

@@ -1,4 +1,4 @@
-#include "data/durable_io.h"
+#include "formats/durable_io.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -8,13 +8,13 @@
 #include <cstring>
 #include <string>
 
-#include "data/data_error.h"
+#include "formats/format_error.h"
 
-namespace ringtrain::data {
+namespace ringtrain::formats {
 namespace {
 
 [[noreturn]] void failErrno(const std::filesystem::path& path, const std::string& what) {
-  throw DataError(path.string() + ": " + what + ": " + std::strerror(errno));
+  throw FormatError(path.string() + ": " + what + ": " + std::strerror(errno));
 }
 
 // Closes on scope exit unless released; close() reports the error of an explicit close.
@@ -80,4 +80,4 @@ void renameDurably(const std::filesystem::path& from, const std::filesystem::pat
   syncFolder(to.parent_path());
 }
 
-}  // namespace ringtrain::data
+}  // namespace ringtrain::formats

@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-namespace ringtrain::data {
+namespace ringtrain::formats {
 
 // Deflate (gzip's compression) expands data at most 1032 times: a 258-byte match costs at least
 // two bits. A gzip file of C bytes -- headers and trailers included, which hold no content -- so
@@ -22,7 +22,7 @@ bool isGzipPath(const std::filesystem::path& path);
 // the file cannot hold (maxContentBytes), and asks for one byte more than that length: a small
 // forged .gz (a "gzip bomb") then costs what its header honestly allows, never what it inflates
 // to. Several concatenated gzip members are one stream, as gzip -d reads them. Errors throw
-// DataError, one line naming the file: missing, unreadable, a folder, not gzip data under a .gz
+// FormatError, one line naming the file: missing, unreadable, a folder, not gzip data under a .gz
 // name, corrupt or truncated gzip data, bytes after the gzip data. Buffers grow with the bytes
 // actually read or inflated, never from a size the content claims.
 class FileContent {
@@ -60,4 +60,4 @@ class FileContent {
 // never sees half a file, and an existing file is replaced whole or not at all.
 void writeFileAtomically(const std::filesystem::path& path, std::span<const std::uint8_t> bytes);
 
-}  // namespace ringtrain::data
+}  // namespace ringtrain::formats
