@@ -33,6 +33,7 @@
 #include "engine/gradient_exchange.h"
 #include "models/model.h"
 #include "models/model_factory.h"
+#include "src/common/consistency_check.h"
 #include "src/storage/tensorboard_writer.h"
 #include "src/trainer/batch_prefetcher.h"
 #include "src/trainer/batch_source.h"
