@@ -20,7 +20,6 @@
 #include "base/log.h"
 #include "collectives/mpi_check.h"
 #include "collectives/stall_watchdog.h"
-#include "data/data_error.h"
 #include "data/hdf5_dataset.h"
 #include "formats/separate_check.h"
 #include "models/flush_to_zero.h"
