@@ -10,7 +10,7 @@
 # Per run: the first step's time (warm-up: first touch of the activations and the optimiser's
 # moments), the median time of the later steps and their tokens/s (rank 0's step times, from
 # --log-every 1's progress lines, whose whole tokens/s put about 0.5% of rounding into a step
-# time), the model FLOP/s per core over those steps (ringtrain's count, as gpt_speed.sh says),
+# time), the model FLOP/s per core over those steps (ringtrain's count, as model_speed.sh says),
 # the 'done:' line's tokens/s over all steps, the peak memory of
 # every rank (its maximum resident set size, from GNU time's %M around each rank: ru_maxrss, over
 # the whole process, evaluation and start-up included), the number of gradient buckets (the

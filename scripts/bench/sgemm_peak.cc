@@ -1,5 +1,5 @@
 // sgemm_peak: the single-thread float32 matrix-product rate of a BLAS library, the ceiling that
-// a model's FLOP/s per core is measured against (scripts/bench/gpt_speed.sh builds it against
+// a model's FLOP/s per core is measured against (scripts/bench/model_speed.sh builds it against
 // the OpenBLAS that ringtrain's build links, CMakeCache's RINGTRAIN_OPENBLAS_SERIAL, and runs it
 // bound to one core).
 //
