@@ -91,7 +91,7 @@ std::optional<BenchConfig> settledConfig(int argc, char** argv, collectives::Mpi
   exitEverywhereOnError(findDisagreement(env.world(), comparableOptions(config)));
   exitEverywhereOnError(placementProblem(config.backend, env.worldSize(), env.nodeCount()));
   const bool sharedNode = env.worldSize() > 1 && env.nodeCount() == 1;
-  config.backend = hostBackend(config.backend, config.compression, sharedNode);
+  config.backend = config.backend.value_or(engine::autoHostBackend(config.compression, sharedNode));
   exitEverywhereOnError(settleTuningFile(config.tuningFile, config.backend, env.world()));
   std::optional<std::string> error;
   // Rank 0 writes --json at the end: a folder that is not there stops the job now, not then.

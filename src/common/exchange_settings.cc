@@ -40,11 +40,6 @@ std::optional<std::string> placementProblem(std::optional<engine::ExchangeBacken
       ranks, nodes);
 }
 
-engine::ExchangeBackend hostBackend(std::optional<engine::ExchangeBackend> backend,
-                                    engine::Compression compression, bool sharedNode) {
-  return backend ? *backend : engine::autoHostBackend(compression, sharedNode);
-}
-
 std::optional<std::string> settleTuningFile(std::string& tuningFile,
                                             std::optional<engine::ExchangeBackend> backend,
                                             MPI_Comm comm) {

@@ -35,10 +35,6 @@ std::optional<std::string> compressionProblem(std::optional<engine::ExchangeBack
 std::optional<std::string> placementProblem(std::optional<engine::ExchangeBackend> backend,
                                             int ranks, int nodes);
 
-// --backend auto on host buffers (engine::autoHostBackend); a given backend stays.
-engine::ExchangeBackend hostBackend(std::optional<engine::ExchangeBackend> backend,
-                                    engine::Compression compression, bool sharedNode);
-
 // Collective over `comm`, after the backend is settled: --tuning-file read once (rank 0 reads it)
 // where the tuned backend will use it. Returns the one-line error for a file that cannot be read
 // or parsed; a table of another layout or CPU is said once and `tuningFile` cleared, so that the

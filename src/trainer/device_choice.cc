@@ -43,7 +43,7 @@ engine::ExchangeBackend gradientBackend(const TrainConfig& config) {
 namespace {
 
 engine::ExchangeBackend hostBackendOf(const TrainConfig& config, const DeviceFacts& facts) {
-  return hostBackend(config.backend, config.compression, facts.sharedNode());
+  return config.backend.value_or(engine::autoHostBackend(config.compression, facts.sharedNode()));
 }
 
 }  // namespace
