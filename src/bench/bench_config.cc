@@ -76,7 +76,7 @@ const options::Table<BenchConfig>& benchOptionTable() {
 
 std::optional<std::string> parseBenchConfig(int argc, const char* const* argv, BenchConfig& b,
                                             bool& help, std::string& helpText) {
-  const options::Program program{"bench", "usage: mpirun -np N ringtrain bench [options]", {}};
+  const options::Program program{"bench", "usage: mpirun -np N ringtrain bench [options]"};
   options::Outcome outcome;
   auto error = options::parse(program, benchOptionTable(), argc, argv, b, outcome);
   help = outcome.help;

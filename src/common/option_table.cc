@@ -305,12 +305,10 @@ std::vector<std::string>& registeredOptionNames() {
   return names;
 }
 
-// An option of another program: of `program`'s list or registered.
-bool otherProgramsOption(const Program& program, const std::string& name) {
+// An option of another program (registerProgramOptions).
+bool otherProgramsOption(const std::string& name) {
   const auto& registered = registeredOptionNames();
-  return std::find(program.otherOptionNames.begin(), program.otherOptionNames.end(), name) !=
-             program.otherOptionNames.end() ||
-         std::find(registered.begin(), registered.end(), name) != registered.end();
+  return std::find(registered.begin(), registered.end(), name) != registered.end();
 }
 
 void gatherEnvironment(const Program& program, const std::vector<Spec>& specs, Gathered& gathered) {
@@ -330,7 +328,7 @@ void gatherEnvironment(const Program& program, const std::vector<Spec>& specs, G
     } else if (names.count(name)) {
       gathered.given.emplace(name, Given{value, fmt::format("{}={}: ", key, excerpt(value))});
     } else if (std::find(scripts.begin(), scripts.end(), key) == scripts.end() &&
-               !otherProgramsOption(program, name)) {
+               !otherProgramsOption(name)) {
       gathered.warnings.push_back(unknownVariableWarning(key, program, specs));
     }
   }

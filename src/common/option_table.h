@@ -91,8 +91,6 @@ using Table = std::vector<Option<Config>>;
 struct Program {
   std::string name;   // "train"
   std::string usage;  // "usage: mpirun -np N ringtrain train [options]"
-  // Option names of the other programs: a RINGTRAIN_* variable naming one is no misspelling.
-  std::vector<std::string> otherOptionNames;
 };
 
 // An option's text and where it came from: "" for the command line, "RINGTRAIN_LR=x: " for a

@@ -44,22 +44,6 @@ std::optional<std::string> deviceAndBackendProblem(const TrainConfig& c) {
   return std::nullopt;
 }
 
-// The names of train's and generate's options, for telling a misspelt RINGTRAIN_* variable from
-// one meant for the other program (options::registerProgramOptions adds bench's).
-std::vector<std::string> optionNamesOf(const std::vector<options::Spec>& specs) {
-  std::vector<std::string> names;
-  for (const options::Spec& spec : specs)
-    names.push_back(spec.name);
-  return names;
-}
-
-std::vector<std::string> allOptionNames() {
-  std::vector<std::string> names = optionNamesOf(options::specsOf(trainOptionTable()));
-  const std::vector<std::string> generate = optionNamesOf(options::specsOf(generateOptionTable()));
-  names.insert(names.end(), generate.begin(), generate.end());
-  return names;
-}
-
 // Runs one program's table over argv; --help's text and the warnings go where the caller keeps
 // them.
 template <class Config>
@@ -67,10 +51,8 @@ std::optional<std::string> parseProgram(const options::Program& program,
                                         const options::Table<Config>& table, int argc,
                                         const char* const* argv, Config& config, bool& help,
                                         std::string& helpText, std::vector<std::string>& warnings) {
-  options::Program withNames = program;
-  withNames.otherOptionNames = allOptionNames();
   options::Outcome outcome;
-  auto error = options::parse(withNames, table, argc, argv, config, outcome);
+  auto error = options::parse(program, table, argc, argv, config, outcome);
   help = outcome.help;
   helpText = outcome.helpText;
   warnings = outcome.warnings;
@@ -113,7 +95,7 @@ models::GptShape presetShape(GptPreset preset) {
 
 std::optional<std::string> parseTrainConfig(int argc, const char* const* argv, TrainConfig& c,
                                             bool& help, std::string& helpText) {
-  const options::Program program{"train", "usage: mpirun -np N ringtrain train [options]", {}};
+  const options::Program program{"train", "usage: mpirun -np N ringtrain train [options]"};
   if (auto error =
           parseProgram(program, trainOptionTable(), argc, argv, c, help, helpText, c.parseWarnings))
     return error;
@@ -125,8 +107,8 @@ std::optional<std::string> parseTrainConfig(int argc, const char* const* argv, T
 std::optional<std::string> parseGenerateConfig(int argc, const char* const* argv,
                                                GenerationOptions& o, bool& help,
                                                std::string& helpText) {
-  const options::Program program{
-      "generate", "usage: ringtrain generate --checkpoint FILE [options]", {}};
+  const options::Program program{"generate",
+                                 "usage: ringtrain generate --checkpoint FILE [options]"};
   std::vector<std::string> warnings;
   auto error =
       parseProgram(program, generateOptionTable(), argc, argv, o, help, helpText, warnings);
