@@ -129,9 +129,18 @@ ringtrain_fuzz_storage_readers() {
   ringtrain_sanitizer_environment
   rm -rf "$build_dir/fuzz/seeds"
   "$build_dir/bin/make_fuzz_corpus" "$build_dir/fuzz/seeds"
+  # Each fuzzer is one process on one core: as many at once as there are cores.
+  local parallel pids=()
+  parallel="$(nproc)"
   for target in "${RINGTRAIN_FUZZ_TARGETS[@]}"; do
-    ringtrain_fuzz_target "$build_dir" "$target" "$seconds" || failed=1
+    if [ "${#pids[@]}" -ge "$parallel" ]; then
+      wait "${pids[0]}" || failed=1
+      pids=("${pids[@]:1}")
+    fi
+    ringtrain_fuzz_target "$build_dir" "$target" "$seconds" &
+    pids+=("$!")
   done
+  for target in "${pids[@]}"; do wait "$target" || failed=1; done
   return "$failed"
 }
 
