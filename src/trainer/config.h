@@ -149,6 +149,9 @@ struct TrainConfig {
   engine::Compression compression = engine::Compression::kNone;
   double stallTimeoutSeconds = engine::kDefaultStallTimeoutSeconds;  // 0: never
   CheckFinite checkFinite = CheckFinite::kOff;
+  // ZeRO stage: 1 shards the optimiser state over the ranks (ring and tuned backends), 0 keeps
+  // all of it on every rank.
+  int zero = 0;
   std::string timeline;  // Chrome trace file to write ("" : none)
 
   // Checkpoints, resume, logs and SIGTERM (see src/trainer/training_checkpoint.h)
@@ -161,7 +164,7 @@ struct TrainConfig {
   std::string logdir;  // TensorBoard event files and metrics.jsonl ("" : none)
   LogLevel logLevel = LogLevel::kInfo;
   std::string logFile;  // each rank's log file, %r the rank, %h the host ("" : the terminal only)
-  double sigtermGraceSeconds = 25;  // SIGTERM: stop, final checkpoint, exit within this (0: die)
+  double sigtermGraceSeconds = 25;     // SIGTERM: stop, final checkpoint, exit within this (0: die)
   int sigtermExitCode = kExitSigterm;  // the status of a job stopped by SIGTERM
 
   TrainTestHooks test;
