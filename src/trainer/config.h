@@ -164,7 +164,7 @@ struct TrainConfig {
   std::string logdir;  // TensorBoard event files and metrics.jsonl ("" : none)
   LogLevel logLevel = LogLevel::kInfo;
   std::string logFile;  // each rank's log file, %r the rank, %h the host ("" : the terminal only)
-  double sigtermGraceSeconds = 25;     // SIGTERM: stop, final checkpoint, exit within this (0: die)
+  double sigtermGraceSeconds = 25;  // SIGTERM: stop, final checkpoint, exit within this (0: die)
   int sigtermExitCode = kExitSigterm;  // the status of a job stopped by SIGTERM
 
   TrainTestHooks test;
