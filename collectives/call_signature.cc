@@ -26,6 +26,12 @@ std::string describe(const CallSignature& s) {
     case CollectiveKind::kAllgather:
       text = "all-gather";
       break;
+    case CollectiveKind::kReduceScatter:
+      text = "reduce-scatter";
+      break;
+    case CollectiveKind::kGatherShards:
+      text = "shard all-gather";
+      break;
     default:
       text = "collective kind " + std::to_string(s.kind);
       break;

@@ -10,7 +10,15 @@
 
 namespace ringtrain::collectives {
 
-enum class CollectiveKind : std::int64_t { kAllreduce, kBroadcast, kAllgather, kBarrier };
+// kReduceScatter and kGatherShards: the halves of a split all-reduce (Communicator::reduceScatter).
+enum class CollectiveKind : std::int64_t {
+  kAllreduce,
+  kBroadcast,
+  kAllgather,
+  kBarrier,
+  kReduceScatter,
+  kGatherShards
+};
 
 // All fields are int64 so that the struct travels as plain bytes inside a message header.
 struct CallSignature {

@@ -121,6 +121,41 @@ void Communicator::barrier() {
   barrierImpl();
 }
 
+void Communicator::reduceScatter(const void* send, void* recv, std::size_t count, DataType type,
+                                 ReduceOp op) {
+  checkBuffer(send, count, "reduce-scatter");
+  checkBuffer(recv, count, "reduce-scatter");
+  const Entered entered(*this, CollectiveKind::kReduceScatter, count, type);
+  reduceScatterImpl(send, recv, count, type, op);
+}
+
+void Communicator::gatherShards(void* buffer, std::size_t count, DataType type, DataType cutAs) {
+  checkBuffer(buffer, count, "shard all-gather");
+  const Entered entered(*this, CollectiveKind::kGatherShards, count, type);
+  gatherShardsImpl(buffer, count, type, cutAs);
+}
+
+namespace {
+[[noreturn]] void cannotSplit(std::string_view backend) {
+  throw std::logic_error("backend " + std::string(backend) +
+                         " cannot split its all-reduce (reduce-scatter, shard all-gather)");
+}
+}  // namespace
+
+ElementRange Communicator::shardOf(std::size_t /*count*/, DataType /*type*/) const {
+  cannotSplit(backendName());
+}
+
+void Communicator::reduceScatterImpl(const void* /*send*/, void* /*recv*/, std::size_t /*count*/,
+                                     DataType /*type*/, ReduceOp /*op*/) {
+  cannotSplit(backendName());
+}
+
+void Communicator::gatherShardsImpl(void* /*buffer*/, std::size_t /*count*/, DataType /*type*/,
+                                    DataType /*cutAs*/) {
+  cannotSplit(backendName());
+}
+
 std::string_view name(Backend backend) {
   return nameIn(kBackendNames, backend);
 }

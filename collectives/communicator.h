@@ -87,6 +87,13 @@ struct CommunicatorOptions {
 // belongs to the outer one's numbering alone.
 CommunicatorOptions withoutTestFault(CommunicatorOptions options);
 
+// Elements [begin, end) of a buffer.
+struct ElementRange {
+  std::size_t begin = 0;
+  std::size_t end = 0;
+  std::size_t size() const { return end - begin; }
+};
+
 // What a communicator is doing, as another thread (the stall watchdog) can read it.
 struct CollectiveProgress {
   std::uint64_t sequence = 0;  // number of the last collective entered (0: none yet)
@@ -123,6 +130,17 @@ class Communicator {
   void allgather(const void* send, void* recv, std::size_t countPerRank, DataType type);
   void barrier();
 
+  // The all-reduce in its two halves, for ZeRO-1 (backends whose splitsAllreduce() is true; the
+  // others throw std::logic_error). reduceScatter leaves in recv this rank's shard only,
+  // shardOf(count, type), holding the very bits allreduce of the same arguments would leave
+  // there; the rest of recv is scratch. gatherShards then copies every rank's shard of `buffer`
+  // (`count` elements of `type`, cut as shardOf(count, cutAs) cuts a buffer of `cutAs`, the
+  // reduce-scatter's type) to every rank. Together they move the bytes of one all-reduce.
+  virtual bool splitsAllreduce() const { return false; }
+  virtual ElementRange shardOf(std::size_t count, DataType type) const;
+  void reduceScatter(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op);
+  void gatherShards(void* buffer, std::size_t count, DataType type, DataType cutAs);
+
   template <class T>
   void allreduce(std::span<T> data, ReduceOp op) {
     allreduce(data.data(), data.data(), data.size(), dataTypeOf<T>(), op);
@@ -152,6 +170,9 @@ class Communicator {
   virtual void allgatherImpl(const void* send, void* recv, std::size_t countPerRank,
                              DataType type) = 0;
   virtual void barrierImpl() = 0;
+  virtual void reduceScatterImpl(const void* send, void* recv, std::size_t count, DataType type,
+                                 ReduceOp op);
+  virtual void gatherShardsImpl(void* buffer, std::size_t count, DataType type, DataType cutAs);
 
  private:
   struct CommDeleter {

@@ -39,7 +39,12 @@ void TunedCommunicator::allreduceImpl(const void* send, void* recv, std::size_t 
                                       DataType type, ReduceOp op) {
   const CallSignature signature = makeSignature(collectiveCount(), CollectiveKind::kAllreduce,
                                                 count, type, static_cast<int>(op));
-  const AllreduceAlgorithm algorithm = table_.choose(count * sizeOf(type));
+  allreduceBy(table_.choose(count * sizeOf(type)), signature, send, recv, count, type, op);
+}
+
+void TunedCommunicator::allreduceBy(AllreduceAlgorithm algorithm, const CallSignature& signature,
+                                    const void* send, void* recv, std::size_t count, DataType type,
+                                    ReduceOp op) {
   if (algorithm == AllreduceAlgorithm::kRecursiveDoubling) {
     agreement_.allreduce(signature, send, recv, count, type, op);
     return;
@@ -61,6 +66,25 @@ void TunedCommunicator::allreduceImpl(const void* send, void* recv, std::size_t 
     case AllreduceAlgorithm::kRecursiveDoubling:
       break;
   }
+}
+
+void TunedCommunicator::reduceScatterImpl(const void* send, void* recv, std::size_t count,
+                                          DataType type, ReduceOp op) {
+  const CallSignature signature = makeSignature(collectiveCount(), CollectiveKind::kReduceScatter,
+                                                count, type, static_cast<int>(op));
+  const AllreduceAlgorithm algorithm = table_.choose(count * sizeOf(type));
+  if (algorithm != AllreduceAlgorithm::kRing && algorithm != AllreduceAlgorithm::kRingCached) {
+    allreduceBy(algorithm, signature, send, recv, count, type, op);
+    return;
+  }
+  agreement_.agree(signature);
+  ring_.reduceScatter(send, recv, count, type, op);
+}
+
+void TunedCommunicator::gatherShardsImpl(void* buffer, std::size_t count, DataType type,
+                                         DataType cutAs) {
+  agreement_.agree(makeSignature(collectiveCount(), CollectiveKind::kGatherShards, count, type));
+  ring_.allgather(buffer, count, type, cutAs);
 }
 
 void TunedCommunicator::broadcastImpl(void* buffer, std::size_t count, DataType type, int root) {

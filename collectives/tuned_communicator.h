@@ -34,6 +34,13 @@ class TunedCommunicator final : public Communicator {
   ~TunedCommunicator() override;
   std::string_view backendName() const override { return name_; }
   const TuningTable& table() const { return table_; }
+  // The split all-reduce: the ring's two phases apart, for the sizes the table sends round the
+  // ring; for the others reduceScatter is the table's whole all-reduce (the same bits, whichever
+  // algorithm). The shards are always the ring's, so that gatherShards is always its second phase.
+  bool splitsAllreduce() const override { return true; }
+  ElementRange shardOf(std::size_t count, DataType type) const override {
+    return ring_.shard(count, type);
+  }
 
  protected:
   void allreduceImpl(const void* send, void* recv, std::size_t count, DataType type,
@@ -42,9 +49,16 @@ class TunedCommunicator final : public Communicator {
   void allgatherImpl(const void* send, void* recv, std::size_t countPerRank,
                      DataType type) override;
   void barrierImpl() override;
+  void reduceScatterImpl(const void* send, void* recv, std::size_t count, DataType type,
+                         ReduceOp op) override;
+  void gatherShardsImpl(void* buffer, std::size_t count, DataType type, DataType cutAs) override;
 
  private:
   struct Hierarchical;  // the three-stage path, made only when the table uses it
+
+  // The all-reduce of `signature` by `algorithm` (the table's choice for its size).
+  void allreduceBy(AllreduceAlgorithm algorithm, const CallSignature& signature, const void* send,
+                   void* recv, std::size_t count, DataType type, ReduceOp op);
 
   TuningTable table_;
   std::string_view name_;  // a literal

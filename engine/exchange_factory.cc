@@ -61,6 +61,12 @@ std::unique_ptr<GradientExchange> makeGradientExchange(ExchangeBackend backend, 
     throw std::invalid_argument("compression " + std::string(name(options.compression)) +
                                 " is not available with backend " + std::string(name(backend)));
   }
+  if (options.shardUpdates &&
+      (backend == ExchangeBackend::kShm || averagesDeviceBuffers(backend))) {
+    throw std::invalid_argument(
+        "sharding the optimiser state (ZeRO-1) is not available with backend " +
+        std::string(name(backend)) + ": use ring or tuned");
+  }
   if (backend == ExchangeBackend::kShm) {
     return std::make_unique<SharedGradientReducer>(comm, std::move(segments), options, trace);
   }

@@ -43,7 +43,8 @@ ExchangeBackend autoHostBackend(Compression compression, bool sharedNode);
 
 // Collective over `comm`: the exchange of `backend` for a model of `segments`. Throws
 // std::invalid_argument on every rank for a combination the backend cannot do (shm across
-// nodes, compression with shm or nccl, nccl in a build without the GPU path).
+// nodes, compression with shm or nccl, nccl in a build without the GPU path, ZeRO-1's
+// options.shardUpdates with a backend whose all-reduce does not split: all but ring and tuned).
 std::unique_ptr<GradientExchange> makeGradientExchange(ExchangeBackend backend, MPI_Comm comm,
                                                        std::vector<GradientSegment> segments,
                                                        const ExchangeOptions& options,

@@ -29,6 +29,9 @@ struct ExchangeOptions {
   bool overlap = true;  // average while backward still runs
   Compression compression = Compression::kNone;
   Reduction reduction = Reduction::kAverage;  // the mean over the ranks, or their sum
+  // ZeRO-1: every rank updates its shard of each bucket only (gradient_exchange.h: shards()),
+  // on communicators that split their all-reduce (Communicator::splitsAllreduce).
+  bool shardUpdates = false;
   double stallTimeoutSeconds = kDefaultStallTimeoutSeconds;  // shm's own waits (0: never)
   std::string tuningFile;  // tuned: the table (empty: the built-in one)
   // shm's work unit: small enough that the last rank to finish backward shares the tail with

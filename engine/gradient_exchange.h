@@ -10,6 +10,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "collectives/communicator.h"
 #include "engine/bucket_plan.h"
@@ -21,10 +22,12 @@ namespace ringtrain::engine {
 enum class Reduction { kAverage, kSum };
 
 // One step's buffers: backward writes `gradients`, the exchange writes their average into
-// `averaged` (which may be `gradients` itself: averaged in place).
+// `averaged` (which may be `gradients` itself: averaged in place). `parameters`: the model's,
+// where a sharding exchange (ExchangeOptions::shardUpdates) gathers the updated shards.
 struct StepBuffers {
   std::span<float> gradients;
   std::span<float> averaged;
+  std::span<float> parameters{};
 };
 
 class GradientExchange {
@@ -51,6 +54,19 @@ class GradientExchange {
   // a call then carries the bucket's index and name with a narrower offset and count; the parts
   // of a bucket come from its end to its start and cover it exactly once, before the next bucket.
   virtual void finishStep(const std::function<void(const GradientBucket&)>& onAveraged) = 0;
+
+  // ZeRO-1 (ExchangeOptions::shardUpdates): each rank updates one shard of every bucket. The
+  // parts of the buckets this rank's finishStep hands over and whose parameters it updates, in
+  // bucket order: every bucket whole, or with sharding one shard of each (possibly empty), in one
+  // call each. Once the caller has updated a shard's parameters, parametersUpdated(shard) shares
+  // them with the other ranks (every rank calls it once per bucket, in bucket order, after
+  // finishStep has handed that bucket over); awaitParameters() returns when every bucket's
+  // parameters are whole again on every rank. Without sharding both do nothing.
+  virtual std::vector<GradientBucket> shards() const {
+    return {buckets().begin(), buckets().end()};
+  }
+  virtual void parametersUpdated(const GradientBucket& /*shard*/) {}
+  virtual void awaitParameters() {}
 
   // Seconds of this step's finishStep that went to averaging rather than to onAveraged (the
   // part not hidden behind computation), and the seconds the averaging took in all.

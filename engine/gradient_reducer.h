@@ -14,6 +14,11 @@
 // Compression: fp16 or bf16 halves the bytes on the wire. A bucket is converted to 16 bits,
 // all-reduced in 16 bits with float32 arithmetic at every hop, and converted back.
 //
+// ZeRO-1 (options.shardUpdates): each bucket is reduce-scattered instead (Communicator::
+// reduceScatter: the all-reduce's first half, the same bits in the shard), finishStep hands over
+// this rank's shard of it, and parametersUpdated all-gathers the updated parameters' shards (the
+// all-reduce's second half) on the same thread, queued after every reduce-scatter of the step.
+//
 // Every rank must announce the same layers in the same order (backward does), so that every
 // rank's communication thread issues the same collectives in the same order; the communicator is
 // used by that thread alone during a step.
@@ -67,6 +72,9 @@ class GradientReducer final : public GradientExchange {
   void beginStep(const StepBuffers& buffers) override;
   void segmentReady(int segment) override;
   void finishStep(const std::function<void(const GradientBucket&)>& onAveraged) override;
+  std::vector<GradientBucket> shards() const override { return shards_; }
+  void parametersUpdated(const GradientBucket& shard) override;
+  void awaitParameters() override;
 
   // Seconds this step's finishStep waited for averages that were not ready yet (without overlap:
   // all of the all-reduces), and the seconds the all-reduces took.
@@ -75,13 +83,27 @@ class GradientReducer final : public GradientExchange {
   collectives::Communicator* communicator() const override { return &comm_; }
 
  private:
+  // What the communication thread does with a bucket: average it, or (ZeRO-1) gather its
+  // updated parameters.
+  struct Job {
+    int bucket = 0;
+    bool gather = false;
+  };
+  collectives::DataType wireType() const;
   void reduce(const GradientBucket& bucket);
+  // The all-reduce, or with sharding its first half.
+  void average(const void* send, void* recv, std::size_t count, collectives::DataType type);
+  template <class Wire>
+  void averageCompressed(const GradientBucket& bucket, const float* in, float* out);
+  void gather(const GradientBucket& bucket);
+  void run(const Job& job);
   void communicationLoop();
 
   std::unique_ptr<collectives::Communicator> ownedComm_;
   collectives::Communicator& comm_;
   std::vector<GradientSegment> segments_;
   std::vector<GradientBucket> buckets_;
+  std::vector<GradientBucket> shards_;  // per bucket: the part this rank updates
   std::vector<int> bucketOfSegment_;
   ExchangeOptions options_;
   TraceSink* trace_;
@@ -90,13 +112,15 @@ class GradientReducer final : public GradientExchange {
 
   std::span<const float> gradients_;
   std::span<float> averaged_;
+  std::span<float> parameters_;
   std::vector<int> pendingSegments_;  // per bucket: segments still to be announced this step
 
   std::mutex mutex_;
   std::condition_variable workReady_;
   std::condition_variable bucketDone_;
-  std::deque<int> queue_;
-  std::vector<char> done_;  // per bucket, this step
+  std::deque<Job> queue_;
+  std::vector<char> done_;    // per bucket, this step
+  std::size_t gathered_ = 0;  // buckets whose parameters were gathered, this step
   bool stopping_ = false;
   std::exception_ptr failure_;  // an error of the communication thread, for finishStep
   double reduceSeconds_ = 0;    // accumulated by whoever reduces, under mutex_

@@ -44,6 +44,23 @@ std::optional<std::string> deviceAndBackendProblem(const TrainConfig& c) {
   return std::nullopt;
 }
 
+// --zero 1 with what cannot shard the optimiser state, or nullopt.
+std::optional<std::string> zeroProblem(const TrainConfig& c) {
+  using engine::ExchangeBackend;
+  if (c.zero == 0) return std::nullopt;
+  if (c.backend && *c.backend != ExchangeBackend::kRing && *c.backend != ExchangeBackend::kTuned) {
+    return "--zero 1 splits the ring's all-reduce in two, and --backend " +
+           std::string(name(c.backend)) + " has no such split: use --backend ring or tuned";
+  }
+  if (c.device == Device::kCuda) return "--zero 1 runs on the host only: use --device cpu or auto";
+  if (c.checkFinite != CheckFinite::kOff) {
+    return "--check-finite " + std::string(nameIn(kCheckFiniteNames, c.checkFinite)) +
+           " is not available with --zero 1 (each rank sees its shard of the averaged gradients "
+           "only): use --check-finite off";
+  }
+  return std::nullopt;
+}
+
 // Runs one program's table over argv; --help's text and the warnings go where the caller keeps
 // them.
 template <class Config>
@@ -63,6 +80,7 @@ std::optional<std::string> parseProgram(const options::Program& program,
 
 std::optional<std::string> validateTrainConfig(const TrainConfig& c) {
   if (auto problem = deviceAndBackendProblem(c)) return problem;
+  if (auto problem = zeroProblem(c)) return problem;
   if (auto problem = options::checkRanges(trainOptionTable(), c)) return problem;
   if (!c.logFile.empty()) {
     if (auto problem = logPatternProblem(c.logFile)) return problem;
@@ -132,6 +150,7 @@ bool prefetchesInBackground(const TrainConfig& c, bool dataReadsStorage) {
 
 engine::ExchangeOptions exchangeOptions(const TrainConfig& c) {
   engine::ExchangeOptions options = exchangeSettingsOf(c);
+  options.shardUpdates = c.zero == 1;
   options.test.stallRank = c.test.stallRank;
   options.test.stallCollective = c.test.stallCollective;
   options.test.stallSeconds = c.test.stallSeconds;

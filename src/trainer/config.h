@@ -149,6 +149,9 @@ struct TrainConfig {
   engine::Compression compression = engine::Compression::kNone;
   double stallTimeoutSeconds = engine::kDefaultStallTimeoutSeconds;  // 0: never
   CheckFinite checkFinite = CheckFinite::kOff;
+  // ZeRO stage: 1 shards the optimiser state over the ranks (ring and tuned backends), 0 keeps
+  // all of it on every rank.
+  int zero = 0;
   std::string timeline;  // Chrome trace file to write ("" : none)
 
   // Checkpoints, resume, logs and SIGTERM (see src/trainer/training_checkpoint.h)

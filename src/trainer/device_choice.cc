@@ -59,6 +59,10 @@ std::variant<DeviceChoice, std::string> chooseDevice(const TrainConfig& config,
   }
   const std::string why = whyNotGpus(facts);
   constexpr auto kNccl = engine::ExchangeBackend::kNccl;
+  if (config.zero > 0 && hostBackendOf(config, facts) == engine::ExchangeBackend::kShm) {
+    return "--zero 1: --backend auto takes shm here (every rank on one node), which cannot shard "
+           "the optimiser state: pass --backend ring";
+  }
   if (config.device == Device::kCpu)
     return DeviceChoice{Device::kCpu, hostBackendOf(config, facts), ""};
   if (config.device == Device::kCuda || config.backend == kNccl) {
@@ -71,6 +75,9 @@ std::variant<DeviceChoice, std::string> chooseDevice(const TrainConfig& config,
   if (config.model == ModelKind::kGpt)
     return DeviceChoice{Device::kCpu, hostBackendOf(config, facts),
                         "the GPU path has no transformer layers yet"};
+  if (config.zero > 0)
+    return DeviceChoice{Device::kCpu, hostBackendOf(config, facts),
+                        "--zero 1 runs on the host only"};
   if (config.clipGradNorm > 0)
     return DeviceChoice{Device::kCpu, hostBackendOf(config, facts),
                         "--clip-grad-norm runs on the host only"};

@@ -4,6 +4,9 @@
 // (v = mu*v + g, dampening 0), optional Nesterov (step along g + mu*v), weight decay added to
 // the gradient; Adam with bias correction and L2 weight decay added to the gradient; AdamW with
 // decoupled decay (p -= lr*wd*p before the Adam step).
+//
+// With ZeRO-1 (--zero 1) a rank's optimiser keeps state for its shards of the parameters only
+// (StateIndex): updates name global elements, which it maps to its own arrays.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +38,34 @@ struct OptimizerOptions {
   std::vector<std::pair<std::size_t, std::size_t>> undecayed{};
 };
 
+// Which elements of the flat parameter buffer an optimiser keeps state for, and where in its
+// arrays: all of them (element i at i), or with ZeRO-1 this rank's shards, one after another.
+class StateIndex {
+ public:
+  // Global elements [begin, end), kept from `local` on.
+  struct Run {
+    std::size_t begin = 0;
+    std::size_t end = 0;
+    std::size_t local = 0;
+  };
+  // Every element of a buffer of `parameters`.
+  explicit StateIndex(std::size_t parameters);
+  // The ranges [begin, end), sorted and not overlapping (empty ones are left out); throws
+  // std::invalid_argument otherwise.
+  explicit StateIndex(const std::vector<std::pair<std::size_t, std::size_t>>& owned);
+
+  std::size_t size() const { return size_; }  // elements per state array
+  std::span<const Run> runs() const { return runs_; }
+  // Calls part(begin, end, local) for the pieces of [begin, end) in consecutive runs; throws
+  // std::out_of_range naming the first element that is not kept here.
+  void forEachPiece(std::size_t begin, std::size_t end,
+                    const std::function<void(std::size_t, std::size_t, std::size_t)>& part) const;
+
+ private:
+  std::vector<Run> runs_;
+  std::size_t size_ = 0;
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -54,6 +85,8 @@ class Optimizer {
   // The optimiser's state (momentum, moments): arrays of one value per parameter, for
   // checkpoints.
   virtual std::vector<std::span<float>> state() { return state_; }
+  // The bytes of state() on this rank (with ZeRO-1: its shards').
+  std::size_t stateBytes();
 
  protected:
   // `arrays` state arrays of `parameters` zeros each.
@@ -72,6 +105,8 @@ class Optimizer {
   std::vector<std::span<float>> state_;
 };
 
+// A host optimiser with state for the elements of `index`, or for all `parameters`.
+std::unique_ptr<Optimizer> makeOptimizer(const OptimizerOptions& options, const StateIndex& index);
 std::unique_ptr<Optimizer> makeOptimizer(const OptimizerOptions& options, std::size_t parameters);
 
 }  // namespace ringtrain

@@ -146,6 +146,7 @@ options::Table<TrainConfig> engineOptions() {
   const std::string group = "Gradient engine";
   options::Table<TrainConfig> table = exchangeOptionRows<TrainConfig>(group);
   // clang-format off
+  table.push_back(with(options::number<TrainConfig>("zero", RINGTRAIN_FIELD(zero), {.min = 0, .max = 1}, "ZeRO stage: 1 shards the optimiser state over the ranks (each updates its shard of every bucket, then the parameters are all-gathered: the ring's all-reduce in two halves, the same parameters to the bit; backends ring and tuned, on the CPU), 0 keeps all of it on every rank"), group, kCompared, kSaved));
   table.push_back(with(options::choice<TrainConfig>("check-finite", RINGTRAIN_FIELD(checkFinite), kCheckFiniteNames, "stop the job or skip the step on NaN/Inf averaged gradients"), group, kCompared, kSaved));
   // Every rank's trace is gathered to one file: all ranks write one, or none does.
   table.push_back(with(options::text<TrainConfig>("timeline", RINGTRAIN_FIELD(timeline), "write a Chrome trace (Perfetto, chrome://tracing) of every rank to this file"), group, kPresence));

@@ -22,6 +22,7 @@
 #include "src/trainer/device_choice.h"
 #include "src/trainer/evaluation.h"
 #include "src/trainer/model_memory.h"
+#include "src/trainer/optimizer_shards.h"
 #include "src/trainer/stop_agreement.h"
 
 namespace ringtrain {
@@ -67,6 +68,17 @@ double globalNorm(std::span<const float> gradients) {
   for (const float g : gradients)
     sum += static_cast<double>(g) * g;
   return std::sqrt(sum);
+}
+
+// ZeRO-1: the elements this rank updates, sorted (the shards come in bucket order, from the end
+// of the buffer).
+std::vector<std::pair<std::size_t, std::size_t>> ownedRanges(
+    const std::vector<engine::GradientBucket>& shards) {
+  std::vector<std::pair<std::size_t, std::size_t>> ranges;
+  for (const engine::GradientBucket& shard : shards)
+    ranges.emplace_back(shard.offset, shard.offset + shard.count);
+  std::sort(ranges.begin(), ranges.end());
+  return ranges;
 }
 
 OptimizerOptions optimizerOptions(const TrainConfig& c) {
@@ -129,7 +141,8 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
       checkpoints_(config_, reporter_, environment.timeline),
       trace_(environment.timeline),
       model_(allocateModel(config, modelSpecFor(config, train))),
-      sampler_(samplerOptions(config, train.size(), *control_)) {
+      sampler_(samplerOptions(config, train.size(), *control_)),
+      stateIndex_(model_.parameterCount()) {
   // Process-wide (models/matrix_products.h): every product this trainer's model computes.
   if (config.precision == models::Precision::kBfloat16 && !models::bf16ProductsSupported())
     throw std::runtime_error("--precision bf16 needs a CPU with AVX512-BF16 instructions");
@@ -137,10 +150,10 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
   plan_.stepsPerEpoch = sampler_.stepsPerEpoch();
   plan_.plannedSteps =
       config.steps > 0 ? config.steps : stepsForBatches(config.epochs * plan_.stepsPerEpoch);
-  OptimizerOptions optimizerChoice = optimizerOptions(config);
-  optimizerChoice.undecayed = undecayedRanges(config, model_);
-  optimizer_ = makeOptimizer(optimizerChoice, model_.parameterCount());
+  optimizerChoice_ = optimizerOptions(config);
+  optimizerChoice_.undecayed = undecayedRanges(config, model_);
   buildExchange();
+  optimizer_ = makeOptimizer(optimizerChoice_, stateIndex_);
   if (environment_.watchdog) watchWith(*environment_.watchdog);
 
   // Before the first collective that depends on the layout: ranks that disagree are told so
@@ -174,8 +187,10 @@ void Trainer::buildExchange() {
   exchange_ =
       engine::makeGradientExchange(gradientBackend(config_), environment_.comm, std::move(segments),
                                    exchangeOptions(config_), environment_.timeline);
+  if (config_.zero > 0) stateIndex_ = StateIndex(ownedRanges(exchange_->shards()));
   if (config_.device == Device::kCuda) return;  // startGpu brings the device buffers
   buffers_ = exchange_->hostBuffers(model_.gradients());
+  buffers_.parameters = model_.parameters();
   // An exchange that reads the gradients where backward writes them keeps them itself.
   if (buffers_.gradients.data() != model_.gradients().data()) {
     model_.placeGradients(buffers_.gradients);
@@ -336,15 +351,21 @@ std::string Trainer::averageAndUpdate(std::int64_t step, double& optimizerSecond
         problemOffset = b.offset;
       }
     }
-    if (!deferUpdates) updateBucket(b, lr, optimizerSeconds);
+    if (!deferUpdates) {
+      updateBucket(b, lr, optimizerSeconds);
+      exchange_->parametersUpdated(b);
+    }
     failIfAsked(FailurePoint::kOptimizer, step);
   });
   if (!problem.empty()) return fmt::format("step {}: {}", step + 1, problem);
   if (clip) clipAveragedGradients();
   if (deferUpdates) {
-    for (const engine::GradientBucket& b : exchange_->buckets())
+    for (const engine::GradientBucket& b : exchange_->shards()) {
       updateBucket(b, lr, optimizerSeconds);
+      exchange_->parametersUpdated(b);
+    }
   }
+  exchange_->awaitParameters();
   if (gpu_) {
     gpu_->finishStep();
   } else {
@@ -357,13 +378,29 @@ void Trainer::clipAveragedGradients() {
   // The averaged buffer may be shared by the ranks of a node (shm): scaled into a copy of this
   // rank's own, never in place.
   const std::span<const float> averaged = buffers_.averaged;
-  const double norm = globalNorm(averaged);
+  const double norm = config_.zero > 0 ? shardedNorm() : globalNorm(averaged);
   if (!(norm > config_.clipGradNorm)) return;
   const auto scale = static_cast<float>(config_.clipGradNorm / (norm + 1e-6));
   clipped_.resize(averaged.size());
-  for (std::size_t i = 0; i < averaged.size(); ++i)
-    clipped_[i] = averaged[i] * scale;
+  // Only the elements this rank updates are read (with ZeRO-1 its shards).
+  for (const engine::GradientBucket& b : exchange_->shards()) {
+    for (std::size_t i = b.offset; i < b.offset + b.count; ++i)
+      clipped_[i] = averaged[i] * scale;
+  }
   updateFrom_ = clipped_;
+}
+
+double Trainer::shardedNorm() {
+  // Each rank holds its shards' averages only: their sums of squares, added over the ranks. The
+  // sum is associated otherwise than globalNorm's, so clipped runs differ from --zero 0 in the
+  // last bits.
+  double sum = 0;
+  for (const engine::GradientBucket& b : exchange_->shards()) {
+    for (const float g : buffers_.averaged.subspan(b.offset, b.count))
+      sum += static_cast<double>(g) * g;
+  }
+  control_->allreduce(std::span<double>(&sum, 1), collectives::ReduceOp::kSum);
+  return std::sqrt(sum);
 }
 
 std::int64_t Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
@@ -414,8 +451,11 @@ models::BatchResult Trainer::evaluate(bool whole) {
 
 void Trainer::resume() {
   StartDecision start;
+  // With ZeRO-1 rank 0 reads the whole state into an optimiser of its own, then hands out shards.
+  std::unique_ptr<Optimizer> whole = wholeOptimizerOnRoot();
   if (control_->rank() == 0) {
-    start = checkpoints_.decideOnRoot(model_, *optimizer_, control_->size(), train_.size());
+    start = checkpoints_.decideOnRoot(model_, whole ? *whole : *optimizer_, control_->size(),
+                                      train_.size());
   }
   broadcastStartDecision(*control_, start);
   if (start.kind == StartKind::kRefused) throw ResumeRefused(start.refusal);
@@ -424,8 +464,12 @@ void Trainer::resume() {
   // them from it.
   control_->broadcast(model_.parameters(), 0);
   if (start.kind == StartKind::kResumed) {
-    for (const std::span<float> state : optimizer_->state())
-      control_->broadcast(state, 0);
+    if (config_.zero > 0) {
+      scatterShards(whole.get(), *optimizer_, stateIndex_, *control_);
+    } else {
+      for (const std::span<float> state : optimizer_->state())
+        control_->broadcast(state, 0);
+    }
     continueAt(start.point);
   }
   if (gpu_) gpu_->upload(model_, *optimizer_);
@@ -459,14 +503,22 @@ void Trainer::saveCheckpoint(std::int64_t step, TrainingSummary& summary) {
   checkpoints_.markSaved(step);
   if (!checkpoints_.writes()) return;  // nothing is written (the same on every rank)
   stopIfParametersDiverged(step);      // downloads a GPU's parameters on rank 0
+  // Checkpoints hold the whole optimiser state: with ZeRO-1 rank 0 gathers it first.
+  std::unique_ptr<Optimizer> whole = wholeOptimizerOnRoot();
+  if (config_.zero > 0) gatherShards(*optimizer_, stateIndex_, whole.get(), *control_);
   if (control_->rank() != 0) return;
   const SavedCheckpoint saved = checkpoints_.save(step, [&] {
-    return checkpointContent(model_, *optimizer_, config_, step, sampler_.position(),
-                             control_->size(), schedule_.baseLr);
+    return checkpointContent(model_, whole ? *whole : *optimizer_, config_, step,
+                             sampler_.position(), control_->size(), schedule_.baseLr);
   });
   ++summary.checkpoints;
   summary.checkpointSeconds += saved.seconds;
   summary.lastCheckpoint = saved.path;
+}
+
+std::unique_ptr<Optimizer> Trainer::wholeOptimizerOnRoot() const {
+  if (config_.zero == 0 || control_->rank() != 0) return nullptr;
+  return makeOptimizer(optimizerChoice_, model_.parameterCount());
 }
 
 void Trainer::downloadFromGpu() {

@@ -142,6 +142,8 @@ class Trainer {
   double baseLearningRate() const { return schedule_.baseLr; }
   const Optimizer& optimizer() const { return *optimizer_; }
   std::vector<std::span<float>> optimizerState() { return optimizer_->state(); }
+  // The optimiser state this rank holds (with --zero 1 its shards'), for memory reports.
+  std::size_t optimizerStateBytes() { return optimizer_->stateBytes(); }
 
  private:
   // The constructor's steps.
@@ -167,6 +169,11 @@ class Trainer {
   std::string averageAndUpdate(std::int64_t step, double& optimizerSeconds);
   // --clip-grad-norm: scales the averaged gradients down to that global norm when above it.
   void clipAveragedGradients();
+  // ZeRO-1: the global norm of the averaged gradients from every rank's shards (collective).
+  double shardedNorm();
+  // ZeRO-1, on rank 0: an optimiser of every element, for the checkpoints' whole state (null on
+  // the other ranks and without sharding).
+  std::unique_ptr<Optimizer> wholeOptimizerOnRoot() const;
   void updateBucket(const engine::GradientBucket& bucket, float learningRate,
                     double& optimizerSeconds);
   // The first non-finite averaged value in `bucket`, as "the averaged gradient of fc1.weight
@@ -208,6 +215,9 @@ class Trainer {
   std::unique_ptr<engine::GradientExchange> exchange_;
   engine::StepBuffers buffers_;  // where backward writes and the averages appear, every step
   data::ShardedSampler sampler_;
+  OptimizerOptions optimizerChoice_;
+  // The elements optimizer_ keeps state for: all, or with --zero 1 this rank's shards.
+  StateIndex stateIndex_;
   std::unique_ptr<Optimizer> optimizer_;  // with gpu_: the host mirror of the GPU optimiser
   std::unique_ptr<GpuReplica> gpu_;       // --device cuda, else null
   std::string deviceLine_;                // "device cuda: GPU 0 (...), ranks on GPUs 0,1"

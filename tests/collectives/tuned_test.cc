@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -67,6 +69,73 @@ TEST(TunedBackend, EverySizeAroundEveryBoundIsRightAndTheSameOnEveryRank) {
                   0u);
         EXPECT_EQ(ranksDifferingFromRankZero(fingerprint(out, bytes)),
                   std::vector<int>{});
+      }
+    }
+  }
+}
+
+// ZeRO-1's split all-reduce: whatever algorithm the size takes, reduceScatter leaves in each
+// rank's shard the bits allreduce gives there, the shards of the ranks cut the buffer into
+// consecutive pieces, and gatherShards of the shards gives every rank the whole result; also for
+// 16-bit data, and for float32 cut as 16-bit data is (the parameters of a compressed bucket).
+void expectSplitAllreduceBits(collectives::Communicator& comm, std::size_t bytes, DataType type) {
+  const std::size_t count = bytes / collectives::sizeOf(type);
+  SCOPED_TRACE(::testing::Message() << bytes << " bytes of " << name(type));
+  std::vector<std::byte> send(bytes), expected(bytes), split(bytes);
+  fillInput(type, bytes, comm.rank(), count, send.data());
+  comm.allreduce(send.data(), expected.data(), count, type, ReduceOp::kAverage);
+  comm.reduceScatter(send.data(), split.data(), count, type, ReduceOp::kAverage);
+  const collectives::ElementRange shard = comm.shardOf(count, type);
+  const std::size_t size = collectives::sizeOf(type);
+  EXPECT_EQ(std::memcmp(split.data() + shard.begin * size, expected.data() + shard.begin * size,
+                        shard.size() * size),
+            0);
+  // The ring leaves segment r+1 on rank r: sorted, the ranks' shards tile [0, count).
+  std::vector<std::uint64_t> bounds(2 * static_cast<std::size_t>(comm.size()));
+  const std::uint64_t mine[2] = {shard.begin, shard.end};
+  MPI_Allgather(mine, 2, MPI_UINT64_T, bounds.data(), 2, MPI_UINT64_T, MPI_COMM_WORLD);
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> pieces;
+  for (std::size_t r = 0; r < bounds.size(); r += 2)
+    pieces.emplace_back(bounds[r], bounds[r + 1]);
+  std::sort(pieces.begin(), pieces.end());
+  std::uint64_t covered = 0;
+  for (const auto& [begin, end] : pieces) {
+    EXPECT_EQ(begin, covered);
+    covered = std::max(covered, end);
+  }
+  EXPECT_EQ(covered, count);
+  // Only the shard holds its values; the gather fills in the rest.
+  std::vector<std::byte> gathered(bytes);
+  std::memcpy(gathered.data() + shard.begin * size, split.data() + shard.begin * size,
+              shard.size() * size);
+  comm.gatherShards(gathered.data(), count, type, type);
+  EXPECT_EQ(std::memcmp(gathered.data(), expected.data(), bytes), 0);
+  if (type != DataType::kFloat16) return;
+  // float32 cut as float16 is.
+  std::vector<float> parameters(count, 0.0f), whole(count);
+  for (std::size_t i = 0; i < count; ++i)
+    whole[i] = static_cast<float>(i) * 0.5f;
+  for (std::size_t i = shard.begin; i < shard.end; ++i)
+    parameters[i] = whole[i];
+  comm.gatherShards(parameters.data(), count, DataType::kFloat32, DataType::kFloat16);
+  EXPECT_EQ(parameters, whole);
+}
+
+TEST(TunedBackend, TheSplitAllreduceGivesTheAllreduceBitsInEveryShard) {
+  const auto options = twoPerNode();
+  TunedCommunicator tuned(MPI_COMM_WORLD, options, everyAlgorithm());
+  // The ring alone, in chunks of 4 KiB: segments of many chunks.
+  collectives::CommunicatorOptions small = options;
+  small.ringChunkBytes = 4096;
+  small.ringNetworkChunkBytes = 4096;
+  TunedCommunicator ring(MPI_COMM_WORLD, small, collectives::ringBackendTable(0), "ring");
+  for (collectives::Communicator* comm : {static_cast<collectives::Communicator*>(&tuned),
+                                          static_cast<collectives::Communicator*>(&ring)}) {
+    EXPECT_TRUE(comm->splitsAllreduce());
+    for (const DataType type : {DataType::kFloat32, DataType::kFloat16}) {
+      for (const std::size_t bytes : {std::size_t{4}, std::size_t{1020}, std::size_t{16388},
+                                      std::size_t{262140}, std::size_t{300004}}) {
+        expectSplitAllreduceBits(*comm, bytes, type);
       }
     }
   }

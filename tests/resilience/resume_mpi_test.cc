@@ -3,7 +3,8 @@
 // ranks continues (re-sharded, and with --on-resize keep-global-batch as the old run would have,
 // up to floating-point reassociation); damaged checkpoints and checkpoints of another model are
 // refused on every rank with one message, and --resume auto falls back to the newest good one,
-// saying so; the TensorBoard files of a real run decode to the scalars it logged.
+// saying so; a --zero 1 checkpoint resumes with --zero 0 and on another rank count exactly, and
+// the other way round; the TensorBoard files of a real run decode to the scalars it logged.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -303,6 +304,81 @@ TEST_P(ResumeOnAnotherRankCount, AJobThatGrowsByOneRankKeepsTheGlobalBatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ResumeOnAnotherRankCount, ::testing::Values("mlp", "gpt"),
+                         [](const auto& param) { return param.param; });
+
+class ZeroCheckpoints : public ::testing::TestWithParam<std::string> {};
+
+// Two ranks train 12 steps on the ring with --zero 0 and with --zero 1, checkpointing at step 6:
+// the two checkpoints hold the same parameters and optimiser state, bit for bit. Resumed from
+// either at step 6 with either setting, on 2 ranks the run ends with the uninterrupted run's
+// bits; on every rank of the job (under mpirun -np 3 a job that grew from 2 ranks, keeping the
+// global batch) the four resumptions end with the same bits.
+TEST_P(ZeroCheckpoints, ResumeAcrossZeroSettingsAndRankCountsToTheBit) {
+  models::enableFlushToZero();
+  const bool gpt = GetParam() == "gpt";
+  const Sources sources = gpt ? syntheticTokens() : syntheticData();
+  SharedFolder folder;
+  TrainConfig config = smallConfig();
+  config.model = gpt ? ModelKind::kGpt : ModelKind::kMlp;
+  config.optimizer = gpt ? OptimizerKind::kAdamW : OptimizerKind::kSgd;
+  config.learningRate = gpt ? 0.002 : 0.05;
+  config.weightDecay = gpt ? 0.1 : 0;
+  // Buckets for the ring and for recursive doubling (at most 32 KiB) alike.
+  config.gpt.width = 64;
+  config.fusionThresholdBytes = 64 << 10;
+  config.backend = engine::ExchangeBackend::kRing;
+  config.steps = 12;
+  config.checkpointEvery = 6;
+  const auto run = [&](int zero, const std::string& out, const std::string& from, MPI_Comm comm) {
+    TrainConfig c = config;
+    c.zero = zero;
+    if (!out.empty()) c.checkpointDir = (folder / out).string();
+    if (!from.empty()) c.resume = (folder / from / storage::checkpointFileName(6)).string();
+    Trainer trainer(c, *sources.train, *sources.test, quiet(comm));
+    trainer.resume();
+    EXPECT_EQ(trainer.firstStep(), from.empty() ? 0 : 6);
+    trainer.run();
+    EXPECT_TRUE(sameOnEveryRank(trainer.model().parameters(), comm));
+    return copyOf(trainer.model().parameters());
+  };
+  MPI_Comm two = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, worldRank() < 2 ? 0 : MPI_UNDEFINED, worldRank(), &two);
+  std::vector<float> uninterrupted;
+  if (two != MPI_COMM_NULL) {
+    uninterrupted = run(0, "plain", "", two);
+    EXPECT_TRUE(sameBits(run(1, "sharded", "", two), uninterrupted));
+    EXPECT_TRUE(sameBits(run(0, "", "sharded", two), uninterrupted)) << "--zero 0 from --zero 1";
+    EXPECT_TRUE(sameBits(run(1, "", "plain", two), uninterrupted)) << "--zero 1 from --zero 0";
+    MPI_Comm_free(&two);
+  }
+  if (worldRank() == 0) {
+    const auto a = storage::readCheckpoint(folder / "plain" / storage::checkpointFileName(6));
+    const auto b = storage::readCheckpoint(folder / "sharded" / storage::checkpointFileName(6));
+    ASSERT_EQ(a.parameters.size(), b.parameters.size());
+    for (std::size_t i = 0; i < a.parameters.size(); ++i)
+      EXPECT_TRUE(sameBits(a.parameters[i].values, b.parameters[i].values));
+    ASSERT_EQ(a.optimizerState.size(), b.optimizerState.size());
+    ASSERT_FALSE(a.optimizerState.empty());
+    for (std::size_t i = 0; i < a.optimizerState.size(); ++i) {
+      EXPECT_TRUE(sameBits(a.optimizerState[i].values, b.optimizerState[i].values))
+          << a.optimizerState[i].name;
+    }
+    EXPECT_EQ(a.optimizerSteps, b.optimizerSteps);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+
+  const std::vector<float> reference = run(0, "", "plain", MPI_COMM_WORLD);
+  EXPECT_TRUE(sameBits(run(1, "", "plain", MPI_COMM_WORLD), reference)) << worldSize() << " ranks";
+  EXPECT_TRUE(sameBits(run(0, "", "sharded", MPI_COMM_WORLD), reference))
+      << worldSize() << " ranks";
+  EXPECT_TRUE(sameBits(run(1, "", "sharded", MPI_COMM_WORLD), reference))
+      << worldSize() << " ranks";
+  if (worldSize() == 2) {
+    EXPECT_TRUE(sameBits(reference, uninterrupted));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ZeroCheckpoints, ::testing::Values("mlp", "gpt"),
                          [](const auto& param) { return param.param; });
 
 // A job shrinks to one rank: W ranks checkpoint at step 12; rank 0 alone resumes with

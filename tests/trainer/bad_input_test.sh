@@ -141,6 +141,14 @@ mkdir -p "$work/taken-1.log"
 expect "log file one rank cannot open" "--log-file $work/taken-1.log: cannot open for writing: Is a directory" --data "$good" --log-file "$work/taken-%r.log"
 expect "unknown prefetch" "--prefetch 'yes': expected auto, on or off" --data "$good" --prefetch yes
 expect "removed shm parameters" "--shm-parameters was removed: --backend shm keeps a copy of the parameters on every rank" --data "$good" --shm-parameters auto
+# --zero 1 where the all-reduce does not split in two (every backend but ring and tuned).
+for backend in shm mpi hierarchical; do
+  expect "zero 1 with $backend" "--zero 1 splits the ring's all-reduce in two, and --backend $backend has no such split: use --backend ring or tuned" --data "$good" --zero 1 --backend "$backend"
+done
+expect "zero 1 with auto taking shm" "--zero 1: --backend auto takes shm here .*: pass --backend ring" --data "$good" --zero 1
+expect "zero 1 on cuda" "--zero 1 runs on the host only: use --device cpu or auto" --data "$good" --zero 1 --device cuda
+expect "zero 1 with check-finite" "--check-finite stop is not available with --zero 1" --data "$good" --zero 1 --backend ring --check-finite stop
+expect "zero 2" "--zero must be in \[0, 1\] \(got 2\)" --data "$good" --zero 2
 expect "nccl on the cpu" "--backend nccl averages GPU buffers: it needs --device cuda" --data "$good" --device cpu --backend nccl
 expect "host backend on cuda" "--backend mpi averages host buffers: with --device cuda use --backend nccl" --data "$good" --device cuda --backend mpi
 expect "compression on cuda" "--compression fp16 is not supported on the GPU yet" --data "$good" --device cuda --compression fp16

@@ -297,6 +297,29 @@ TEST_F(ConfigTest, ABadValueInTheEnvironmentNamesTheVariable) {
   EXPECT_NE(p.error->find("'many'"), std::string::npos) << *p.error;
 }
 
+// --zero: 0 by default, 1 from the command line or RINGTRAIN_ZERO, and then the exchange shards
+// the updates; refused where it cannot shard.
+TEST_F(ConfigTest, ZeroIsReadLikeEveryOptionAndShardsTheExchange) {
+  Parsed p = parse({"--data", data()});
+  ASSERT_FALSE(p.error) << *p.error;
+  EXPECT_EQ(p.config.zero, 0);
+  EXPECT_FALSE(exchangeOptions(p.config).shardUpdates);
+  ::setenv("RINGTRAIN_ZERO", "1", 1);
+  p = parse({"--data", data(), "--backend", "ring"});
+  ::unsetenv("RINGTRAIN_ZERO");
+  ASSERT_FALSE(p.error) << *p.error;
+  EXPECT_EQ(p.config.zero, 1);
+  EXPECT_TRUE(exchangeOptions(p.config).shardUpdates);
+  p = parse({"--data", data(), "--zero", "1", "--backend", "hierarchical"});
+  ASSERT_TRUE(p.error);
+  EXPECT_EQ(*p.error,
+            "--zero 1 splits the ring's all-reduce in two, and --backend hierarchical has no such "
+            "split: use --backend ring or tuned");
+  p = parse({"--data", data(), "--zero", "1", "--backend", "tuned", "--check-finite", "skip"});
+  ASSERT_TRUE(p.error);
+  EXPECT_EQ(p.error->rfind("--check-finite skip is not available with --zero 1", 0), 0u);
+}
+
 TEST_F(ConfigTest, AValueTheCommandLineOverridesIsNeverRead) {
   ::setenv("RINGTRAIN_LR", "many", 1);
   const std::string file = (dir_ / "run.cfg").string();

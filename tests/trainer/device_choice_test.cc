@@ -122,6 +122,28 @@ TEST(DeviceChoice, SharedMemoryAcrossNodesIsRefused) {
             "shm");  // one rank
 }
 
+// --zero 1 shards on the host: auto stays on the CPU, and where auto would take shm (every rank
+// on one node) it is refused, saying to pass --backend ring; across nodes auto's tuned shards.
+TEST(DeviceChoice, ZeroOneStaysOnTheHostAndRefusesAutosSharedMemory) {
+  TrainConfig zero = options("auto");
+  zero.zero = 1;
+  const DeviceChoice c = chosen(zero, gpus(1, 1));
+  EXPECT_EQ(deviceName(c.device), "cpu");
+  EXPECT_EQ(c.reason, "--zero 1 runs on the host only");
+  DeviceFacts oneNode = cpuOnlyBuild();
+  oneNode.ranks = 2;
+  EXPECT_EQ(refusal(zero, oneNode),
+            "--zero 1: --backend auto takes shm here (every rank on one node), which cannot "
+            "shard the optimiser state: pass --backend ring");
+  TrainConfig ring = options("cpu", "ring");
+  ring.zero = 1;
+  EXPECT_EQ(engine::name(chosen(ring, oneNode).backend), "ring");
+  DeviceFacts twoNodes = cpuOnlyBuild();
+  twoNodes.nodes = 2;
+  twoNodes.ranks = 4;
+  EXPECT_EQ(engine::name(chosen(zero, twoNodes).backend), "tuned");
+}
+
 TEST(DeviceChoice, AnExplicitDeviceIsTakenOrRefused) {
   EXPECT_EQ(deviceName(chosen(options("cpu"), gpus(1, 8)).device), "cpu");
   EXPECT_EQ(engine::name(chosen(options("cpu", "hierarchical"), gpus(1, 8)).backend),

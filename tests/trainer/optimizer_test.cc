@@ -6,7 +6,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "src/trainer/lr_schedule.h"
@@ -110,6 +113,16 @@ TEST(OptimizerTest, AdamWDecaysTheWeightsApartFromTheGradient) {
   EXPECT_NEAR(p[0], 2.0f * (1.0f - 0.1f * 0.5f) - 0.1f, 1e-6);
 }
 
+// Two copies of the same parameters, sin(i), and the gradients cos(0.3 i).
+std::tuple<std::vector<float>, std::vector<float>, std::vector<float>> twoStartingPoints(int n) {
+  std::vector<float> a(n), g(n);
+  for (int i = 0; i < n; ++i) {
+    a[i] = std::sin(static_cast<float>(i));
+    g[i] = std::cos(static_cast<float>(i) * 0.3f);
+  }
+  return {a, a, g};
+}
+
 TEST(OptimizerTest, UpdatingBucketByBucketEqualsOneWholeStep) {
   for (const auto& [kind, name] : kOptimizerNames) {
     OptimizerOptions o;
@@ -117,11 +130,7 @@ TEST(OptimizerTest, UpdatingBucketByBucketEqualsOneWholeStep) {
     o.weightDecay = 0.01f;
     auto whole = makeOptimizer(o, 100);
     auto buckets = makeOptimizer(o, 100);
-    std::vector<float> a(100), b(100), g(100);
-    for (int i = 0; i < 100; ++i) {
-      a[i] = b[i] = std::sin(static_cast<float>(i));
-      g[i] = std::cos(static_cast<float>(i) * 0.3f);
-    }
+    auto [a, b, g] = twoStartingPoints(100);
     for (int step = 0; step < 3; ++step) {
       whole->step(a, g, 0.05f);
       buckets->update(b, g, 60, 100, 0.05f);  // last layers first, as the engine does
@@ -163,6 +172,61 @@ TEST(LrScheduleTest, CosineGoesFromTheBaseRateToZeroOverTheRun) {
   EXPECT_NEAR(learningRateAt(o, 50), 1.0, 1e-12);
   EXPECT_NEAR(learningRateAt(o, 100), 0.0, 1e-12);
   EXPECT_GT(learningRateAt(o, 99), 0.0);
+}
+
+// ZeRO-1's index: global elements map to the runs' local offsets, one run after another.
+TEST(StateIndexTest, MapsOwnedRangesToConsecutiveLocalElements) {
+  const StateIndex index({{10, 20}, {30, 30}, {40, 45}});
+  EXPECT_EQ(index.size(), 15u);
+  ASSERT_EQ(index.runs().size(), 2u);  // the empty range is left out
+  std::vector<std::tuple<std::size_t, std::size_t, std::size_t>> pieces;
+  const auto record = [&](std::size_t b, std::size_t e, std::size_t local) {
+    pieces.emplace_back(b, e, local);
+  };
+  index.forEachPiece(12, 18, record);
+  index.forEachPiece(40, 45, record);
+  index.forEachPiece(7, 7, record);  // nothing to do, owned or not
+  using Piece = std::tuple<std::size_t, std::size_t, std::size_t>;
+  EXPECT_EQ(pieces, (std::vector<Piece>{{12, 18, 2}, {40, 45, 10}}));
+  EXPECT_THROW(index.forEachPiece(15, 41, record), std::out_of_range);  // 20..39 are not owned
+  EXPECT_THROW(index.forEachPiece(0, 5, record), std::out_of_range);
+  EXPECT_THROW(StateIndex({{10, 20}, {15, 30}}), std::invalid_argument);  // overlapping
+  EXPECT_THROW(StateIndex({{40, 45}, {10, 20}}), std::invalid_argument);  // unsorted
+}
+
+// Two optimisers that each keep state for part of the elements, updated on their parts (pieces
+// that cross weight decay's ranges), give the whole optimiser's parameters and state, bit for bit.
+TEST(StateIndexTest, ShardedOptimisersTogetherEqualTheWholeOne) {
+  for (const auto& [kind, name] : kOptimizerNames) {
+    OptimizerOptions o;
+    o.kind = kind;
+    o.weightDecay = 0.01f;
+    o.undecayed = {{25, 35}, {90, 100}};
+    auto whole = makeOptimizer(o, 100);
+    const std::vector<std::pair<std::size_t, std::size_t>> mine = {{0, 30}, {60, 100}};
+    auto first = makeOptimizer(o, StateIndex(mine));
+    auto second = makeOptimizer(o, StateIndex({{30, 60}}));
+    auto [a, b, g] = twoStartingPoints(100);
+    for (int step = 0; step < 3; ++step) {
+      whole->step(a, g, 0.05f);
+      first->update(b, g, 60, 100, 0.05f);
+      second->update(b, g, 30, 60, 0.05f);
+      first->update(b, g, 0, 30, 0.05f);
+      first->finishStep();
+      second->finishStep();
+    }
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << name;
+    ASSERT_EQ(first->state().size(), whole->state().size());
+    for (std::size_t s = 0; s < whole->state().size(); ++s) {
+      const std::span<float> all = whole->state()[s];
+      EXPECT_EQ(first->state()[s].size(), all.empty() ? 0u : 70u);
+      if (all.empty()) continue;
+      EXPECT_EQ(first->state()[s][29], all[29]) << name;  // run 1, local 29
+      EXPECT_EQ(first->state()[s][30], all[60]) << name;  // run 2 starts at local 30
+      EXPECT_EQ(second->state()[s][0], all[30]) << name;
+    }
+    EXPECT_EQ(first->stateBytes() + second->stateBytes(), whole->stateBytes()) << name;
+  }
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// The trainer under mpirun: exact data parallelism, identical replicas, linreg, MNIST accuracy.
+// The trainer under mpirun: exact data parallelism, identical replicas, --zero 1 against --zero 0,
+// linreg, MNIST accuracy.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -478,6 +479,112 @@ TEST(Prefetch, OnAndOffGiveTheSameParametersToTheBit) {
 INSTANTIATE_TEST_SUITE_P(SharedMemory, OverlapOnOff,
                          ::testing::Values(std::tuple<std::string, std::string>("shm", "none")),
                          [](const auto& param) { return std::get<0>(param.param) + "_none"; });
+
+// --zero 1 (ZeRO-1) against --zero 0 on the ring and tuned backends: the same parameters to the
+// bit on every rank, for the MLP and the GPT, SGD with momentum and AdamW, with overlap on and
+// off, accumulation and 16-bit compression; each rank keeps its shard of the optimiser state
+// only. (Checkpoints across zero settings: tests/resilience/resume_mpi_test.cc.)
+//
+// A case's name: model_optimizer_backend[_variant], variant one of nooverlap, accumulate, fp16,
+// bf16.
+struct Case {
+  std::string model, optimizer, backend, variant;
+};
+
+Case parse(const std::string& name) {
+  std::vector<std::string> parts;
+  std::size_t at = 0;
+  while (at <= name.size()) {
+    const std::size_t end = std::min(name.find('_', at), name.size());
+    parts.push_back(name.substr(at, end - at));
+    at = end + 1;
+  }
+  parts.resize(4);
+  return {parts[0], parts[1], parts[2], parts[3]};
+}
+
+// Small models whose buckets (fusion threshold 64 KiB) include some the ring takes and some small
+// enough (at most 32 KiB) for recursive doubling, whose all-reduce zero 1 keeps.
+TrainConfig configFor(const Case& c) {
+  TrainConfig config;
+  config.model = c.model == "gpt" ? ModelKind::kGpt : ModelKind::kMlp;
+  config.hidden = {64};
+  config.gpt = {.layers = 2, .heads = 2, .width = 64, .context = 16, .vocabulary = 97};
+  config.optimizer = valueIn(kOptimizerNames, c.optimizer).value();
+  config.momentum = 0.9;
+  config.learningRate = c.optimizer == "sgd" ? 0.05 : 0.002;
+  config.weightDecay = c.optimizer == "adamw" ? 0.1 : 0;  // the GPT leaves its vectors undecayed
+  config.batchSize = c.model == "gpt" ? 3 : 6;
+  config.steps = 6;
+  config.logEvery = 0;
+  config.seed = 11;
+  config.keep = 0;
+  config.sigtermGraceSeconds = 0;
+  useBackend(config, c.backend);
+  config.fusionThresholdBytes = 64 << 10;
+  config.overlap = c.variant != "nooverlap";
+  if (c.variant == "accumulate") config.accumulateSteps = 2;
+  if (c.variant == "fp16") config.compression = engine::Compression::kFloat16;
+  if (c.variant == "bf16") config.compression = engine::Compression::kBFloat16;
+  return config;
+}
+
+class ZeroExactness : public ::testing::TestWithParam<std::string> {};
+
+// --zero 1 against --zero 0: the same parameters to the bit on every rank, and state for a shard
+// only: the ranks' state bytes add up to the whole state, and each holds less than it.
+TEST_P(ZeroExactness, ShardedOptimiserGivesTheUnshardedParametersToTheBit) {
+  models::enableFlushToZero();
+  const Case c = parse(GetParam());
+  const Sources sources = c.model == "gpt" ? syntheticTokenWindows() : syntheticMnistLike();
+  TrainConfig config = configFor(c);
+  Trainer plain(config, *sources.train, *sources.test, quiet());
+  const std::vector<float> initial = copyOf(plain.model().parameters());
+  plain.run();
+  config.zero = 1;
+  Trainer sharded(config, *sources.train, *sources.test, quiet());
+  const TrainingSummary summary = sharded.run();
+
+  const auto expected = plain.model().parameters();
+  const auto got = sharded.model().parameters();
+  EXPECT_GT(relativeDifference(initial, expected), 1e-3) << "training did not move the weights";
+  EXPECT_EQ(differingBits(got, expected), 0u)
+      << "of " << got.size() << " parameters differ on rank "
+      << testing::mpiEnvironment().worldRank();
+  EXPECT_TRUE(summary.replicasIdentical);
+  EXPECT_TRUE(ranksWithOtherParameters(got).empty());
+
+  const auto wholeBytes = static_cast<std::int64_t>(plain.optimizerStateBytes());
+  auto shardBytes = static_cast<std::int64_t>(sharded.optimizerStateBytes());
+  if (testing::mpiEnvironment().worldSize() > 1) {
+    EXPECT_LT(shardBytes, wholeBytes) << "rank " << testing::mpiEnvironment().worldRank();
+  }
+  MPI_Allreduce(MPI_IN_PLACE, &shardBytes, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT_EQ(shardBytes, wholeBytes);
+}
+
+INSTANTIATE_TEST_SUITE_P(RingAndTuned, ZeroExactness,
+                         ::testing::Values("mlp_sgd_ring", "mlp_adamw_ring", "gpt_sgd_ring",
+                                           "gpt_adamw_ring", "mlp_adamw_tuned",
+                                           "mlp_sgd_ring_nooverlap", "gpt_adamw_ring_accumulate",
+                                           "mlp_sgd_ring_fp16", "gpt_adamw_ring_bf16"),
+                         [](const auto& param) { return param.param; });
+
+// Clipping takes the global norm from every rank's shard and one more all-reduce: a sum
+// associated otherwise, so the parameters agree with --zero 0 to rounding, not to the bit.
+TEST(ZeroClipping, AgreesWithTheUnshardedRunToRounding) {
+  models::enableFlushToZero();
+  const Sources sources = syntheticTokenWindows();
+  TrainConfig config = configFor(parse("gpt_adamw_ring"));
+  config.clipGradNorm = 0.05;  // small enough to clip at every step
+  Trainer plain(config, *sources.train, *sources.test, quiet());
+  plain.run();
+  config.zero = 1;
+  Trainer sharded(config, *sources.train, *sources.test, quiet());
+  sharded.run();
+  EXPECT_LE(relativeDifference(sharded.model().parameters(), plain.model().parameters()), 1e-5);
+  EXPECT_TRUE(ranksWithOtherParameters(sharded.model().parameters()).empty());
+}
 
 TEST(TrainerTest, LinregRecoversSlopeTwoAndInterceptTen) {
   TrainConfig config;
