@@ -161,8 +161,10 @@ std::uint64_t RecursiveDoubling::completeReceives(int peer, const MPI_Status* fi
     cancelSurplusReceives(piece + 1);
     break;
   }
-  waitForAll(static_cast<int>(sends_.size()), sends_.data(), waitMode_);
-  sends_.clear();
+  if (!sends_.empty()) {  // none after MPI_Sendrecv: an MPI call saved on the small path
+    waitForAll(static_cast<int>(sends_.size()), sends_.data(), waitMode_);
+    sends_.clear();
+  }
   return theirToken;
 }
 

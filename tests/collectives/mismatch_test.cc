@@ -63,6 +63,25 @@ TEST_P(MismatchTest, DifferentCountsStopEveryRankNamingBothRanksAndCounts) {
   }
 }
 
+// Each rank in turn is the only one that differs, on a count small enough for the all-reduce to
+// ride on the agreement's own exchange: the odd one out may sit out the rounds (the even ranks a
+// non-power-of-two size folds), or meet only agreeing partners first; every rank must still throw.
+TEST_P(MismatchTest, ALoneDisagreeingRankAnywhereIsCaughtInTheSmallAllreduce) {
+  for (int odd = 0; odd < comm_->size(); ++odd) {
+    SCOPED_TRACE(::testing::Message() << "rank " << odd << " differs");
+    const std::size_t count = comm_->rank() == odd ? 11 : 10;
+    const int named = odd == 0 ? 1 : odd;  // rank 0 and the first rank whose call differs
+    std::vector<float> data(count, 1.0f);
+    expectMismatch(
+        [&] {
+          comm_->allreduce(data.data(), data.data(), count, DataType::kFloat32, ReduceOp::kSum);
+        },
+        "rank 0 calls all-reduce #[0-9]+ of " + std::string(odd == 0 ? "11" : "10") +
+            " float32 \\(sum\\), rank " + std::to_string(named) + " calls all-reduce #[0-9]+ of " +
+            (odd == 0 ? "10" : "11") + " float32 \\(sum\\)$");
+  }
+}
+
 // One rank's message is below the small-message threshold and the others' above it: they would
 // take different algorithms if nothing checked.
 TEST_P(MismatchTest, CountsStraddlingTheSmallMessageThresholdAreCaught) {
