@@ -17,10 +17,11 @@
 #              ru_maxrss at the end and its optimiser state's bytes.
 # Safety first: the machine's memory is shared. Before each point MemAvailable is read, and a
 # point whose predicted need exceeds --headroom of it is not started ("skipped: needs ~X GiB,
-# MemAvailable Y GiB"). The prediction is R times the same model's measured 1-rank peak (same
-# framework and precision), plus 15% for R > 1 (the second gradient buffer, a shared window),
-# or, before that is measured, an estimate from the model's shape: 16 bytes per parameter and
-# the activations the blocks keep (PyTorch's: 1.6 times that), plus 300 MiB for the program.
+# MemAvailable Y GiB"). The prediction for R ranks is R times a rank's: the same model's measured
+# 1-rank peak (same framework and precision), or before that is measured an estimate from the
+# model's shape (16 bytes per parameter, the tied head's gradient and the activations the blocks
+# keep, PyTorch's 1.6 times that, plus 300 MiB for the program); above one rank plus a second
+# gradient buffer (the averages, DDP's buckets) and with shm the other ranks' gradients, and 2%.
 # Rank counts run in increasing order, so the 1-rank point comes first.
 #
 # Prints a table; writes every point to --json (default OUT/memory.json), with its status (ok,
@@ -99,16 +100,22 @@ shape() {
   point_batch="${batch:-$demo_batch}"
 }
 
-# estimate FRAMEWORK: bytes one rank needs, from the shape, before anything is measured.
-estimate() {
+# predict FRAMEWORK RANKS [ONE_RANK_PEAK]: the bytes RANKS ranks need together (see the top).
+predict() {
   python3 -c '
 import sys
-f, L, H, C, T, V, B = sys.argv[1], *map(int, sys.argv[2:])
+f, backend, n, L, H, C, T, V, B = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:10])
 P = V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
-activations = 4 * B * T * (L * (15 * C + H * T + 4) + 2 * V + 2 * (L + 4) * C)
-need = 16 * P + 4 * V * C + activations
-print(int((1.6 if f == "pytorch" else 1.0) * need + (300 << 20)))' \
-    "$1" "$layers" "$heads" "$width" "$context" "$vocab" "$point_batch"
+if len(sys.argv) > 10:
+    rank = int(sys.argv[10])
+else:
+    activations = 4 * B * T * (L * (15 * C + H * T + 4) + 2 * V + 2 * (L + 4) * C)
+    rank = (1.6 if f == "pytorch" else 1.0) * (16 * P + 4 * V * C + activations) + (300 << 20)
+if n > 1:
+    shared = f == "ringtrain" and backend == "shm"
+    rank = 1.02 * (rank + 4 * P * (n if shared else 1))
+print(int(n * rank))' "$1" "$backend" "$2" "$layers" "$heads" "$width" "$context" "$vocab" \
+    "$point_batch" "${@:3}"
 }
 
 mem_available() { awk '/^MemAvailable:/ { printf "%.0f\n", $2 * 1024 }' /proc/meminfo; }
@@ -182,10 +189,9 @@ point() {
     return
   fi
   if [ -n "${one_rank_peak[$key]:-}" ]; then
-    predicted=$(python3 -c "import sys; n, p = map(int, sys.argv[1:]); print(int(n * p * (1.15 if n > 1 else 1)))" \
-      "$np" "${one_rank_peak[$key]}")
+    predicted="$(predict "$framework" "$np" "${one_rank_peak[$key]}")"
   else
-    predicted=$(($(estimate "$framework") * np))
+    predicted="$(predict "$framework" "$np")"
   fi
   available="$(mem_available)"
   if python3 -c "import sys; p, a, h = map(float, sys.argv[1:]); sys.exit(0 if p > h * a else 1)" \
