@@ -198,6 +198,25 @@ TEST(MemoryOfARun, TheLineAndTheMetricsRecord) {
   EXPECT_GT((*memory)["peak_resident_bytes_min"].get<double>(), 0);
 }
 
+// One more block adds what it keeps and its two arena regions (output and output gradient), and
+// nothing of the scratch the blocks share: a shared workspace is counted once.
+TEST(ModelMemory, ABlockMoreAddsItsOwnWorkspacesOnly) {
+  const auto activations = [](models::Index layers) {
+    models::ModelSpec spec{.name = "gpt", .input = {1, kShape.context, 1}};
+    spec.gpt = kShape;
+    spec.gpt.layers = layers;
+    models::Model<float> model = models::makeModel<float>(spec);
+    model.reserve(kBatch);
+    return static_cast<std::int64_t>(model.activationBytes());
+  };
+  const std::int64_t positions = kBatch * kShape.context;
+  const std::int64_t kept =
+      positions * (15 * kShape.width + 4) + kShape.heads * kShape.context * positions;
+  const std::int64_t arenas = 2 * kShape.width * positions;
+  EXPECT_EQ(activations(3) - activations(2), kFloat * (kept + arenas));
+  EXPECT_EQ(activations(2) - activations(1), kFloat * (kept + arenas));
+}
+
 // memoryLine takes each part's largest over the ranks, and lists the peaks by rank.
 TEST(MemoryLine, LargestPartsAndThePeakOfEveryRank) {
   MemoryAccount a, b;
