@@ -7,6 +7,7 @@
 //   finishStep(onAveraged), which hands every bucket's average to onAveraged, in order.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <span>
 #include <string>
@@ -44,6 +45,11 @@ class GradientExchange {
   // gradients in the returned `gradients`. Valid for the exchange's lifetime. A device model
   // brings its own StepBuffers instead.
   virtual StepBuffers hostBuffers(std::span<float> modelGradients) = 0;
+
+  // Bytes of host memory the exchange holds beside the StepBuffers it hands out (compression's
+  // staging, the rest of a shared window), for the memory report; the communicators' own scratch
+  // (a ring's landing slots, a few MiB) is not counted.
+  virtual std::size_t bufferBytes() const { return 0; }
 
   // Starts a step on `buffers` (the same every step).
   virtual void beginStep(const StepBuffers& buffers) = 0;

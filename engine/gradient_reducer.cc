@@ -76,6 +76,13 @@ StepBuffers GradientReducer::hostBuffers(std::span<float> modelGradients) {
           {reinterpret_cast<float*>(averagedStorage_.data()), modelGradients.size()}};
 }
 
+std::size_t GradientReducer::bufferBytes() const {
+  std::size_t bytes = 0;
+  for (const collectives::AlignedBuffer& staging : staging_)
+    bytes += staging.size();
+  return bytes;
+}
+
 void GradientReducer::beginStep(const StepBuffers& buffers) {
   gradients_ = buffers.gradients;
   averaged_ = buffers.averaged;

@@ -68,6 +68,7 @@ class GradientReducer final : public GradientExchange {
   // ring overwrites lines the other ranks are still reading), or in place on one rank, where
   // averaging costs nothing.
   StepBuffers hostBuffers(std::span<float> modelGradients) override;
+  std::size_t bufferBytes() const override;
   // `buffers.averaged` may be `buffers.gradients`: the collectives reduce in place then.
   void beginStep(const StepBuffers& buffers) override;
   void segmentReady(int segment) override;

@@ -90,6 +90,12 @@ StepBuffers SharedGradientReducer::hostBuffers(std::span<float> modelGradients) 
   return {{gradients(rank_), count_}, {averaged_, count_}};
 }
 
+std::size_t SharedGradientReducer::bufferBytes() const {
+  const std::size_t window =
+      layout_->rank0Bytes + static_cast<std::size_t>(size_ - 1) * layout_->rankBytes;
+  return window - 2 * count_ * sizeof(float);
+}
+
 std::string SharedGradientReducer::segmentAt(std::size_t offset) const {
   for (const GradientSegment& s : segments_) {
     if (offset < s.offset + s.count) return s.name;

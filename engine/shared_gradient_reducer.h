@@ -73,6 +73,8 @@ class SharedGradientReducer final : public GradientExchange {
   // This rank's gradients and the node's averages, both in the window: the model must keep its
   // gradients there (modelGradients only gives their size).
   StepBuffers hostBuffers(std::span<float> modelGradients) override;
+  // The window less this rank's gradients and the averages: the other ranks' gradients, mapped.
+  std::size_t bufferBytes() const override;
   // `buffers` must be hostBuffers()'. finishStep may hand a bucket over in several parts (see
   // GradientExchange::finishStep).
   void beginStep(const StepBuffers& buffers) override;

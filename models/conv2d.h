@@ -47,6 +47,7 @@ class Conv2d final : public Layer<Scalar> {
   std::vector<ParameterShape> parameterShapes() const override;
   void initialize(SplitMix64& generator) override;
   void reserve(Index batch) override;
+  void listWorkspaces(HeldMemoryList& held) const override { held.push_back(columns_.held()); }
   double forwardFlopsPerSample() const override;
 
   void forward(ConstBatchView<Scalar> x, BatchView<Scalar> y) override;

@@ -61,6 +61,7 @@ class LayerNorm final : public Layer<Scalar> {
   std::vector<ParameterShape> parameterShapes() const override;
   void initialize(SplitMix64& generator) override;
   void reserve(Index batch) override;
+  void listWorkspaces(HeldMemoryList& held) const override { held.push_back(statistics_.held()); }
   void forward(ConstBatchView<Scalar> x, BatchView<Scalar> y) override;
   void backwardParameters(ConstBatchView<Scalar> x, ConstBatchView<Scalar> dy) override;
   void backwardInput(ConstBatchView<Scalar> x, ConstBatchView<Scalar> y, ConstBatchView<Scalar> dy,

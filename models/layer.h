@@ -78,6 +78,8 @@ class Layer {
 
   // Sizes the layer's workspaces for batches of up to `batch` samples.
   virtual void reserve(Index /*batch*/) {}
+  // Adds the workspaces the layer holds (HeldMemory) to `held`: the memory report's activations.
+  virtual void listWorkspaces(HeldMemoryList& /*held*/) const {}
   // True when the output is the input reinterpreted (flatten): the model then gives the layer's
   // output and input gradient the memory of its input and input gradient, and skips the layer.
   virtual bool outputIsInput() const { return false; }

@@ -33,6 +33,8 @@ class Loss {
   virtual bool needsLabels() const = 0;
   // Sizes the workspaces for batches of up to `batch` samples of `outputs` values.
   virtual void reserve(Index outputs, Index batch) = 0;
+  // Adds the workspaces the loss holds to `held` (see Layer::listWorkspaces).
+  virtual void listWorkspaces(HeldMemoryList& /*held*/) const {}
   // Compares outputs (outputs × B) with the targets. With `gradient` (same shape) it also writes
   // the gradient of the batch's mean loss with respect to the outputs. Throws
   // std::invalid_argument for targets of the wrong count or labels out of range.

@@ -24,6 +24,9 @@ class MaxPool2d final : public Layer<Scalar> {
   Index kernel() const { return kernel_; }
   Index stride() const { return stride_; }
   void reserve(Index batch) override;
+  void listWorkspaces(HeldMemoryList& held) const override {
+    held.push_back({winners_.data(), winners_.capacity() * sizeof(std::int32_t)});
+  }
   void forward(ConstBatchView<Scalar> x, BatchView<Scalar> y) override;
   void backwardInput(ConstBatchView<Scalar> x, ConstBatchView<Scalar> y, ConstBatchView<Scalar> dy,
                      BatchView<Scalar> dx) override;

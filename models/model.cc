@@ -195,6 +195,28 @@ void Model<Scalar>::reserve(Index batch) {
 }
 
 template <class Scalar>
+std::size_t Model<Scalar>::gradientBytes() const {
+  std::size_t bytes = size() * sizeof(Scalar);
+  for (const Tie& tie : ties_)
+    bytes += static_cast<std::size_t>(tie.gradient.size()) * sizeof(Scalar);
+  return bytes;
+}
+
+template <class Scalar>
+std::size_t Model<Scalar>::activationBytes() const {
+  HeldMemoryList held = {activations_.held(), activationGrads_.held()};
+  for (const auto& layer : layers_)
+    layer->listWorkspaces(held);
+  loss_->listWorkspaces(held);
+  std::set<const void*> counted;
+  std::size_t bytes = 0;
+  for (const HeldMemory& block : held) {
+    if (block.bytes > 0 && counted.insert(block.data).second) bytes += block.bytes;
+  }
+  return bytes;
+}
+
+template <class Scalar>
 BatchView<Scalar> Model<Scalar>::outputGradient(std::size_t layer, Index batch) {
   return {activationGrads_.data() + gradientOffsets_[layer], layers_[layer]->outputShape().size(),
           batch};

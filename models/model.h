@@ -181,6 +181,13 @@ class Model {
   // most reservedBatch() of them, or 256 when nothing was reserved). Invalidates a pending backward.
   ConstBatchView<Scalar> infer(std::span<const Scalar> inputs);
 
+  // Memory the model holds, in bytes, for the memory report. Gradients: the flat buffer's (where
+  // it lies, placeGradients' storage included) and the tied layers' own. Activations: the two
+  // arenas (outputs and their gradients) and every workspace of the layers and the loss, a
+  // workspace that layers share counted once; what the reserved batch needs once it has run.
+  std::size_t gradientBytes() const;
+  std::size_t activationBytes() const;
+
   // Floating-point operations of the matrix products in forward plus backward, per sample.
   double trainingFlopsPerSample() const;
   // Replaces the observer (an empty function removes it).

@@ -23,6 +23,7 @@ class SoftmaxCrossEntropy final : public Loss<Scalar> {
   std::string_view kind() const override { return "softmax_cross_entropy"; }
   bool needsLabels() const override { return true; }
   void reserve(Index outputs, Index batch) override;
+  void listWorkspaces(HeldMemoryList& held) const override { held.push_back(exponentials_.held()); }
   LossTotals compute(ConstBatchView<Scalar> logits, const Targets<Scalar>& targets,
                      BatchView<Scalar>* gradient) override;
 

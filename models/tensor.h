@@ -7,8 +7,10 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ringtrain::models {
 
@@ -61,6 +63,14 @@ using ConstWeightView = Eigen::Map<const RowMajorMatrix<Scalar>>;
 template <class Scalar>
 using VectorView = Eigen::Map<Vector<Scalar>>;
 
+// A block of memory a layer keeps from step to step (what forward keeps for backward, scratch),
+// for the memory report: its address, so that a block several layers share is counted once.
+struct HeldMemory {
+  const void* data = nullptr;
+  std::size_t bytes = 0;
+};
+using HeldMemoryList = std::vector<HeldMemory>;
+
 // Scratch memory that only grows: layers keep one per workspace, sized for the largest batch seen,
 // so that a training step allocates nothing once the first step of that size has run.
 template <class Scalar>
@@ -74,6 +84,9 @@ class Workspace {
   Scalar* data() { return storage_.data(); }
   const Scalar* data() const { return storage_.data(); }
   Index capacity() const { return storage_.size(); }
+  HeldMemory held() const {
+    return {storage_.data(), static_cast<std::size_t>(storage_.size()) * sizeof(Scalar)};
+  }
 
  private:
   Vector<Scalar> storage_;  // Eigen's allocator: aligned for the widest vector unit

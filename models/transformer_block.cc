@@ -79,6 +79,16 @@ void TransformerBlock<Scalar>::reserve(Index batch) {
 }
 
 template <class Scalar>
+void TransformerBlock<Scalar>::listWorkspaces(HeldMemoryList& held) const {
+  const BlockScratch<Scalar>& scratch = *scratch_;
+  for (const Workspace<Scalar>* w :
+       {&ln1Out_, &ln1Stats_, &qkv_, &probabilities_, &attnOut_, &x2_, &ln2Out_, &ln2Stats_,
+        &fcOut_, &geluOut_, &scratch.hidden, &scratch.narrow, &scratch.residual, &scratch.qkv,
+        &scratch.scores})
+    held.push_back(w->held());
+}
+
+template <class Scalar>
 double TransformerBlock<Scalar>::forwardFlopsPerSample() const {
   const auto c = static_cast<double>(shape_.width);
   const auto t = static_cast<double>(shape_.context);

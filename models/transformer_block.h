@@ -41,6 +41,8 @@ class TransformerBlock final : public Layer<Scalar> {
   std::vector<ParameterShape> parameterShapes() const override;
   void initialize(SplitMix64& generator) override;
   void reserve(Index batch) override;
+  // What forward keeps, and the scratch the blocks share (the same addresses in every block).
+  void listWorkspaces(HeldMemoryList& held) const override;
   double forwardFlopsPerSample() const override;
   void forward(ConstBatchView<Scalar> x, BatchView<Scalar> y) override;
   void backwardParameters(ConstBatchView<Scalar> x, ConstBatchView<Scalar> dy) override;

@@ -6,7 +6,9 @@ from beside this file, not copied): gpt-mini by default (4 layers, 4 heads, widt
 128, vocabulary 50257), --batch sequences per rank, one thread per rank, float32. Gradients are
 averaged by DistributedDataParallel over gloo with its defaults (25 MiB buckets, overlap with
 backward); with one rank the model trains without DDP, as ringtrain's one rank trains without an
-exchange. Every rank draws its own random token windows (seed + rank) before the timing.
+exchange. Every rank draws its own random token windows (seed + rank) before the timing. --zero
+shards the optimiser with torch.distributed.optim.ZeroRedundancyOptimizer (the same AdamW inside
+it; on one rank too, in a process group of one).
 
 Two ways to start it:
   mpirun -np 2 --bind-to core /usr/bin/python3 scripts/bench/gpt_pytorch_ddp_reference.py
@@ -21,11 +23,14 @@ last step. Rank 0 prints one table line and one JSON line (also written to --jso
 of the job (all ranks' tokens over rank 0's barrier-to-barrier time) and of each rank (its tokens
 over its own time from that barrier to the end of its last step), each rank's CPU time as a share
 of that (below 100%: the core was shared), and model FLOP/s, counted as ringtrain's
-Model::trainingFlopsPerSample does (gpt_pytorch_reference.model_flops_per_sample).
+Model::trainingFlopsPerSample does (gpt_pytorch_reference.model_flops_per_sample). For memory
+(scripts/bench/memory.sh): each rank's peak resident set at the end (resource.getrusage's
+ru_maxrss, start-up and the torch libraries included) and the bytes of its optimiser's state.
 Needs Debian's python3-torch (PyTorch 1.13, built with gloo), hence /usr/bin/python3 above.
 """
 import argparse
 import os
+import resource
 import statistics
 import sys
 import time
@@ -42,6 +47,8 @@ def parse_args():
     p.add_argument("--bind", action="store_true", help="with spawn: pin rank r to one CPU")
     p.add_argument("--port", type=int, default=29519, help="rendezvous port on 127.0.0.1")
     p.add_argument("--json", help="rank 0 writes the result here")
+    p.add_argument("--zero", action="store_true",
+                   help="shard AdamW's state with ZeroRedundancyOptimizer")
     return p.parse_args()
 
 
@@ -50,7 +57,7 @@ def train(rank, ranks, args, torch):
 
     torch.set_num_threads(1)
     torch.set_flush_denormal(True)
-    if ranks > 1:
+    if ranks > 1 or args.zero:
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=rank,
                                 world_size=ranks)
     model = reference.build(torch, args)  # the same seed on every rank
@@ -61,7 +68,13 @@ def train(rank, ranks, args, torch):
         torch.nn.parallel.DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(
             model, [name for name, _ in model.named_buffers()])
         model = torch.nn.parallel.DistributedDataParallel(model)
-    optimizer = reference.adamw(torch, model)
+    if args.zero:
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        optimizer = ZeroRedundancyOptimizer(reference.adamw_groups(model),
+                                            optimizer_class=torch.optim.AdamW,
+                                            **reference.ADAMW_SETTINGS)
+    else:
+        optimizer = reference.adamw(torch, model)
     inputs, targets = reference.random_batches(torch, args, args.warmup + args.steps,
                                                args.seed + 1 + rank)
 
@@ -85,8 +98,11 @@ def train(rank, ranks, args, torch):
     cpu = time.process_time() - cpu_start
     barrier()
     seconds = time.perf_counter() - start
-    # Every rank's own time, CPU time and last loss, gathered on every rank.
-    mine = torch.tensor([own, cpu, losses[-1], statistics.median(times)], dtype=torch.float64)
+    # Every rank's own time, CPU time, last loss, peak resident set and optimiser state bytes,
+    # gathered on every rank.
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux counts KiB
+    mine = torch.tensor([own, cpu, losses[-1], statistics.median(times), peak,
+                         state_bytes(torch, optimizer)], dtype=torch.float64)
     if ranks > 1:
         gathered = [torch.zeros_like(mine) for _ in range(ranks)]
         dist.all_gather(gathered, mine)
@@ -94,7 +110,7 @@ def train(rank, ranks, args, torch):
         gathered = [mine]
     if rank == 0:
         report(args, torch, ranks, parameters, seconds, [g.tolist() for g in gathered], losses)
-    if ranks > 1:
+    if dist.is_initialized():
         dist.barrier()
         # Torch 1.13 can deadlock in ~ProcessGroupGloo when the DDP reducer is destroyed at exit
         # (the main thread holds the GIL, a gloo worker waits for it): leave without destructors.
@@ -103,28 +119,42 @@ def train(rank, ranks, args, torch):
         os._exit(0)
 
 
+def state_bytes(torch, optimizer):
+    """Bytes of the tensors the optimiser keeps per parameter (moments; not its step counts):
+    the local shard's with ZeroRedundancyOptimizer."""
+    inner = getattr(optimizer, "optim", optimizer)
+    return sum(t.numel() * t.element_size() for state in inner.state.values()
+               for key, t in state.items() if key != "step" and torch.is_tensor(t))
+
+
 def report(args, torch, ranks, parameters, seconds, per_rank, losses):
     tokens_per_rank = args.batch * args.context * args.steps
     total = ranks * tokens_per_rank / seconds
     flops_per_token = reference.model_flops_per_sample(args.layers, args.width, args.context,
                                                        args.vocab) / args.context
-    rank_rates = [tokens_per_rank / own for own, _, _, _ in per_rank]
+    rank_rates = [tokens_per_rank / own for own, *_ in per_rank]
+    framework = "pytorch-ddp-gloo" if ranks > 1 else "pytorch"
     result = {
-        "framework": "pytorch-ddp-gloo" if ranks > 1 else "pytorch", "torch": torch.__version__,
+        "framework": framework + ("-zero" if args.zero else ""), "torch": torch.__version__,
+        "zero": int(args.zero), "precision": args.precision,
         "ranks": ranks, "threads_per_rank": 1, "layers": args.layers, "heads": args.heads,
         "width": args.width, "context": args.context, "vocab": args.vocab,
         "batch_per_rank": args.batch, "parameters": parameters, "warmup": args.warmup,
         "steps": args.steps, "seconds": seconds, "tokens_per_second": total,
         "tokens_per_second_per_rank": rank_rates,
-        "cpu_share_per_rank": [cpu / own for own, cpu, _, _ in per_rank],
-        "step_seconds_median_per_rank": [median for _, _, _, median in per_rank],
+        "cpu_share_per_rank": [cpu / own for own, cpu, *_ in per_rank],
+        "step_seconds_median_per_rank": [row[3] for row in per_rank],
+        "peak_resident_bytes_per_rank": [int(row[4]) for row in per_rank],
+        "optimizer_state_bytes_per_rank": [int(row[5]) for row in per_rank],
+        "parameter_bytes": 4 * parameters,
         "model_flops_per_token": flops_per_token,
         "model_flops_per_second": total * flops_per_token,
         "model_flops_per_second_per_rank": total * flops_per_token / ranks,
         "first_timed_loss_rank0": losses[0],
-        "last_loss_mean": sum(loss for _, _, loss, _ in per_rank) / ranks,
+        "last_loss_mean": sum(row[2] for row in per_rank) / ranks,
     }
-    kind = "DDP (gloo)" if ranks > 1 else "no DDP"
+    kind = ("DDP (gloo)" if ranks > 1 else "no DDP") + (
+        ", ZeroRedundancyOptimizer" if args.zero else "")
     rates = ", ".join(f"{r:.0f}" for r in rank_rates)
     cpu = ", ".join(f"{100 * s:.0f}%" for s in result["cpu_share_per_rank"])
     reference.emit(f"pytorch {torch.__version__} {kind}, {ranks} rank(s) x 1 thread, gpt "

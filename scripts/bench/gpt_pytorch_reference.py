@@ -118,13 +118,20 @@ def build(torch, args):
     return model
 
 
-def adamw(torch, model):
-    """AdamW as ringtrain trains the GPT: lr 3e-4, betas 0.9/0.95, decay 0.1 on matrices only."""
+# AdamW as ringtrain trains the GPT: lr 3e-4, betas 0.9/0.95, decay 0.1 on matrices only.
+ADAMW_SETTINGS = {"lr": 3e-4, "betas": (0.9, 0.95), "eps": 1e-8}
+
+
+def adamw_groups(model):
+    """The parameter groups: the matrices decayed, the rest not."""
     matrices = [p for p in model.parameters() if p.dim() == 2]
     others = [p for p in model.parameters() if p.dim() != 2]
-    return torch.optim.AdamW([{"params": matrices, "weight_decay": 0.1},
-                              {"params": others, "weight_decay": 0.0}],
-                             lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+    return [{"params": matrices, "weight_decay": 0.1}, {"params": others, "weight_decay": 0.0}]
+
+
+def adamw(torch, model):
+    """AdamW as ringtrain trains the GPT (ADAMW_SETTINGS, adamw_groups)."""
+    return torch.optim.AdamW(adamw_groups(model), **ADAMW_SETTINGS)
 
 
 def train_step(model, optimizer, inputs, targets, precision="fp32"):

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "src/trainer/memory_report.h"
+
 namespace ringtrain {
 namespace {
 
@@ -119,6 +121,7 @@ std::vector<std::string> runReport(const TrainingSummary& summary, const TrainCo
   lines.push_back(fmt::format("parameters after step {}: fingerprint {:016x}", summary.lastStep,
                               summary.parameterFingerprint));
   addTimeLines(summary, lines);
+  if (!summary.memory.empty()) lines.push_back(memoryLine(summary.memory));
   addOutcomeLines(summary, config, lines);
   return lines;
 }

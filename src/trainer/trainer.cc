@@ -610,6 +610,14 @@ void Trainer::finishSummary(std::int64_t step, std::int64_t samplesTrained, std:
   summary.wallSeconds = secondsBetween(wallStart, steadyNowNs());
 }
 
+void Trainer::accountMemoryAt(std::int64_t step, TrainingSummary& summary) {
+  // A device model's buffers are not host memory.
+  const MemoryAccount mine =
+      accountMemory(model_, *optimizer_, gpu_ ? engine::StepBuffers{} : buffers_, *exchange_);
+  summary.memory = gatherMemory(*control_, mine);
+  if (environment_.trainingLog) logMemory(*environment_.trainingLog, step, summary.memory);
+}
+
 TrainingSummary Trainer::run() {
   TrainingSummary summary;
   summary.firstStep = plan_.firstStep;
@@ -643,6 +651,7 @@ TrainingSummary Trainer::run() {
   stopAgreement_.reset();  // completes the last exchange, on every rank
   if (checkpoints_.finalDue(step, plan_.firstStep)) saveCheckpoint(step, summary);
   finishSummary(step, samplesTrained, wallStart, summary);
+  accountMemoryAt(step, summary);
   return summary;
 }
 

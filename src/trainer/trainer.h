@@ -43,6 +43,7 @@
 #include "src/trainer/gradient_accumulator.h"
 #include "src/trainer/loss_watch.h"
 #include "src/trainer/lr_schedule.h"
+#include "src/trainer/memory_report.h"
 #include "src/trainer/optimizer.h"
 #include "src/trainer/periodic_evaluation.h"
 #include "src/trainer/step_trace.h"
@@ -104,6 +105,7 @@ struct TrainingSummary {
   double waitSeconds = 0;     // waiting for averaged gradients: the communication not hidden
   double optimizerSeconds = 0;
   double reduceSeconds = 0;  // all the gradient all-reduces took, hidden or not
+  std::vector<MemoryAccount> memory;  // every rank's, at the end (memory_report.h)
 };
 
 class Trainer {
@@ -193,6 +195,8 @@ class Trainer {
   bool stopAgreed(std::int64_t done, TrainingSummary& summary);
   void finishSummary(std::int64_t step, std::int64_t samplesTrained, std::int64_t wallStart,
                      TrainingSummary& summary);
+  // Collective: every rank's memory into `summary`, and into --logdir's metrics.
+  void accountMemoryAt(std::int64_t step, TrainingSummary& summary);
 
   // Rank 0 writes a checkpoint of the state after `step` steps (a failure aborts the job).
   void saveCheckpoint(std::int64_t step, TrainingSummary& summary);
