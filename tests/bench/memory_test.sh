@@ -8,22 +8,22 @@
 # when the build's ringtrain has --zero (its optimiser state on 2 ranks below --zero 0's). Then the
 # safety rule: a headroom too small for any point skips every point, saying what it needs; and
 # bad options (exit status 2). No memory figure is judged against a number: the relations only.
-#   memory_test.sh MEMORY_SH BUILD_DIR RINGTRAIN
+# With `quick` (CI's form), ringtrain's points on 2 ranks only (--no-pytorch), the safety rule and
+# the bad options.
+#   memory_test.sh MEMORY_SH BUILD_DIR RINGTRAIN [quick]
 # shellcheck source=../../scripts/lib/args.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/args.sh"
 ringtrain_test_start checks
 script="$1"
 build_dir="$2"
 export RINGTRAIN_BIN="$3"
+quick="${4:-}"
 tiny=(--models gpt-mini --model-args "--layers 1 --heads 2 --width 32 --context 16 --vocab 256"
   --batch 2 --steps 1 --ranks "1 2" --precisions fp32 --build-dir "$build_dir")
-zero_values="0"
-if "$RINGTRAIN_BIN" train --help 2>/dev/null | grep -q -- "--zero"; then
-  zero_values="0 1"
-else
-  echo "ringtrain has no --zero yet: --zero-values 0 only"
-fi
-if /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
+zero_values="0 1"
+if [ -n "$quick" ]; then
+  torch=0
+elif /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
   torch=1
 else
   torch=0
@@ -31,12 +31,14 @@ else
     "the script records them as skipped"
 fi
 
-# check NAME WANT_TORCH RANKS: $work/NAME.json against the rules above.
+# check NAME WANT_TORCH RANKS [SKIP_REASON]: $work/NAME.json against the rules above; without
+# torch, the PyTorch points skipped for SKIP_REASON (default: torch cannot be imported).
 check() {
-  python3 - "$work/$1.json" "$2" "$zero_values" "$3" <<'EOF'
+  python3 - "$work/$1.json" "$2" "$zero_values" "$3" "${4:-cannot import torch}" <<'EOF'
 import json, sys
 path, want_torch = sys.argv[1], sys.argv[2] == "1"
 zero_values, rank_counts = ([int(v) for v in a.split()] for a in sys.argv[3:5])
+skip_reason = sys.argv[5]
 points = json.load(open(path))["points"]
 L, H, C, T, V = 1, 2, 32, 16, 256
 parameters = V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
@@ -47,7 +49,7 @@ for (framework, zero, ranks), p in sorted(by.items()):
     where = f"{framework} zero {zero} ranks {ranks}"
     assert p["model"] == "gpt-mini" and p["precision"] == "fp32" and p["batch"] == 2, p
     if framework == "pytorch" and not want_torch:
-        assert p["status"] == "skipped" and "cannot import torch" in p["reason"], (where, p)
+        assert p["status"] == "skipped" and skip_reason in p["reason"], (where, p)
         continue
     assert p["status"] == "ok", (where, p)
     peaks = p["peak_resident_bytes_per_rank"]
@@ -75,23 +77,28 @@ run() {  # run NAME ARGS...: the script with the tiny settings and ARGS, into $w
     --json "$work/$name.json" "$@" >"$work/$name.out" 2>"$work/$name.err"
 }
 
-if run all; then ok "all points: exit status 0"; else fail "all points: exit status $?" "$(cat "$work/all.out" "$work/all.err")"; fi
-check all "$torch" "1 2" && ok "all points: the JSON" || fail "all points: the JSON" "$(cat "$work/all.json")"
-for row in "| gpt-mini | fp32 | ringtrain --zero 0 | 1 |" "| gpt-mini | fp32 | ringtrain --zero 0 | 2 |" \
-  "| gpt-mini | fp32 | PyTorch | 1 |" "| gpt-mini | fp32 | PyTorch DDP gloo | 2 |"; do
-  grep -qF "$row" "$work/all.out" && ok "row '$row'" || fail "no row '$row'" "$(cat "$work/all.out")"
-done
-
-# An interpreter without torch: the PyTorch points skipped, with the reason.
-printf '#!/bin/sh\nexit 1\n' >"$work/python-without-torch"
-chmod +x "$work/python-without-torch"
-if RINGTRAIN_TORCH_PYTHON="$work/python-without-torch" run no-torch --ranks 1; then
-  ok "no torch: exit status 0"
+if [ -n "$quick" ]; then
+  if run quick --ranks 2 --no-pytorch; then ok "quick: exit status 0"; else fail "quick: exit status $?" "$(cat "$work/quick.out" "$work/quick.err")"; fi
+  check quick 0 2 --no-pytorch && ok "quick: the JSON" || fail "quick: the JSON" "$(cat "$work/quick.json")"
 else
-  fail "no torch: exit status $?" "$(cat "$work/no-torch.out" "$work/no-torch.err")"
+  if run all; then ok "all points: exit status 0"; else fail "all points: exit status $?" "$(cat "$work/all.out" "$work/all.err")"; fi
+  check all "$torch" "1 2" && ok "all points: the JSON" || fail "all points: the JSON" "$(cat "$work/all.json")"
+  for row in "| gpt-mini | fp32 | ringtrain --zero 0 | 1 |" "| gpt-mini | fp32 | ringtrain --zero 0 | 2 |" \
+    "| gpt-mini | fp32 | PyTorch | 1 |" "| gpt-mini | fp32 | PyTorch DDP gloo | 2 |"; do
+    grep -qF "$row" "$work/all.out" && ok "row '$row'" || fail "no row '$row'" "$(cat "$work/all.out")"
+  done
+
+  # An interpreter without torch: the PyTorch points skipped, with the reason.
+  printf '#!/bin/sh\nexit 1\n' >"$work/python-without-torch"
+  chmod +x "$work/python-without-torch"
+  if RINGTRAIN_TORCH_PYTHON="$work/python-without-torch" run no-torch --ranks 1; then
+    ok "no torch: exit status 0"
+  else
+    fail "no torch: exit status $?" "$(cat "$work/no-torch.out" "$work/no-torch.err")"
+  fi
+  check no-torch 0 1 && ok "no torch: the PyTorch points skipped with the reason" ||
+    fail "no torch: the JSON" "$(cat "$work/no-torch.json")"
 fi
-check no-torch 0 1 && ok "no torch: the PyTorch points skipped with the reason" ||
-  fail "no torch: the JSON" "$(cat "$work/no-torch.json")"
 
 # Nothing fits in a millionth of the memory: every point skipped before it starts, saying why.
 if run tight --headroom 0.000001 --no-pytorch; then ok "tight: exit status 0"; else fail "tight: exit status $?" "$(cat "$work/tight.err")"; fi
