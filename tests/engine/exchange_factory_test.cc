@@ -105,8 +105,9 @@ TEST_P(ShardingExchangeTest, HandsOverShardsAndGathersTheUpdatedParameters) {
   StepBuffers buffers = exchange->hostBuffers(model);
   buffers.parameters = parameters;
   exchange->beginStep(buffers);
+  const std::vector<GradientSegment> segments = layers();
   for (int s = 3; s >= 0; --s) {
-    const GradientSegment& layer = layers()[static_cast<std::size_t>(s)];
+    const GradientSegment& layer = segments[static_cast<std::size_t>(s)];
     for (std::size_t i = layer.offset; i < layer.offset + layer.count; ++i)
       buffers.gradients[i] = gradientValue(rank, i);
     exchange->segmentReady(s);
