@@ -70,21 +70,19 @@ void TransformerBlock<Scalar>::reserve(Index batch) {
     workspace->reserve(rows * n);
   ln1Stats_.reserve(2 * n);
   ln2Stats_.reserve(2 * n);
-  probabilities_.reserve(shape_.heads * t * t * batch);
   scratch_->hidden.reserve(4 * c * n);
   scratch_->narrow.reserve(c * n);
   scratch_->residual.reserve(c * n);
   scratch_->qkv.reserve(3 * c * n);
-  scratch_->scores.reserve(t * t);
+  scratch_->scores.reserve(2 * t * t);
 }
 
 template <class Scalar>
 void TransformerBlock<Scalar>::listWorkspaces(HeldMemoryList& held) const {
   const BlockScratch<Scalar>& scratch = *scratch_;
   for (const Workspace<Scalar>* w :
-       {&ln1Out_, &ln1Stats_, &qkv_, &probabilities_, &attnOut_, &x2_, &ln2Out_, &ln2Stats_,
-        &fcOut_, &geluOut_, &scratch.hidden, &scratch.narrow, &scratch.residual, &scratch.qkv,
-        &scratch.scores})
+       {&ln1Out_, &ln1Stats_, &qkv_, &attnOut_, &x2_, &ln2Out_, &ln2Stats_, &fcOut_, &geluOut_,
+        &scratch.hidden, &scratch.narrow, &scratch.residual, &scratch.qkv, &scratch.scores})
     held.push_back(w->held());
 }
 
@@ -135,11 +133,8 @@ void TransformerBlock<Scalar>::forward(ConstBatchView<Scalar> x, BatchView<Scala
   BatchView<Scalar> qkv = stored(qkv_, 3 * c);
   denseForward(attn_, asConst(a1), qkv);
   BatchView<Scalar> attended = stored(attnOut_, c);
-  const Index sequences = columns_ / shape_.context;
-  attentionForward(shape_, asConst(qkv),
-                   probabilities_.reserve(shape_.heads * shape_.context * shape_.context *
-                                          sequences),
-                   attended);
+  attentionForward(shape_, asConst(qkv), attended,
+                   scratch_->scores.reserve(2 * shape_.context * shape_.context));
   BatchView<Scalar> x2 = stored(x2_, c);
   denseForward(attnProj_, asConst(attended), x2);
   x2 += in;
@@ -186,9 +181,8 @@ void TransformerBlock<Scalar>::backwardAttention() {
   BatchView<Scalar> dAttended = stored(scratch_->narrow, c);
   product(dAttended, weight(attnProj_).transpose(), dx2);
   BatchView<Scalar> dqkv = stored(scratch_->qkv, 3 * c);
-  attentionBackward(shape_, asConst(stored(qkv_, 3 * c)), probabilities_.data(),
-                    asConst(dAttended), dqkv,
-                    scratch_->scores.reserve(shape_.context * shape_.context));
+  attentionBackward(shape_, asConst(stored(qkv_, 3 * c)), asConst(dAttended), dqkv,
+                    scratch_->scores.reserve(2 * shape_.context * shape_.context));
   denseBackwardParameters(attn_, asConst(stored(ln1Out_, c)), asConst(dqkv));
   BatchView<Scalar> da1 = stored(scratch_->narrow, c);
   product(da1, weight(attn_).transpose(), dqkv);

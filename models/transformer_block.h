@@ -20,15 +20,16 @@
 
 namespace ringtrain::models {
 
-// Scratch that only backward uses, shared by the blocks of one model (one block runs backward
-// at a time): 4C×N, C×N twice, 3C×N and T×T values.
+// Scratch shared by the blocks of one model (one block runs at a time): backward's 4C×N, C×N
+// twice and 3C×N values, and attention's 2·T·T (forward's and backward's probabilities of one
+// sequence and head, which backward recomputes rather than every block keeping B·H·T² of them).
 template <class Scalar>
 struct BlockScratch {
   Workspace<Scalar> hidden;    // d(gelu output), then d(mlp.c_fc output)
   Workspace<Scalar> narrow;    // d(ln_2 output), then d(attention output), then d(ln_1 output)
   Workspace<Scalar> residual;  // d(x2)
   Workspace<Scalar> qkv;       // d(attn.c_attn output)
-  Workspace<Scalar> scores;    // one sequence and head's T×T
+  Workspace<Scalar> scores;    // one sequence and head's probabilities and their gradient
 };
 
 template <class Scalar>
@@ -72,7 +73,7 @@ class TransformerBlock final : public Layer<Scalar> {
 
   // What forward keeps for backward, for the last batch of `columns_` positions.
   Index columns_ = 0;
-  Workspace<Scalar> ln1Out_, ln1Stats_, qkv_, probabilities_, attnOut_;
+  Workspace<Scalar> ln1Out_, ln1Stats_, qkv_, attnOut_;
   Workspace<Scalar> x2_, ln2Out_, ln2Stats_, fcOut_, geluOut_;
 };
 

@@ -113,37 +113,49 @@ void causalSoftmax(BatchView<Scalar> scores, Scalar scale) {
   }
 }
 
+// One sequence and head's probabilities into p (T×T): forward's and backward's, the same bits.
+template <class Scalar>
+void headProbabilities(const AttentionShape& shape, ConstBatchView<Scalar> qkv, Index b, Index h,
+                       Scalar scale, BatchView<Scalar> p) {
+  product(p, headBlock(qkv, 1, shape, b, h).transpose(), headBlock(qkv, 0, shape, b, h));
+  causalSoftmax(p, scale);
+}
+
+template <class Scalar>
+Scalar attentionScale(const AttentionShape& shape) {
+  return Scalar(1) / std::sqrt(static_cast<Scalar>(shape.width / shape.heads));
+}
+
 }  // namespace
 
 template <class Scalar>
 void attentionForward(const AttentionShape& shape, ConstBatchView<Scalar> qkv,
-                      Scalar* probabilities, BatchView<Scalar> out) {
+                      BatchView<Scalar> out, Scalar* scratch) {
   const Index t = shape.context;
   const Index sequences = qkv.cols() / t;
-  const Scalar scale = Scalar(1) / std::sqrt(static_cast<Scalar>(shape.width / shape.heads));
+  const Scalar scale = attentionScale<Scalar>(shape);
+  BatchView<Scalar> p(scratch, t, t);
   for (Index b = 0; b < sequences; ++b) {
     for (Index h = 0; h < shape.heads; ++h) {
-      BatchView<Scalar> p(probabilities + (b * shape.heads + h) * t * t, t, t);
-      product(p, headBlock(qkv, 1, shape, b, h).transpose(), headBlock(qkv, 0, shape, b, h));
-      causalSoftmax(p, scale);
-      product(headBlock(out, 0, shape, b, h), headBlock(qkv, 2, shape, b, h), p);
+      headProbabilities(shape, qkv, b, h, scale, p);
+      product(headBlock(out, 0, shape, b, h), headBlock(qkv, 2, shape, b, h), asConst(p));
     }
   }
 }
 
 template <class Scalar>
 void attentionBackward(const AttentionShape& shape, ConstBatchView<Scalar> qkv,
-                       const Scalar* probabilities, ConstBatchView<Scalar> dOut,
-                       BatchView<Scalar> dqkv, Scalar* scratch) {
+                       ConstBatchView<Scalar> dOut, BatchView<Scalar> dqkv, Scalar* scratch) {
   const Index t = shape.context;
   const Index sequences = qkv.cols() / t;
-  const Scalar scale = Scalar(1) / std::sqrt(static_cast<Scalar>(shape.width / shape.heads));
-  BatchView<Scalar> dScores(scratch, t, t);
+  const Scalar scale = attentionScale<Scalar>(shape);
+  BatchView<Scalar> p(scratch, t, t);
+  BatchView<Scalar> dScores(scratch + t * t, t, t);
   for (Index b = 0; b < sequences; ++b) {
     for (Index h = 0; h < shape.heads; ++h) {
-      const ConstBatchView<Scalar> p(probabilities + (b * shape.heads + h) * t * t, t, t);
+      headProbabilities(shape, qkv, b, h, scale, p);
       const auto dO = headBlock(dOut, 0, shape, b, h);
-      product(headBlock(dqkv, 2, shape, b, h), dO, p.transpose());
+      product(headBlock(dqkv, 2, shape, b, h), dO, asConst(p).transpose());
       product(dScores, headBlock(qkv, 2, shape, b, h).transpose(), dO);
       // Softmax backward per column, then the 1/sqrt(d) of the scores.
       for (Index i = 0; i < t; ++i) {
@@ -158,19 +170,19 @@ void attentionBackward(const AttentionShape& shape, ConstBatchView<Scalar> qkv,
   }
 }
 
-#define RINGTRAIN_INSTANTIATE(Scalar)                                                            \
-  template void layerNormForward(ConstBatchView<Scalar>, const Scalar*, const Scalar*,           \
-                                 BatchView<Scalar>, Scalar*, Scalar*);                           \
-  template void layerNormBackwardParameters(ConstBatchView<Scalar>, ConstBatchView<Scalar>,      \
-                                            const Scalar*, const Scalar*, Scalar*, Scalar*);     \
-  template void layerNormBackwardInput(ConstBatchView<Scalar>, ConstBatchView<Scalar>,           \
-                                       const Scalar*, const Scalar*, const Scalar*,              \
-                                       BatchView<Scalar>, bool);                                 \
-  template void geluForward(const Scalar*, Scalar*, Index);                                      \
-  template void geluBackward(const Scalar*, const Scalar*, Scalar*, Index);                      \
-  template void attentionForward(const AttentionShape&, ConstBatchView<Scalar>, Scalar*,         \
-                                 BatchView<Scalar>);                                             \
-  template void attentionBackward(const AttentionShape&, ConstBatchView<Scalar>, const Scalar*,  \
+#define RINGTRAIN_INSTANTIATE(Scalar)                                                              \
+  template void layerNormForward(ConstBatchView<Scalar>, const Scalar*, const Scalar*,             \
+                                 BatchView<Scalar>, Scalar*, Scalar*);                             \
+  template void layerNormBackwardParameters(ConstBatchView<Scalar>, ConstBatchView<Scalar>,        \
+                                            const Scalar*, const Scalar*, Scalar*, Scalar*);       \
+  template void layerNormBackwardInput(ConstBatchView<Scalar>, ConstBatchView<Scalar>,             \
+                                       const Scalar*, const Scalar*, const Scalar*,                \
+                                       BatchView<Scalar>, bool);                                   \
+  template void geluForward(const Scalar*, Scalar*, Index);                                        \
+  template void geluBackward(const Scalar*, const Scalar*, Scalar*, Index);                        \
+  template void attentionForward(const AttentionShape&, ConstBatchView<Scalar>, BatchView<Scalar>, \
+                                 Scalar*);                                                         \
+  template void attentionBackward(const AttentionShape&, ConstBatchView<Scalar>,                   \
                                   ConstBatchView<Scalar>, BatchView<Scalar>, Scalar*);
 RINGTRAIN_INSTANTIATE(float)
 RINGTRAIN_INSTANTIATE(double)
