@@ -29,15 +29,18 @@ ringtrain_sanitizer_environment() {
 
 # Configures $1 for a sanitizer build: clang, RelWithDebInfo, no CUDA (the sanitizers and the CUDA
 # runtime do not mix), compiler flags $2, linker flags $3; further arguments go to cmake. Used by
-# the fuzzers, scripts/test.sh --sanitize and the ThreadSanitizer step.
+# the fuzzers, scripts/test.sh --sanitize and the ThreadSanitizer step. The debug information is
+# line tables only: a report's stacks need functions, files and lines (inlined frames included),
+# not variables, and the compiles take about 15% less time.
 ringtrain_configure_sanitized() {
-  local build_dir="$1" flags="$2" link_flags="$3"
+  local build_dir="$1" flags="$2" link_flags="$3" optimise="-O2 -gline-tables-only -DNDEBUG"
   shift 3
   mkdir -p "$build_dir"
   # CMake's default generator (Unix Makefiles), the way packagers and HPC sites build: so CI builds
   # once with it as well as with Ninja (the main build).
   RINGTRAIN_GENERATOR="Unix Makefiles" ringtrain_configure "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DRINGTRAIN_CUDA=OFF \
+    "-DCMAKE_C_FLAGS_RELWITHDEBINFO=$optimise" "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$optimise" \
     "-DCMAKE_C_FLAGS=$flags" "-DCMAKE_CXX_FLAGS=$flags" "-DCMAKE_EXE_LINKER_FLAGS=$link_flags" "$@"
 }
 
@@ -171,15 +174,15 @@ ringtrain_sanitized_ctest() {
 # backends, prefetching and a timeline. Any report fails the step (TSan's exit status 66); the
 # only suppressions (tsan.supp) are of Open MPI, which is not instrumented.
 RINGTRAIN_TSAN_FLAGS="-fsanitize=thread -fno-omit-frame-pointer"
-RINGTRAIN_TSAN_TARGETS=(ringtrain collectives_unit_tests trainer_unit_tests resilience_unit_tests
-  engine_mpi_tests trainer_mpi_tests resume_mpi_tests)
 
 ringtrain_thread_sanitizer_checks() {
   local build_dir="$1" root bin logs failed=0 n=0
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
   ringtrain_configure_sanitized "$build_dir" "$RINGTRAIN_TSAN_FLAGS" "$RINGTRAIN_TSAN_FLAGS" ||
     return 1
-  cmake --build "$build_dir" -j "$(nproc)" --target "${RINGTRAIN_TSAN_TARGETS[@]}" || return 1
+  # One target for all the programs (tests/CMakeLists.txt): the Makefile generator builds targets
+  # named one by one, each one's last compiles and link leaving cores idle.
+  cmake --build "$build_dir" -j "$(nproc)" --target thread_sanitizer_programs || return 1
   bin="$build_dir/bin"
   logs="$build_dir/tsan-logs"
   rm -rf "$logs" && mkdir -p "$logs"

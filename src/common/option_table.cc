@@ -180,7 +180,6 @@ const std::vector<std::string_view>& scriptVariables() {
                                                        "RINGTRAIN_TORCH_PYTHON",
                                                        "RINGTRAIN_TSAN_BUILD_DIR",
                                                        "RINGTRAIN_TSAN_FLAGS",
-                                                       "RINGTRAIN_TSAN_TARGETS",
                                                        "RINGTRAIN_WAIT_SECONDS",
                                                        "RINGTRAIN_WERROR",
                                                        "RINGTRAIN_WORKDIR"};

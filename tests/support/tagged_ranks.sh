@@ -3,13 +3,15 @@
 # Sourced by the end-to-end tests that start `ringtrain` under mpirun: their ranks carry the tag
 # RINGTRAIN_TEST_TAG in their environment (mpirun passes it on), so that a test finds and kills
 # its own ranks and never another test's running beside it. The caller sets $ringtrain (the
-# binary) and exports RINGTRAIN_TEST_TAG before starting any job.
+# binary) and exports RINGTRAIN_TEST_TAG before starting any job. A case run by parallel_cases.sh
+# tags its ranks TAG.N: they are the test's as well as the case's.
 
 # The ids of this test's ringtrain processes still alive.
 own_ranks() {
-  local pid
+  local pid tag="${RINGTRAIN_TEST_TAG//./\\.}"
   for pid in $(pgrep -f "^$ringtrain "); do
-    grep -qz "^RINGTRAIN_TEST_TAG=$RINGTRAIN_TEST_TAG\$" "/proc/$pid/environ" 2>/dev/null && echo "$pid"
+    grep -qz "^RINGTRAIN_TEST_TAG=$tag\\(\\.[0-9.]*\\)\\{0,1\\}\$" "/proc/$pid/environ" 2>/dev/null &&
+      echo "$pid"
   done
 }
 

@@ -58,16 +58,13 @@ expect() {
 }
 
 # expect_job NAME PATTERN MPIRUN-ARGS...: the same for any job (MPMD: one --data per rank). The
-# cases run 4 at a time (each mostly waits on mpirun's teardown after a non-zero exit); their
-# reports are printed in order at the end. Every case has its own files, made before it starts.
-parallel=4
-cases=0
-mkdir -p "$work/reports"
-expect_job() {
-  while [ "$(jobs -rp | wc -l)" -ge "$parallel" ]; do wait -n || true; done
-  cases=$((cases + 1))
-  run_case "$@" >"$work/reports/$(printf %03d "$cases")" 2>&1 &
-}
+# cases run 4 at a time (tests/support/parallel_cases.sh: each mostly waits on mpirun's teardown
+# after a non-zero exit); their reports are printed in order at the end. Every case has its own
+# files, made before it starts.
+parallel_cases=4
+# shellcheck source=tests/support/parallel_cases.sh
+source "$(dirname "$0")/../support/parallel_cases.sh"
+expect_job() { in_parallel run_case "$@"; }
 
 # run_case NAME PATTERN MPIRUN-ARGS...: one case; "ok" or "FAIL" first on its report.
 run_case() {
@@ -237,10 +234,7 @@ fi
 
 # allreduce_perf's bad inputs are checked by tests/bench/allreduce_perf_test.sh.
 
-wait
-cat "$work/reports"/*
-failures=$((failures + $(cat "$work/reports"/* | grep -c '^FAIL')))
-[ "$(ls "$work/reports" | wc -l)" -eq "$cases" ] || { echo "FAIL $cases cases, fewer reports"; failures=$((failures + 1)); }
+parallel_done
 if [ "$failures" -ne 0 ]; then
   echo "$failures case(s) failed"
   exit 1

@@ -7,7 +7,8 @@
 # a NaN in the averaged gradients stops the job (--check-finite stop) or skips the step (skip),
 # and without the option the NaN test loss stops it;
 # --timeline writes a trace with the expected events on every rank (rank 0's checkpoints included). After every case no ringtrain
-# process is left.
+# process is left. The cases run 3 at a time (tests/support/parallel_cases.sh): most of their time
+# is spent waiting, on the stall time-out or on mpirun.
 #   engine_failure_test.sh RINGTRAIN CHECK_TIMELINE_PY MPIEXEC [MPIEXEC FLAGS...]
 set -uo pipefail
 ringtrain="$1"
@@ -20,6 +21,8 @@ source "$(dirname "$0")/../support/tagged_ranks.sh"
 export RINGTRAIN_TEST_TAG="engine-failures-$$"
 trap 'kill_own_ranks; rm -rf "$work"' EXIT
 failures=0
+# shellcheck source=tests/support/parallel_cases.sh
+source "$(dirname "$0")/../support/parallel_cases.sh"
 
 fail() {
   echo "FAIL $1"
@@ -33,14 +36,22 @@ no_leftovers() {
   kill_own_ranks
 }
 
-# run NAME LIMIT ARGS...: runs mpirun ARGS; sets $output, $status and $elapsed.
+# run NAME LIMIT ARGS...: runs mpirun ARGS; sets $output, $status and $elapsed, and $after_stall:
+# the seconds from the stall watchdog's "stall:" line to the job's end (empty without one). Each
+# line is stamped with its time of arrival on the way.
 run() {
   local name="$1" limit="$2"
   shift 2
-  local start=$SECONDS
-  output="$(timeout $((limit + 60)) "${mpirun[@]}" "$@" 2>&1)"
-  status=$?
+  local start=$SECONDS stamped
+  stamped="$({
+    timeout $((limit + 60)) "${mpirun[@]}" "$@" 2>&1
+    echo "exit status $?"
+  } | while IFS= read -r line || [ -n "$line" ]; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done)"
   elapsed=$((SECONDS - start))
+  status="$(tail -n 1 <<<"$stamped" | cut -d ' ' -f 4)"
+  output="$(sed '$d; s/^[^ ]* //' <<<"$stamped")"
+  after_stall="$(awk '/\] stall: / && !stall { stall = $1 } END { if (stall) printf "%.1f", $1 - stall }' \
+    <<<"$stamped")"
   no_leftovers "$name"
 }
 
@@ -58,7 +69,7 @@ expect() {
     [ "$status" -eq "$want" ] && status_ok=1
   fi
   if [ "$status_ok" -eq 1 ] && [ "$count" -eq 1 ] && [ "$elapsed" -le "$limit" ]; then
-    echo "ok   $name (status $status, ${elapsed} s): $(grep -m1 -E -- "$pattern" <<<"$output")"
+    echo "ok   $name (status $status, ${elapsed} s${after_stall:+, ended $after_stall s after the stall line}): $(grep -m1 -E -- "$pattern" <<<"$output")"
     return 0
   fi
   fail "$name: status $status (want $want), message seen $count times (want 1), ${elapsed} s (limit $limit)"
@@ -81,10 +92,22 @@ idx_pair "$data/train" 512
 idx_pair "$data/t10k" 64
 train=("$ringtrain" train --data "$data" --log-every 0 --batch-size 16)
 
+# expect_stall NAME PATTERN ARGS...: expect NAME nonzero with PATTERN, which says how long the
+# watchdog waited (3 s, the time-out), and the job ends within 4 s of that line. The whole job's
+# limit (30 s) is its start-up's: the cases run beside others, which slow that down.
+expect_stall() {
+  expect "$1" nonzero 30 "$2" "${@:3}" || return 1
+  if [ -z "$after_stall" ] || awk -v t="$after_stall" 'BEGIN { exit !(t > 4) }'; then
+    fail "$1: the job ended ${after_stall:-?} s after the watchdog's stall line (limit 4 s)"
+    return 1
+  fi
+}
+
 # A rank that never enters gradient all-reduce #10: the others warn at 1.5 s, naming it, then
 # wait 3 s, name it again, and abort.
-for backend in ring mpi; do
-  expect "stall, $backend backend" nonzero 10 \
+stall() {
+  local backend="$1" warnings
+  expect_stall "stall, $backend backend" \
     "stall: waited 3 s .*all-reduce #10 .*not reached by rank 1" \
     -np 2 "${train[@]}" --steps 40 --backend "$backend" --stall-timeout 3 \
     --test-stall-rank 1 --test-stall-collective 10 &&
@@ -97,55 +120,64 @@ for backend in ring mpi; do
   if [ "$warnings" -ne 1 ]; then
     fail "stall, $backend backend: $warnings early warnings naming rank 1 (want 1)"
   fi
-done
+}
+for backend in ring mpi; do in_parallel stall "$backend"; done
 
 # The warning is a warning: --log-level error hides it, never the abort.
-expect "stall, --log-level error" nonzero 10 \
-  "stall: waited 3 s .*all-reduce #10 .*not reached by rank 1" \
-  -np 2 "${train[@]}" --steps 40 --backend ring --stall-timeout 3 --log-level error \
-  --test-stall-rank 1 --test-stall-collective 10 &&
-  if grep -q "warning: slow" <<<"$output"; then
-    fail "stall, --log-level error: the early warning is shown"
-  fi
+stall_log_level_error() {
+  expect_stall "stall, --log-level error" \
+    "stall: waited 3 s .*all-reduce #10 .*not reached by rank 1" \
+    -np 2 "${train[@]}" --steps 40 --backend ring --stall-timeout 3 --log-level error \
+    --test-stall-rank 1 --test-stall-collective 10 &&
+    if grep -q "warning: slow" <<<"$output"; then
+      fail "stall, --log-level error: the early warning is shown"
+    fi
+}
+in_parallel stall_log_level_error
 
 # With shared memory the fault stops rank 1 at step 10, before it announces any gradient.
-expect "stall, shm backend" nonzero 10 \
-  "stall: waited 3 s .*in step 10 of the shared-memory gradient average for the gradients of .* from rank 1" \
-  -np 2 "${train[@]}" --steps 40 --backend shm --stall-timeout 3 \
-  --test-stall-rank 1 --test-stall-collective 10 &&
-  if [ "$(grep -cE "warning: slow: waited 1 s .*in step 10 of the shared-memory gradient average for the gradients of .* from rank 1" <<<"$output")" -ne 1 ]; then
-    fail "stall, shm backend: no single early warning naming rank 1"
-  fi
+stall_shm() {
+  expect_stall "stall, shm backend" \
+    "stall: waited 3 s .*in step 10 of the shared-memory gradient average for the gradients of .* from rank 1" \
+    -np 2 "${train[@]}" --steps 40 --backend shm --stall-timeout 3 \
+    --test-stall-rank 1 --test-stall-collective 10 &&
+    if [ "$(grep -cE "warning: slow: waited 1 s .*in step 10 of the shared-memory gradient average for the gradients of .* from rank 1" <<<"$output")" -ne 1 ]; then
+      fail "stall, shm backend: no single early warning naming rank 1"
+    fi
+}
+in_parallel stall_shm
 
 # MPMD: the ranks disagree on an option; nobody trains, nobody waits for ever.
-expect "hidden sizes differ" 2 30 "error: rank 1 has --hidden 512,256 but rank 0 has 512,512" \
+in_parallel expect "hidden sizes differ" 2 30 "error: rank 1 has --hidden 512,256 but rank 0 has 512,512" \
   -np 1 "${train[@]}" --steps 5 --hidden 512,512 : -np 1 "${train[@]}" --steps 5 --hidden 512,256
-expect "learning rates differ" 2 30 "error: rank 1 has --lr 0.2 but rank 0 has 0.1" \
+in_parallel expect "learning rates differ" 2 30 "error: rank 1 has --lr 0.2 but rank 0 has 0.1" \
   -np 1 "${train[@]}" --steps 5 --lr 0.1 : -np 1 "${train[@]}" --steps 5 --lr 0.2
-expect "fusion thresholds differ (bucket plans)" 2 30 "error: rank 1 has --fusion-threshold" \
+in_parallel expect "fusion thresholds differ (bucket plans)" 2 30 "error: rank 1 has --fusion-threshold" \
   -np 1 "${train[@]}" --steps 5 --fusion-threshold 1M : -np 1 "${train[@]}" --steps 5 \
   --fusion-threshold 64K
 
 # A NaN in rank 0's input at step 7 (0-based) poisons the averaged gradients of step 8.
-expect "check-finite stop" 3 30 \
+in_parallel expect "check-finite stop" 3 30 \
   "error: step 8: the averaged gradient of fc1.weight holds nan .*stopping \(--check-finite stop\)" \
   -np 2 "${train[@]}" --steps 20 --check-finite stop --test-nan-step 7
-expect "check-finite skip" 0 30 "skipping step 8: the averaged gradient of fc1.weight holds nan" \
-  -np 2 "${train[@]}" --steps 20 --check-finite skip --test-nan-step 7 &&
-  if ! grep -q "1 step(s) skipped for non-finite gradients" <<<"$output" ||
-    ! grep -q "replicas identical" <<<"$output"; then
-    fail "check-finite skip: no summary of the skipped step, or replicas differ"
-  fi
+check_finite_skip() {
+  expect "check-finite skip" 0 30 "skipping step 8: the averaged gradient of fc1.weight holds nan" \
+    -np 2 "${train[@]}" --steps 20 --check-finite skip --test-nan-step 7 &&
+    if ! grep -q "1 step(s) skipped for non-finite gradients" <<<"$output" ||
+      ! grep -q "replicas identical" <<<"$output"; then
+      fail "check-finite skip: no summary of the skipped step, or replicas differ"
+    fi
+}
+in_parallel check_finite_skip
 # Without the check the NaN reaches the parameters, and the test loss at the epoch's end (step
 # 16: 512 samples, 2 x 16 a step) stops the job (divergence_test.sh has the rest of that).
-expect "check-finite off" 3 30 \
+in_parallel expect "check-finite off" 3 30 \
   "error: the test loss is nan at step 16: training diverged; try a lower --lr \(now 0\.1\)" \
   -np 2 "${train[@]}" --steps 20 --check-finite off --test-nan-step 7
 
 # The timeline, for each backend, with several buckets (shm: whichever rank is idle averages).
-for backend in ring mpi shm; do
-  trace="$work/timeline-$backend.json"
-  shared=()
+timeline() {
+  local backend="$1" trace="$work/timeline-$1.json" shared=()
   if [ "$backend" = shm ]; then shared=(--shared); fi
   expect "timeline, $backend backend" 0 60 "timeline written to $trace" \
     -np 2 "${train[@]}" --steps 30 --backend "$backend" --fusion-threshold 256K \
@@ -154,9 +186,11 @@ for backend in ring mpi shm; do
       --layers fc1,relu1,fc2,relu2,fc3 --require-rank0 checkpoint "${shared[@]}"; then
       fail "timeline, $backend backend: the trace lacks events"
     fi
-done
-expect "timeline file not writable" 2 30 "error: .*$work/no/such/dir/t.json" \
+}
+for backend in ring mpi shm; do in_parallel timeline "$backend"; done
+in_parallel expect "timeline file not writable" 2 30 "error: .*$work/no/such/dir/t.json" \
   -np 2 "${train[@]}" --steps 5 --timeline "$work/no/such/dir/t.json"
+parallel_done
 
 if [ "$failures" -ne 0 ]; then
   echo "$failures case(s) failed"

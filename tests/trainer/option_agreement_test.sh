@@ -2,11 +2,14 @@
 # Ranks told different things stop at start, in seconds, with status 2 and one line naming the
 # rank and the option, instead of training until the first checkpoint and deadlocking there;
 # options allowed to differ per rank do not stop them. Also on 2 ranks: a --config folder is
-# refused, and a RINGTRAIN_* variable that names no option is warned about once.
+# refused, and a RINGTRAIN_* variable that names no option is warned about once. The cases run 3
+# at a time (tests/support/parallel_cases.sh): most of their time is mpirun's.
 #   option_agreement_test.sh RINGTRAIN MPIEXEC [MPIEXEC_FLAGS...]
 # shellcheck source=../../scripts/lib/args.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/args.sh"
 ringtrain_test_start checks
+# shellcheck source=../support/parallel_cases.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/parallel_cases.sh"
 bin="${1:?usage: option_agreement_test.sh RINGTRAIN MPIEXEC [FLAGS...]}"
 mpiexec="${2:?usage: option_agreement_test.sh RINGTRAIN MPIEXEC [FLAGS...]}"
 shift 2
@@ -38,40 +41,51 @@ ranks() {
   fi
 }
 
-ranks "--checkpoint-dir on rank 0 only" 2 \
-  "error: rank 1 has --checkpoint-dir \(not given\) but rank 0 has \(given\)" \
-  -- --checkpoint-dir "$work/only0" --
-if compgen -G "$work/only0/ckpt-*" >/dev/null; then
-  fail "  a checkpoint was written before the refusal" "$(ls -l "$work/only0")"
-else
-  ok "  and no checkpoint was written"
-fi
-ranks "--checkpoint-every 50 on rank 0, 100 on rank 1" 2 \
+checkpoint_dir_on_rank_0() {
+  ranks "--checkpoint-dir on rank 0 only" 2 \
+    "error: rank 1 has --checkpoint-dir \(not given\) but rank 0 has \(given\)" \
+    -- --checkpoint-dir "$work/only0" --
+  if compgen -G "$work/only0/ckpt-*" >/dev/null; then
+    fail "  a checkpoint was written before the refusal" "$(ls -l "$work/only0")"
+  else
+    ok "  and no checkpoint was written"
+  fi
+}
+in_parallel checkpoint_dir_on_rank_0
+in_parallel ranks "--checkpoint-every 50 on rank 0, 100 on rank 1" 2 \
   "error: rank 1 has --checkpoint-every 100 but rank 0 has 50" \
   -- --checkpoint-dir "$work/every" --checkpoint-every 50 -- --checkpoint-dir "$work/every" \
   --checkpoint-every 100
-ranks "--timeline on rank 1 only" 2 "error: rank 1 has --timeline \(given\) but rank 0 has \(not given\)" \
+in_parallel ranks "--timeline on rank 1 only" 2 "error: rank 1 has --timeline \(given\) but rank 0 has \(not given\)" \
   -- -- --timeline "$work/trace.json"
-ranks "--checkpoint-dir at another path on each rank" 0 "done: 40 steps" \
+in_parallel ranks "--checkpoint-dir at another path on each rank" 0 "done: 40 steps" \
   -- --checkpoint-dir "$work/a" -- --checkpoint-dir "$work/b"
-ranks "--log-level differs per rank" 0 "done: 40 steps" -- --log-level info -- --log-level warn
+in_parallel ranks "--log-level differs per rank" 0 "done: 40 steps" -- --log-level info -- --log-level warn
 
-started=$SECONDS
-output="$(timeout 60 "$mpiexec" "${flags[@]}" -np 2 "$bin" "${common[@]}" --config "$work" 2>&1)"
-status=$?
-if [ "$status" -eq 2 ] && grep -qF -- "--config $work: is a folder" <<<"$output" &&
-  [ $((SECONDS - started)) -le 30 ]; then
-  ok "--config FOLDER on 2 ranks: status 2, one line"
-else
-  fail "--config FOLDER on 2 ranks: status $status" "$output"
-fi
+config_folder() {
+  local started=$SECONDS output status
+  output="$(timeout 60 "$mpiexec" "${flags[@]}" -np 2 "$bin" "${common[@]}" --config "$work" 2>&1)"
+  status=$?
+  if [ "$status" -eq 2 ] && grep -qF -- "--config $work: is a folder" <<<"$output" &&
+    [ $((SECONDS - started)) -le 30 ]; then
+    ok "--config FOLDER on 2 ranks: status 2, one line"
+  else
+    fail "--config FOLDER on 2 ranks: status $status" "$output"
+  fi
+}
+in_parallel config_folder
 
-output="$(RINGTRAIN_BATCHSIZE=0 timeout 60 "$mpiexec" "${flags[@]}" -np 2 "$bin" "${common[@]}" 2>&1)"
-status=$?
-warnings="$(grep -c "RINGTRAIN_BATCHSIZE names no option of ringtrain train: ignored (did you mean RINGTRAIN_BATCH_SIZE, --batch-size?)" <<<"$output")"
-if [ "$status" -eq 0 ] && [ "$warnings" -eq 1 ]; then
-  ok "RINGTRAIN_BATCHSIZE on 2 ranks: warned about once, with the closest option"
-else
-  fail "RINGTRAIN_BATCHSIZE on 2 ranks: status $status, $warnings warning(s)" "$output"
-fi
+unknown_variable() {
+  local output status warnings
+  output="$(RINGTRAIN_BATCHSIZE=0 timeout 60 "$mpiexec" "${flags[@]}" -np 2 "$bin" "${common[@]}" 2>&1)"
+  status=$?
+  warnings="$(grep -c "RINGTRAIN_BATCHSIZE names no option of ringtrain train: ignored (did you mean RINGTRAIN_BATCH_SIZE, --batch-size?)" <<<"$output")"
+  if [ "$status" -eq 0 ] && [ "$warnings" -eq 1 ]; then
+    ok "RINGTRAIN_BATCHSIZE on 2 ranks: warned about once, with the closest option"
+  else
+    fail "RINGTRAIN_BATCHSIZE on 2 ranks: status $status, $warnings warning(s)" "$output"
+  fi
+}
+in_parallel unknown_variable
+parallel_done
 [ "$failures" -eq 0 ]
