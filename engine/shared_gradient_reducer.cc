@@ -230,7 +230,9 @@ void SharedGradientReducer::waitFor(Ready ready, Describe waitingFor) {
   bool warned = false;  // at half the timeout, once: the slow rank is named before the abort
   while (!ready()) {
     collectives::pauseOrYield(spins, spinLimit_);
-    if (options_.stallTimeoutSeconds <= 0 || spins % 256 != 0) continue;
+    // The clock every 256 spins, and after each yield: on a loaded machine 256 yields can take
+    // a second, which would move the warning past half the timeout.
+    if (options_.stallTimeoutSeconds <= 0 || (spins <= spinLimit_ && spins % 256 != 0)) continue;
     const double waited = static_cast<double>(steadyNowNs() - started) * 1e-9;
     if (waited <= options_.stallTimeoutSeconds / 2 ||
         (warned && waited <= options_.stallTimeoutSeconds)) {

@@ -24,7 +24,8 @@ for test in numpy_test.py torch_exactness_test.py torch_ddp_hook_test.py; do
   status=$?
   if [ "$status" -eq 77 ]; then
     echo "skip $test: $(grep -m1 SKIP <<<"$output")"
-  elif [ "$status" -eq 0 ] && [ "$(grep -c '^ok ' <<<"$output")" -ge 2 ]; then
+  # Counted with grep -o: mpirun may join two ranks' lines into one ("...ok rank 1/2: ...").
+  elif [ "$status" -eq 0 ] && [ "$(grep -oE 'ok (rank [0-9]+/2:|  )' <<<"$output" | wc -l)" -ge 2 ]; then
     ok "$test on 2 ranks through the installed package"
   else
     fail "$test through the installed package (status $status)" "$output"
