@@ -209,7 +209,10 @@ ringtrain_thread_sanitizer_checks() {
   tsan_check "$bin/resilience_unit_tests"
   tsan_check mpirun -np 2 --oversubscribe "$bin/engine_mpi_tests"
   tsan_check mpirun -np 3 --oversubscribe "$bin/engine_mpi_tests"
-  tsan_check mpirun -np 2 --oversubscribe "$bin/trainer_mpi_tests"
+  # Less the MNIST convergence runs (109 of its 145 s under ThreadSanitizer): they train the same
+  # threads as the exactness cases, only for longer.
+  tsan_check mpirun -np 2 --oversubscribe "$bin/trainer_mpi_tests" \
+    --gtest_filter='-WireFormats/MnistCompression.*'
   tsan_check mpirun -np 2 --oversubscribe "$bin/resume_mpi_tests"
   local backend
   for backend in shm ring; do
