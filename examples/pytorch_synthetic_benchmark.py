@@ -5,7 +5,8 @@ prints img/sec per rank and in total as "mean +-1.96 sigma", as Horovod's does.
     mpirun -np 2 python3 examples/pytorch_synthetic_benchmark.py --model resnet50
 
 --mode picks how the gradients are averaged: ringtrain's DistributedOptimizer (Horovod's way),
-DistributedDataParallel with ringtrain's communication hook, or DDP with gloo's all-reduce.
+DistributedDataParallel with ringtrain's communication hook, DDP with gloo's all-reduce, or not at
+all (local: each rank trains alone; with one rank, the reference that scaling is measured against).
 Models: examples/pytorch_models.py (resnet50 needs python3-torchvision).
 """
 import argparse
@@ -19,7 +20,7 @@ import torch.nn.functional as F
 import pytorch_models
 import ringtrain.torch as hvd
 
-MODES = ("optimizer", "ddp-hook", "ddp-gloo")
+MODES = ("optimizer", "ddp-hook", "ddp-gloo", "local")
 
 
 def positive(text):
@@ -40,7 +41,8 @@ def arguments():
                         help="gradients cross the wire in float16")
     parser.add_argument("--mode", default="optimizer", choices=MODES,
                         help="optimizer: hvd.DistributedOptimizer; ddp-hook: DDP with "
-                             "hvd.allreduce_hook; ddp-gloo: DDP with gloo's all-reduce")
+                             "hvd.allreduce_hook; ddp-gloo: DDP with gloo's all-reduce; local: "
+                             "no averaging")
     parser.add_argument("--image-size", type=positive, default=224,
                         help="resnet50: the side of its images (224 as in Horovod's)")
     parser.add_argument("--threads", type=positive, default=None,
@@ -50,6 +52,8 @@ def arguments():
 
 def distributed(model, optimizer, args):
     """The model and optimizer whose step() averages the gradients in args.mode's way."""
+    if args.mode == "local":
+        return model, optimizer
     if args.mode == "optimizer":
         compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
         optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
