@@ -40,6 +40,8 @@ struct GradientExchange::Impl final : api::Closable {
   int segmentOf(std::size_t parameter) const {
     return static_cast<int>(parameters.size() - 1 - parameter);
   }
+  // The registered parameter `parameter`, or Error naming `call`.
+  const Parameter& parameterOf(int parameter, const char* call) const;
   void checkAgreement() const;
   void build();
   void beginStepIfNeeded();
@@ -202,21 +204,41 @@ int GradientExchange::addParameter(const std::string& name, std::size_t count) {
   return static_cast<int>(impl_->parameters.size() - 1);
 }
 
-void GradientExchange::gradientReady(int parameter, float* gradient) {
-  Impl& impl = *impl_;
-  if (!impl.runtime) throw Error("ringtrain::GradientExchange::gradientReady after shutdown()");
-  if (parameter < 0 || static_cast<std::size_t>(parameter) >= impl.parameters.size()) {
-    throw Error("ringtrain::GradientExchange::gradientReady: no parameter " +
-                std::to_string(parameter) + " (" + std::to_string(impl.parameters.size()) +
+const GradientExchange::Impl::Parameter& GradientExchange::Impl::parameterOf(
+    int parameter, const char* call) const {
+  if (!runtime) {
+    throw Error(std::string("ringtrain::GradientExchange::") + call + " after shutdown()");
+  }
+  if (parameter < 0 || static_cast<std::size_t>(parameter) >= parameters.size()) {
+    throw Error(std::string("ringtrain::GradientExchange::") + call + ": no parameter " +
+                std::to_string(parameter) + " (" + std::to_string(parameters.size()) +
                 " registered)");
   }
-  impl.beginStepIfNeeded();
+  return parameters[static_cast<std::size_t>(parameter)];
+}
+
+float* GradientExchange::gradientBuffer(int parameter) {
+  Impl& impl = *impl_;
+  const Impl::Parameter& p = impl.parameterOf(parameter, "gradientBuffer");
+  if (!impl.exchange) impl.build();
+  return impl.buffers.gradients.data() + p.offset;
+}
+
+std::size_t GradientExchange::parameterSize(int parameter) const {
+  return impl_->parameterOf(parameter, "parameterSize").count;
+}
+
+void GradientExchange::gradientReady(int parameter, float* gradient) {
+  Impl& impl = *impl_;
+  impl.parameterOf(parameter, "gradientReady");
   Impl::Parameter& p = impl.parameters[static_cast<std::size_t>(parameter)];
+  impl.beginStepIfNeeded();
   if (p.ready) {
     throw Error("ringtrain::GradientExchange::gradientReady: parameter '" + p.name +
                 "' announced twice in one step (call wait() between steps)");
   }
-  std::memcpy(impl.buffers.gradients.data() + p.offset, gradient, p.count * sizeof(float));
+  float* slot = impl.buffers.gradients.data() + p.offset;
+  if (gradient != slot) std::memcpy(slot, gradient, p.count * sizeof(float));
   p.average = gradient;
   p.ready = true;
   impl.announceReadyRun();

@@ -2,6 +2,7 @@
 // addresses and element counts (ringtrain.torch passes tensors' data_ptr(), ringtrain's own
 // functions NumPy arrays, after checking them in Python). Every call that may wait for other
 // ranks releases the GIL, so that Python threads (and autograd's hooks) run meanwhile.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -98,6 +99,19 @@ void bindGradientExchange(py::module_& m) {
             e.gradientReady(parameter, static_cast<float*>(pointer(gradient)));
           },
           py::call_guard<py::gil_scoped_release>())
+      // A float32 NumPy array over the engine's place for the parameter's gradient; it keeps the
+      // exchange alive (the memory itself ends with shutdown()).
+      .def("gradient_buffer",
+           [](py::object self, int parameter) {
+             auto& exchange = self.cast<ringtrain::GradientExchange&>();
+             const auto count = static_cast<py::ssize_t>(exchange.parameterSize(parameter));
+             float* buffer = nullptr;
+             {
+               py::gil_scoped_release released;  // the first call is collective
+               buffer = exchange.gradientBuffer(parameter);
+             }
+             return py::array_t<float>(count, buffer, self);
+           })
       .def("wait", &ringtrain::GradientExchange::wait, py::call_guard<py::gil_scoped_release>())
       .def("parameter_count", &ringtrain::GradientExchange::parameterCount)
       .def("describe_buckets", &ringtrain::GradientExchange::describeBuckets);

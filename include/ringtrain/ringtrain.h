@@ -107,12 +107,21 @@ class GradientExchange {
   int addParameter(const std::string& name, std::size_t count);
   // `gradient` (float32, count elements) is final for this step: its bucket may go out now. The
   // average is written back into `gradient` by wait(); keep it alive and untouched until then.
+  // Copied into the engine's buffer, unless it is gradientBuffer(parameter) itself.
   void gradientReady(int parameter, float* gradient);
+  // The engine's own place for the parameter's gradient (its count of float32): a caller that
+  // computes the gradient there, and passes this address to gradientReady, saves a copy of it
+  // each step. Write it only between wait() and gradientReady(parameter). Valid until shutdown()
+  // or this exchange's end. The first call fixes the parameters and is collective, as the first
+  // gradientReady is.
+  float* gradientBuffer(int parameter);
   // Returns when every announced gradient holds the average over the ranks. A parameter not
   // announced this step counts as a zero gradient (its average is not written anywhere).
   void wait();
 
   int parameterCount() const;
+  // Not collective: the count addParameter gave the parameter.
+  std::size_t parameterSize(int parameter) const;
   // One line per bucket: which parameters travel together.
   std::string describeBuckets() const;
 

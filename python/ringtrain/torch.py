@@ -8,12 +8,15 @@
 
 DistributedOptimizer hooks each parameter's gradient: as backward finishes it, its bucket goes
 to the engine's communication thread, which averages while backward goes on; step() waits for
-the averages and then steps. CPU tensors only (the binding has no GPU path). A script that keeps
+the averages and then steps. From its first announcement on, a gradient lives in the engine's own
+buffer (p.grad is a view of it, which backward accumulates into while zero_grad() leaves it in
+place), so that it is not copied there each step; shutdown() gives each such p.grad back a copy. CPU tensors only (the binding has no GPU path). A script that keeps
 DistributedDataParallel calls init_process_group() and registers allreduce_hook instead.
 """
 import contextlib
 import queue
 import threading
+import weakref
 
 import torch
 
@@ -192,6 +195,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._rt_check_parameter(name, p)
                 self._rt_index[p] = self._rt_exchange.add_parameter(name, p.numel())
         self._rt_delay = {p: self._rt_passes for p in self._rt_index}
+        self._rt_views = {}  # parameter -> its gradient's place in the engine's buffer
+        _optimizers.add(self)
         self._rt_announced = set()
         self._rt_synchronized = False
         self._rt_skip = False
@@ -233,8 +238,23 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if grad.layout != torch.strided or not grad.is_contiguous():
             raise ValueError("ringtrain.torch.DistributedOptimizer: a gradient is sparse or "
                              "not contiguous")
-        self._rt_exchange.gradient_ready(self._rt_index[p], grad.data_ptr())
+        view = self._rt_views.get(p)
+        if view is None:
+            view = torch.from_numpy(self._rt_exchange.gradient_buffer(self._rt_index[p]))
+            view = self._rt_views[p] = view.view(p.shape)
+        if grad.data_ptr() != view.data_ptr():
+            # Copied once; then backward accumulates there (unless p.grad is set to None again).
+            view.copy_(grad)
+            p.grad = view
+        self._rt_exchange.gradient_ready(self._rt_index[p], view.data_ptr())
         self._rt_announced.add(p)
+
+    def _rt_release_views(self):
+        """Each p.grad that is a view of the engine's buffer becomes a copy (before shutdown)."""
+        for p, view in self._rt_views.items():
+            if p.grad is not None and p.grad.data_ptr() == view.data_ptr():
+                p.grad = p.grad.clone()
+        self._rt_views = {}
 
     def synchronize(self):
         """Waits for every gradient's average (gradients backward did not reach: at once)."""
@@ -260,6 +280,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self.synchronize()
         self._rt_synchronized = False
         return super(self.__class__, self).step(closure)
+
+
+_optimizers = weakref.WeakSet()  # every DistributedOptimizer, for shutdown()
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
@@ -329,6 +352,8 @@ def _stop_hook_worker():
 def shutdown():
     """Ends the job's use of ringtrain (Horovod's hvd.shutdown())."""
     _stop_hook_worker()
+    for optimizer in list(_optimizers):
+        optimizer._rt_release_views()
     _ringtrain.shutdown()
 
 

@@ -76,6 +76,38 @@ TEST_P(GradientExchangeTest, GradientsBecomeTheirAverageEveryStep) {
       << exchange.describeBuckets();
 }
 
+// Gradients computed in the engine's own buffer (gradientBuffer) need no copy and come back as
+// the average there, step after step; parameterSize gives each one's count.
+TEST_P(GradientExchangeTest, GradientsWrittenInTheEnginesBufferBecomeTheirAverage) {
+  ringtrain::GradientExchange exchange;
+  for (const auto& [name, count] : kParameters)
+    exchange.addParameter(name, count);
+  std::vector<float*> buffers;
+  for (std::size_t p = 0; p < kParameters.size(); ++p) {
+    ASSERT_EQ(exchange.parameterSize(static_cast<int>(p)), kParameters[p].second);
+    buffers.push_back(exchange.gradientBuffer(static_cast<int>(p)));
+  }
+  for (std::size_t p = 1; p < buffers.size(); ++p)
+    EXPECT_NE(buffers[p], buffers[p - 1]);
+  for (int step = 0; step < 3; ++step) {
+    for (std::size_t p = 0; p < kParameters.size(); ++p) {
+      for (std::size_t i = 0; i < kParameters[p].second; ++i)
+        buffers[p][i] = gradientOf(ringtrain::rank(), p, i, step);
+      exchange.gradientReady(static_cast<int>(p), buffers[p]);
+    }
+    exchange.wait();
+    for (std::size_t p = 0; p < kParameters.size(); ++p) {
+      EXPECT_EQ(exchange.gradientBuffer(static_cast<int>(p)), buffers[p]);
+      for (std::size_t i = 0; i < kParameters[p].second; ++i) {
+        ASSERT_EQ(buffers[p][i], averageOf(ringtrain::size(), p, i, step))
+            << kParameters[p].first << "[" << i << "] in step " << step;
+      }
+    }
+  }
+  EXPECT_THROW(exchange.gradientBuffer(static_cast<int>(kParameters.size())), ringtrain::Error);
+  EXPECT_THROW(exchange.parameterSize(-1), ringtrain::Error);
+}
+
 // ReduceOp::kSum: the sum over the ranks (small integers: exact in any order and in 16 bits).
 TEST_P(GradientExchangeTest, ReduceOpSumLeavesTheSum) {
   ringtrain::GradientExchange exchange(GetParam().compression, ringtrain::ReduceOp::kSum);

@@ -1,7 +1,9 @@
 """ringtrain.torch's calls under mpirun, every rank checking itself: DistributedOptimizer with
 op=rt.Sum leaves the sum of the ranks' gradients, to the bit (on 3 ranks values where 3 times the
 average is not the sum); allreduce's ops; allgather of tensors whose first dimension differs from
-rank to rank; bad use gets one clear error. Exits 77 (SKIP) without python3-torch."""
+rank to rank; bad use gets one clear error; DistributedOptimizer's gradients stay in the engine's
+buffer from step to step (p.grad keeps its storage), are averaged right when p.grad is set to None
+each step instead, and are copies after shutdown(). Exits 77 (SKIP) without python3-torch."""
 import sys
 
 try:
@@ -13,11 +15,14 @@ except ImportError:
 import ringtrain.torch as rt
 
 failures = 0
+where = "before init()"
 
 
 def check(condition, what):
     global failures
-    where = f"rank {rt.rank()}/{rt.size()}" if rt.is_initialized() else "before init()"
+    global where
+    if rt.is_initialized():
+        where = f"rank {rt.rank()}/{rt.size()}"  # kept for the checks after shutdown()
     print(f"{'ok  ' if condition else 'FAIL'} {where}: {what}", flush=True)
     failures += 0 if condition else 1
 
@@ -52,6 +57,33 @@ def check_sum():
     optimizer.step()
     check(torch.equal(weight.grad, torch.full((32,), 2.0 * rt.size())),
           "step() after Sum: the sum again")
+
+
+def check_gradient_views():
+    """After the first step p.grad is the engine's buffer, which zero_grad() and backward keep;
+    p.grad set to None each step (zero_grad(set_to_none=True)) still gets the average."""
+    weight = torch.nn.Parameter(torch.zeros(32))
+    optimizer = rt.DistributedOptimizer(torch.optim.SGD([weight], lr=0.0),
+                                        named_parameters=[("weight", weight)])
+    mean = sum(gradient_of(r, rt.size()).double() for r in range(rt.size())) / rt.size()
+    places = []
+    for step in range(3):
+        optimizer.zero_grad(set_to_none=False)
+        (weight * gradient_of(rt.rank(), rt.size())).sum().backward()
+        optimizer.step()
+        check(torch.allclose(weight.grad.double(), mean, rtol=1e-6, atol=0),
+              f"step {step}: the average in p.grad")
+        places.append(weight.grad.data_ptr())
+    check(places[1] == places[0] and places[2] == places[0],
+          "p.grad keeps the engine's buffer from step to step")
+    for step in range(2):
+        optimizer.zero_grad(set_to_none=True)
+        check(weight.grad is None, "zero_grad(set_to_none=True) leaves no gradient")
+        (weight * gradient_of(rt.rank(), rt.size())).sum().backward()
+        optimizer.step()
+        check(torch.allclose(weight.grad.double(), mean, rtol=1e-6, atol=0),
+              f"set_to_none step {step}: the average in p.grad")
+    return weight, mean
 
 
 def check_allreduce():
@@ -99,5 +131,9 @@ check_sum()
 check_allreduce()
 check_allgather()
 check_bad_use()
+viewed, viewed_mean = check_gradient_views()
 rt.shutdown()
+# The engine's buffers are gone (shared memory unmapped): p.grad must be a copy by now.
+check(torch.allclose(viewed.grad.double(), viewed_mean, rtol=1e-6, atol=0),
+      "after shutdown() p.grad still holds the last average")
 sys.exit(1 if failures else 0)
