@@ -10,8 +10,9 @@ DistributedOptimizer hooks each parameter's gradient: as backward finishes it, i
 to the engine's communication thread, which averages while backward goes on; step() waits for
 the averages and then steps. From its first announcement on, a gradient lives in the engine's own
 buffer (p.grad is a view of it, which backward accumulates into while zero_grad() leaves it in
-place), so that it is not copied there each step; shutdown() gives each such p.grad back a copy. CPU tensors only (the binding has no GPU path). A script that keeps
-DistributedDataParallel calls init_process_group() and registers allreduce_hook instead.
+place), so that it is not copied there each step; shutdown() gives each such p.grad back a copy.
+CPU tensors only (the binding has no GPU path). A script that keeps DistributedDataParallel calls
+init_process_group() and registers allreduce_hook instead.
 """
 import contextlib
 import queue
