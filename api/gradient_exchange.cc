@@ -40,8 +40,8 @@ struct GradientExchange::Impl final : api::Closable {
   int segmentOf(std::size_t parameter) const {
     return static_cast<int>(parameters.size() - 1 - parameter);
   }
-  // The registered parameter `parameter`, or Error naming `call`.
-  const Parameter& parameterOf(int parameter, const char* call) const;
+  // `parameter` as an index of `parameters`, or Error naming `call`.
+  std::size_t indexOf(int parameter, const char* call) const;
   void checkAgreement() const;
   void build();
   void beginStepIfNeeded();
@@ -204,8 +204,7 @@ int GradientExchange::addParameter(const std::string& name, std::size_t count) {
   return static_cast<int>(impl_->parameters.size() - 1);
 }
 
-const GradientExchange::Impl::Parameter& GradientExchange::Impl::parameterOf(
-    int parameter, const char* call) const {
+std::size_t GradientExchange::Impl::indexOf(int parameter, const char* call) const {
   if (!runtime) {
     throw Error(std::string("ringtrain::GradientExchange::") + call + " after shutdown()");
   }
@@ -214,24 +213,23 @@ const GradientExchange::Impl::Parameter& GradientExchange::Impl::parameterOf(
                 std::to_string(parameter) + " (" + std::to_string(parameters.size()) +
                 " registered)");
   }
-  return parameters[static_cast<std::size_t>(parameter)];
+  return static_cast<std::size_t>(parameter);
 }
 
 float* GradientExchange::gradientBuffer(int parameter) {
   Impl& impl = *impl_;
-  const Impl::Parameter& p = impl.parameterOf(parameter, "gradientBuffer");
+  const std::size_t i = impl.indexOf(parameter, "gradientBuffer");
   if (!impl.exchange) impl.build();
-  return impl.buffers.gradients.data() + p.offset;
+  return impl.buffers.gradients.data() + impl.parameters[i].offset;
 }
 
 std::size_t GradientExchange::parameterSize(int parameter) const {
-  return impl_->parameterOf(parameter, "parameterSize").count;
+  return impl_->parameters[impl_->indexOf(parameter, "parameterSize")].count;
 }
 
 void GradientExchange::gradientReady(int parameter, float* gradient) {
   Impl& impl = *impl_;
-  impl.parameterOf(parameter, "gradientReady");
-  Impl::Parameter& p = impl.parameters[static_cast<std::size_t>(parameter)];
+  Impl::Parameter& p = impl.parameters[impl.indexOf(parameter, "gradientReady")];
   impl.beginStepIfNeeded();
   if (p.ready) {
     throw Error("ringtrain::GradientExchange::gradientReady: parameter '" + p.name +
