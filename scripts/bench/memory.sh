@@ -109,7 +109,8 @@ P = V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
 if len(sys.argv) > 10:
     rank = int(sys.argv[10])
 else:
-    kept = 15 * C + 4 + (H * T if f == "pytorch" else 0)  # ringtrain recomputes the attention probabilities
+    # per position and layer; ringtrain recomputes the attention probabilities (H * T)
+    kept = 15 * C + 4 + (H * T if f == "pytorch" else 0)
     activations = 4 * B * T * (L * kept + 2 * V + 2 * (L + 4) * C)
     rank = (1.6 if f == "pytorch" else 1.0) * (16 * P + 4 * V * C + activations) + (300 << 20)
 if n > 1:
