@@ -74,8 +74,10 @@ checks = {
     "compute_ms": r["compute_ms"] == 30,
     "step p50 >= compute": r["step_ms"]["p50"] >= 30,
     "step p95 >= p50": r["step_ms"]["p95"] >= r["step_ms"]["p50"],
-    "steps/s": abs(r["steps_per_s"]["per_rank_mean"] - 1000 / r["step_ms"]["mean"])
-               < 0.2 * r["steps_per_s"]["per_rank_mean"],
+    # The mean of the chunks' rates is at least the rate of the mean step (Jensen; a chunk's
+    # time is its steps' plus the loop's), and no chunk beats the compute every step sleeps.
+    "steps/s": 0.95 * 1000 / r["step_ms"]["mean"] <= r["steps_per_s"]["per_rank_mean"]
+               <= 1000 / 30,
     "samples/s": math.isclose(r["samples_per_s"]["per_rank_mean"],
                               32 * r["steps_per_s"]["per_rank_mean"])
                  and math.isclose(r["samples_per_s"]["total"],
@@ -98,6 +100,8 @@ else:
                                 and r["bound"]["fraction_of_bound"] <= 1)
 bad = [name for name, good in checks.items() if not good]
 print(("FAIL JSON: " + ", ".join(bad)) if bad else "ok   JSON fields and values")
+if bad:
+    print(json.dumps(r, indent=1))
 sys.exit(1 if bad else 0)
 PY
 done
