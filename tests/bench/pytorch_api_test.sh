@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/bench/pytorch_api.sh on one short round of the tiny MLP: a table row and a JSON entry
 # per way (ddp-gloo, ddp-hook, optimizer), each with its samples per second and its ratios to
-# ddp-gloo and to twice the one rank's, and the one rank's row; then bad options (exit status 2). No speed is judged: benchmarks are not
+# ddp-gloo, to twice the one rank's and to 2 ranks alone's; the one rank's and 2 alone's rows and
+# the ceiling line; then bad options (exit status 2). No speed is judged: benchmarks are not
 # timed tests. SKIP (77) without python3-torch (the script would install it).
 #   pytorch_api_test.sh PYTORCH_API_SH BUILD_DIR PYTHON
 # shellcheck source=../../scripts/lib/args.sh
@@ -27,6 +28,10 @@ for way in ddp-gloo ddp-hook optimizer; do
 done
 grep -qE "^ *tiny-mlp +8 +one rank +[0-9.]+ \([0-9.]+-[0-9.]+\)$" "$work/s.out" &&
   ok "row tiny-mlp one rank" || fail "no row tiny-mlp one rank" "$(cat "$work/s.out")"
+grep -qE "^ *tiny-mlp +8 +2 alone +[0-9.]+ \([0-9.]+-[0-9.]+\) +[0-9.]+ \(.*\) +[0-9.]+ \(" "$work/s.out" &&
+  ok "row tiny-mlp 2 alone" || fail "no row tiny-mlp 2 alone" "$(cat "$work/s.out")"
+grep -qE "^ceiling \(2 alone over ddp-gloo, .*\): tiny-mlp [0-9.]+$" "$work/s.out" &&
+  ok "the ceiling line" || fail "no ceiling line" "$(cat "$work/s.out")"
 grep -q "^malloc: fixed$" "$work/s.out" && ok "the malloc line" || fail "no malloc line" "$(cat "$work/s.out")"
 grep -q "^goal (mlp-28m at least 1.3, every model at least 1.0): " "$work/s.out" &&
   ok "the goal line" || fail "no goal line" "$(cat "$work/s.out")"
@@ -38,13 +43,15 @@ assert [m["model"] for m in s["models"]] == ["tiny-mlp"], s
 for m in s["models"]:
     assert set(m["ways"]) == {"ddp-gloo", "ddp-hook", "optimizer"}, m
     gloo = m["ways"]["ddp-gloo"]["samples_per_s"][0]
-    alone = m["one_rank_samples_per_s"]
-    assert len(alone) == 1 and alone[0] > 0, m
+    alone, two = m["one_rank_samples_per_s"], m["two_alone_samples_per_s"]
+    assert len(alone) == 1 and alone[0] > 0 and len(two) == 1 and two[0] > 0, m
+    assert abs(m["ceiling_over_ddp_gloo"][0] - two[0] / gloo) < 1e-9, m
     for way in m["ways"].values():
         assert len(way["samples_per_s"]) == 1 and way["samples_per_s"][0] > 0, way
         assert abs(way["ratio_to_ddp_gloo"][0] - way["samples_per_s"][0] / gloo) < 1e-9, way
         bound = way["samples_per_s"][0] / (2 * alone[0])
         assert abs(way["ratio_to_twice_one_rank"][0] - bound) < 1e-9, way
+        assert abs(way["ratio_to_two_alone"][0] - way["samples_per_s"][0] / two[0]) < 1e-9, way
 PY
 
 for bad in "--rounds 0" "--rounds x" "--batches -1" "--models tiny-mlp,nosuch" "--no-such-option 1" "--json" "--malloc nosuch"; do
