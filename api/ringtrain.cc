@@ -90,10 +90,11 @@ void startRuntime(api::Runtime& runtime, const Options& options) {
   runtime.backend = api::engineBackend(resolved.backend, runtime.sharedNode);
   runtime.backendChosen = resolved.backend == Backend::kAuto;
   runtime.exchangeOptions = api::engineOptions(resolved);
+  collectives::CommunicatorOptions control = engine::controlOptions(runtime.exchangeOptions);
+  control.mpiAgreement = true;  // every backend compares the facade's calls (ringtrain.h)
   runtime.control = api::translated([&] {
     return collectives::makeCommunicator(engine::controlBackend(runtime.backend),
-                                         runtime.environment->world(),
-                                         engine::controlOptions(runtime.exchangeOptions));
+                                         runtime.environment->world(), control);
   });
   if (resolved.stallTimeoutSeconds > 0) {
     runtime.watchdog.emplace(runtime.environment->world(), resolved.stallTimeoutSeconds);

@@ -183,8 +183,9 @@ std::string joinNames(std::span<const Backend> backends) {
   return names;
 }
 
-CommunicatorOptions withoutTestFault(CommunicatorOptions options) {
+CommunicatorOptions innerOptions(CommunicatorOptions options) {
   options.test.stallRank = -1;
+  options.mpiAgreement = false;
   return options;
 }
 

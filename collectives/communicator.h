@@ -77,15 +77,19 @@ struct CommunicatorOptions {
   // Wait for messages by testing and yielding the processor instead of spinning: for a
   // communication thread that shares its core with the computation (see request_wait.h).
   bool yieldWhileWaiting = false;
+  // Mpi backend: compare every call's signature first (one all-reduce of 16 bytes), so that
+  // ranks that disagree get CollectiveMismatchError instead of MPI's undefined behaviour. The
+  // other host backends always compare, inside their first exchange.
+  bool mpiAgreement = false;
   // Tuned backend: the tuning table allreduce_perf --autotune wrote (allreduce_tuning.h); empty:
   // the built-in table.
   std::string tuningFile;
   CommunicatorTestHooks test;
 };
 
-// The options of a communicator that runs inside another one's collectives: the test fault
-// belongs to the outer one's numbering alone.
-CommunicatorOptions withoutTestFault(CommunicatorOptions options);
+// The options of a communicator that runs inside another one's collectives: the test fault and
+// the agreement belong to the outer one's calls alone.
+CommunicatorOptions innerOptions(CommunicatorOptions options);
 
 // Elements [begin, end) of a buffer.
 struct ElementRange {

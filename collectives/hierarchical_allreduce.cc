@@ -10,8 +10,7 @@ HierarchicalAllreduce::HierarchicalAllreduce(const NodeTopology& topology,
                                              const CommunicatorOptions& options)
     : topology_(topology), intraNode_(intraNode), worldSize_(worldSize) {
   for (const auto& [slice, comm] : topology.carriedSlices()) {
-    crossNode_.emplace_back(slice,
-                            std::make_unique<MpiCommunicator>(comm, withoutTestFault(options)));
+    crossNode_.emplace_back(slice, std::make_unique<MpiCommunicator>(comm, innerOptions(options)));
   }
 }
 

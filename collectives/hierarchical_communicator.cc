@@ -23,7 +23,7 @@ HierarchicalCommunicator::HierarchicalCommunicator(MPI_Comm comm,
       topology_(this->comm(), options.test.ranksPerNode),
       intraNode_(makeIntraNode(topology_.nodeComm(), options)),
       allreduce_(topology_, *intraNode_, size(), options),
-      mpi_(comm, withoutTestFault(options)) {}
+      mpi_(comm, innerOptions(options)) {}
 
 void HierarchicalCommunicator::allreduceImpl(const void* send, void* recv, std::size_t count,
                                              DataType type, ReduceOp op) {

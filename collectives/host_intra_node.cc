@@ -8,7 +8,7 @@ HostIntraNode::HostIntraNode(MPI_Comm nodeComm, const CommunicatorOptions& optio
     : pipeline_(nodeComm, sharedMemoryChunking(options),
                 options.yieldWhileWaiting ? WaitMode::kYield : WaitMode::kSpin),
       allreduce_(pipeline_),
-      mpi_(nodeComm, withoutTestFault(options)) {}
+      mpi_(nodeComm, innerOptions(options)) {}
 
 RingLayout HostIntraNode::ringLayout(const SliceLayout& layout) {
   return {layout.count, layout.stride};

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <vector>
 
+#include "collectives/call_signature.h"
 #include "collectives/mpi_check.h"
 #include "collectives/reduce_kernels.h"
 
@@ -96,8 +98,24 @@ MPI_Op MpiCommunicator::mpiOp(DataType type, ReduceOp op) const {
   return opIndex == 1 ? MPI_MIN : opIndex == 2 ? MPI_MAX : MPI_SUM;
 }
 
+void MpiCommunicator::agree(CollectiveKind kind, std::size_t count, DataType type, int op,
+                            int root) {
+  if (!options().mpiAgreement) return;
+  const CallSignature mine = makeSignature(collectiveCount(), kind, count, type, op, root);
+  const std::uint64_t token = agreementToken(mine);
+  // The smallest token and the complement of the largest: equal tokens everywhere iff they meet.
+  std::uint64_t bounds[2] = {token, ~token};
+  RINGTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bounds, 2, MPI_UINT64_T, MPI_MIN, comm()));
+  if (bounds[0] == ~bounds[1]) return;
+  std::vector<CallSignature> all(static_cast<std::size_t>(size()));
+  RINGTRAIN_MPI_CHECK(MPI_Allgather(&mine, sizeof(CallSignature), MPI_BYTE, all.data(),
+                                    sizeof(CallSignature), MPI_BYTE, comm()));
+  throw CollectiveMismatchError(disagreementMessage(all));
+}
+
 void MpiCommunicator::allreduceImpl(const void* send, void* recv, std::size_t count, DataType type,
                                     ReduceOp op) {
+  agree(CollectiveKind::kAllreduce, count, type, static_cast<int>(op));
   const std::size_t elementSize = sizeOf(type);
   const MPI_Datatype datatype = mpiType(type);
   const MPI_Op mpiReduction = mpiOp(type, op);
@@ -118,6 +136,7 @@ void MpiCommunicator::allreduceImpl(const void* send, void* recv, std::size_t co
 }
 
 void MpiCommunicator::broadcastImpl(void* buffer, std::size_t count, DataType type, int root) {
+  agree(CollectiveKind::kBroadcast, count, type, -1, root);
   const std::size_t elementSize = sizeOf(type);
   for (std::size_t begin = 0; begin < count; begin += kMaxElementsPerCall) {
     const std::size_t n = std::min(kMaxElementsPerCall, count - begin);
@@ -129,6 +148,7 @@ void MpiCommunicator::broadcastImpl(void* buffer, std::size_t count, DataType ty
 
 void MpiCommunicator::allgatherImpl(const void* send, void* recv, std::size_t countPerRank,
                                     DataType type) {
+  agree(CollectiveKind::kAllgather, countPerRank, type);
   if (countPerRank > static_cast<std::size_t>(INT_MAX)) {
     throw std::length_error("all-gather: the mpi backend takes at most 2^31-1 elements per rank");
   }
@@ -141,6 +161,7 @@ void MpiCommunicator::allgatherImpl(const void* send, void* recv, std::size_t co
 }
 
 void MpiCommunicator::barrierImpl() {
+  agree(CollectiveKind::kBarrier, 0, DataType::kFloat32);
   RINGTRAIN_MPI_CHECK(MPI_Barrier(comm()));
 }
 

@@ -30,6 +30,9 @@ class MpiCommunicator final : public Communicator {
   // Runs a blocking collective, or its non-blocking twin followed by a polite wait.
   template <class Blocking, class NonBlocking>
   void run(Blocking blocking, NonBlocking nonBlocking);
+  // With CommunicatorOptions::mpiAgreement: returns if every rank calls what this one does,
+  // else throws CollectiveMismatchError naming the first rank that differs from rank 0.
+  void agree(CollectiveKind kind, std::size_t count, DataType type, int op = -1, int root = -1);
   MPI_Datatype mpiType(DataType type) const;
   MPI_Op mpiOp(DataType type, ReduceOp op) const;
 

@@ -28,9 +28,9 @@ TunedCommunicator::TunedCommunicator(MPI_Comm comm, const CommunicatorOptions& o
       pipeline_(this->comm(), ringChunking(this->comm(), options), waitMode()),
       ring_(pipeline_),
       allgather_(pipeline_),
-      mpi_(comm, withoutTestFault(options)) {
+      mpi_(comm, innerOptions(options)) {
   if (table_.uses(AllreduceAlgorithm::kHierarchical))
-    hierarchical_ = std::make_unique<Hierarchical>(this->comm(), withoutTestFault(options), size());
+    hierarchical_ = std::make_unique<Hierarchical>(this->comm(), innerOptions(options), size());
 }
 
 TunedCommunicator::~TunedCommunicator() = default;

@@ -154,26 +154,64 @@ TEST(Api, AllgatherPlacesEachRanksBlock) {
   });
 }
 
-TEST(Api, MismatchedAllreduceSizesNameBothRanksOnEveryRank) {
-  withStarted(optionsFor(ringtrain::Backend::kRing), [] {
+// Ranks that disagree on a call get one Error on every rank, naming both calls, on every host
+// backend (the mpi backend compares first, the others inside their first exchange); the
+// communicator is still usable after it.
+class ApiMismatchTest : public ::testing::TestWithParam<ringtrain::Backend> {};
+
+// Runs `call` on every rank, expecting an Error that contains every one of `parts`.
+template <class Call>
+void expectDisagreement(Call call, const std::vector<std::string>& parts) {
+  try {
+    call();
+    ADD_FAILURE() << "the ranks' calls did not disagree";
+  } catch (const ringtrain::Error& e) {
+    const std::string message = e.what();
+    for (const std::string& part : parts)
+      EXPECT_NE(message.find(part), std::string::npos) << message;
+  }
+  float one = 1;
+  ringtrain::allreduce(&one, 1, DataType::kFloat32, ReduceOp::kSum);
+  EXPECT_EQ(one, static_cast<float>(ringtrain::size()));
+}
+
+TEST_P(ApiMismatchTest, AllreduceSizesNameBothRanksOnEveryRank) {
+  withStarted(optionsFor(GetParam()), [] {
     if (ringtrain::size() < 2) GTEST_SKIP() << "needs two ranks";
     std::vector<float> data(ringtrain::rank() == 1 ? 12 : 10, 1.0f);
-    try {
-      ringtrain::allreduce(data.data(), data.size(), DataType::kFloat32);
-      ADD_FAILURE() << "ranks with 10 and 12 elements did not disagree";
-    } catch (const ringtrain::Error& e) {
-      const std::string message = e.what();
-      EXPECT_NE(message.find("rank 0 calls all-reduce #"), std::string::npos) << message;
-      EXPECT_NE(message.find("of 10 float32"), std::string::npos) << message;
-      EXPECT_NE(message.find("rank 1 calls all-reduce #"), std::string::npos) << message;
-      EXPECT_NE(message.find("of 12 float32"), std::string::npos) << message;
-    }
-    // The communicator is still usable.
-    float one = 1;
-    ringtrain::allreduce(&one, 1, DataType::kFloat32, ReduceOp::kSum);
-    EXPECT_EQ(one, static_cast<float>(ringtrain::size()));
+    expectDisagreement([&] { ringtrain::allreduce(data.data(), data.size(), DataType::kFloat32); },
+                       {"rank 0 calls all-reduce #", "of 10 float32", "rank 1 calls all-reduce #",
+                        "of 12 float32"});
   });
 }
+
+TEST_P(ApiMismatchTest, DifferentCollectivesNameBothRanksOnEveryRank) {
+  withStarted(optionsFor(GetParam()), [] {
+    if (ringtrain::size() < 2) GTEST_SKIP() << "needs two ranks";
+    std::vector<float> data(10, 1.0f);
+    expectDisagreement(
+        [&] {
+          if (ringtrain::rank() == 1) {
+            ringtrain::broadcast(data.data(), data.size(), DataType::kFloat32, 0);
+          } else {
+            ringtrain::allreduce(data.data(), data.size(), DataType::kFloat32);
+          }
+        },
+        {"rank 0 calls all-reduce #", "rank 1 calls broadcast #"});
+  });
+}
+
+std::string backendName(const ::testing::TestParamInfo<ringtrain::Backend>& info) {
+  constexpr const char* kNames[] = {"auto", "mpi", "ring", "tuned", "hierarchical", "shm"};
+  return kNames[static_cast<int>(info.param)];
+}
+
+INSTANTIATE_TEST_SUITE_P(HostBackends, ApiMismatchTest,
+                         ::testing::Values(ringtrain::Backend::kMpi, ringtrain::Backend::kRing,
+                                           ringtrain::Backend::kTuned,
+                                           ringtrain::Backend::kHierarchical,
+                                           ringtrain::Backend::kShm),
+                         backendName);
 
 TEST(Api, BadEnvironmentVariableIsNamed) {
   ASSERT_EQ(setenv("RINGTRAIN_COMPRESSION", "fp8", 1), 0);

@@ -1,5 +1,6 @@
 """ringtrain's Python module under mpirun, every rank checking itself: NumPy all-reduce and
-broadcast, the gradient exchange on NumPy buffers, and bad use as one clear error."""
+broadcast, the gradient exchange on NumPy buffers, and bad use as one clear error.
+    numpy_test.py [BACKEND]   (default ring)"""
 import sys
 
 import numpy as np
@@ -20,7 +21,8 @@ try:
 except ringtrain.Error as e:
     check(str(e) == "ringtrain.allreduce_ called before ringtrain.init()", f"message: {e}")
 
-ringtrain.init(backend="ring", overlap=True)
+backend = sys.argv[1] if len(sys.argv) > 1 else "ring"
+ringtrain.init(backend=backend, overlap=True)
 r, n = ringtrain.rank(), ringtrain.size()
 for dtype in (np.float32, np.float64, np.float16, np.int32, np.int64):
     a = np.arange(10, dtype=dtype) * (r + 1)
@@ -65,5 +67,6 @@ ringtrain.shutdown()
 for f in failures:
     print(f"FAIL rank {r}/{n}: {f}", flush=True)
 if not failures:
-    print(f"ok rank {r}/{n}: numpy collectives, gradient exchange, bad use", flush=True)
+    print(f"ok rank {r}/{n}: numpy collectives, gradient exchange, bad use ({backend})",
+          flush=True)
 sys.exit(1 if failures else 0)
