@@ -92,6 +92,9 @@ void startRuntime(api::Runtime& runtime, const Options& options) {
   runtime.exchangeOptions = api::engineOptions(resolved);
   collectives::CommunicatorOptions control = engine::controlOptions(runtime.exchangeOptions);
   control.mpiAgreement = true;  // every backend compares the facade's calls (ringtrain.h)
+  // A call may run beside the caller's computation (the DDP hook's thread while backward runs):
+  // waiting yields the core instead of spinning on it.
+  control.yieldWhileWaiting = true;
   runtime.control = api::translated([&] {
     return collectives::makeCommunicator(engine::controlBackend(runtime.backend),
                                          runtime.environment->world(), control);
