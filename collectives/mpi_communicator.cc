@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
-#include <vector>
 
 #include "collectives/call_signature.h"
 #include "collectives/mpi_check.h"
+#include "collectives/recursive_doubling.h"
 #include "collectives/reduce_kernels.h"
 
 namespace ringtrain::collectives {
@@ -106,11 +106,7 @@ void MpiCommunicator::agree(CollectiveKind kind, std::size_t count, DataType typ
   // The smallest token and the complement of the largest: equal tokens everywhere iff they meet.
   std::uint64_t bounds[2] = {token, ~token};
   RINGTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bounds, 2, MPI_UINT64_T, MPI_MIN, comm()));
-  if (bounds[0] == ~bounds[1]) return;
-  std::vector<CallSignature> all(static_cast<std::size_t>(size()));
-  RINGTRAIN_MPI_CHECK(MPI_Allgather(&mine, sizeof(CallSignature), MPI_BYTE, all.data(),
-                                    sizeof(CallSignature), MPI_BYTE, comm()));
-  throw CollectiveMismatchError(disagreementMessage(all));
+  if (bounds[0] != ~bounds[1]) throwDisagreement(mine, comm());
 }
 
 void MpiCommunicator::allreduceImpl(const void* send, void* recv, std::size_t count, DataType type,

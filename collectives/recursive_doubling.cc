@@ -117,7 +117,7 @@ void RecursiveDoubling::exchange(const CallSignature& signature, DataType type, 
     }
   }
 
-  if (token_ == kDisagreement) throwDisagreement(signature);
+  if (token_ == kDisagreement) throwDisagreement(signature, comm_);
 }
 
 void RecursiveDoubling::postReceives(int peer) {
@@ -231,10 +231,12 @@ void RecursiveDoubling::swapWith(int peer, bool peerIsLower, bool send, DataType
   reduceArrays(type, op, lower, higher, mine_.data(), count);
 }
 
-void RecursiveDoubling::throwDisagreement(const CallSignature& mine) {
-  std::vector<CallSignature> all(static_cast<std::size_t>(size_));
+void throwDisagreement(const CallSignature& mine, MPI_Comm comm) {
+  int size = 0;
+  RINGTRAIN_MPI_CHECK(MPI_Comm_size(comm, &size));
+  std::vector<CallSignature> all(static_cast<std::size_t>(size));
   RINGTRAIN_MPI_CHECK(MPI_Allgather(&mine, sizeof(CallSignature), MPI_BYTE, all.data(),
-                                    sizeof(CallSignature), MPI_BYTE, comm_));
+                                    sizeof(CallSignature), MPI_BYTE, comm));
   throw CollectiveMismatchError(disagreementMessage(all));
 }
 

@@ -61,7 +61,6 @@ class RecursiveDoubling {
   void receivePiece(int peer, std::size_t piece, MPI_Status* status);
   void cancelSurplusReceives(std::size_t from);
   void swapWith(int peer, bool peerIsLower, bool send, DataType type, ReduceOp op);
-  [[noreturn]] void throwDisagreement(const CallSignature& mine);
 
   MPI_Comm comm_;
   int rank_ = 0;
@@ -84,5 +83,9 @@ class RecursiveDoubling {
 // CollectiveMismatchError instead of waiting for it; then it throws std::invalid_argument(problem).
 void agreeUnlessRefused(RecursiveDoubling& agreement, CallSignature signature,
                         const std::string& problem);
+
+// Once the ranks of `comm` know they disagree: gathers every rank's signature (collective) and
+// throws CollectiveMismatchError naming rank 0's call and the first that differs.
+[[noreturn]] void throwDisagreement(const CallSignature& mine, MPI_Comm comm);
 
 }  // namespace ringtrain::collectives
