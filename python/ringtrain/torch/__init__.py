@@ -1,0 +1,32 @@
+"""Horovod's PyTorch API on ringtrain's engine: a Horovod script changes only its import.
+
+    import ringtrain.torch as rt
+    rt.init()
+    rt.broadcast_parameters(model.state_dict(), root_rank=0)
+    opt = rt.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+    rt.broadcast_optimizer_state(opt, root_rank=0)
+
+The collectives (mpi_ops) are matched across ranks by name, as Horovod's are. DistributedOptimizer
+(optimizer) hooks each parameter's gradient: as backward finishes it, its bucket goes to the
+engine's communication thread, which averages while backward goes on; step() waits for the
+averages and then steps. CPU tensors only (the binding has no GPU path). A script that keeps
+DistributedDataParallel calls init_process_group() and registers allreduce_hook instead (ddp).
+"""
+import ringtrain as _ringtrain
+
+from .compression import Compression  # noqa: F401
+from .ddp import _stop_hook_worker, allreduce_hook, init_process_group  # noqa: F401
+from .functions import (allgather_object, broadcast_object, broadcast_optimizer_state,  # noqa: F401
+                        broadcast_parameters)
+from .mpi_ops import *  # noqa: F401,F403
+from .mpi_ops import Error  # noqa: F401
+from .optimizer import DistributedOptimizer, _optimizers  # noqa: F401
+from .sync_batch_norm import SyncBatchNorm  # noqa: F401
+
+
+def shutdown():
+    """Ends the job's use of ringtrain (Horovod's hvd.shutdown())."""
+    _stop_hook_worker()
+    for optimizer in list(_optimizers):
+        optimizer._rt_release_views()
+    _ringtrain.shutdown()
