@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 
+#include "api/named_operations.h"
 #include "api/runtime.h"
 #include "collectives/data_type.h"
 
@@ -19,6 +20,7 @@ void shutdownRuntime(std::optional<api::Runtime>& runtime) {
   if (runtime->watchdog && runtime->control) runtime->watchdog->unwatch(*runtime->control);
   runtime->watchdog.reset();
   runtime->control.reset();
+  runtime->operations.reset();
   runtime.reset();  // the environment last: it finalises MPI if start() initialised it
 }
 
@@ -46,8 +48,11 @@ collectives::DataType internal(DataType type) {
       return collectives::DataType::kInt32;
     case DataType::kInt64:
       return collectives::DataType::kInt64;
+    default:
+      break;
   }
-  throw Error("ringtrain: unknown DataType " + std::to_string(static_cast<int>(type)));
+  throw Error("ringtrain: the plain collectives take float and 32/64-bit integer types; submit() "
+              "takes the others");
 }
 
 collectives::ReduceOp internal(ReduceOp op) {
@@ -60,8 +65,11 @@ collectives::ReduceOp internal(ReduceOp op) {
       return collectives::ReduceOp::kMin;
     case ReduceOp::kMax:
       return collectives::ReduceOp::kMax;
+    default:
+      break;
   }
-  throw Error("ringtrain: unknown ReduceOp " + std::to_string(static_cast<int>(op)));
+  throw Error("ringtrain: the plain all-reduce takes sum, average, min and max; submit() takes "
+              "the product");
 }
 
 // MPI as the caller left it, or initialised here with the thread level the engine needs: its
@@ -103,6 +111,7 @@ void startRuntime(api::Runtime& runtime, const Options& options) {
     runtime.watchdog.emplace(runtime.environment->world(), resolved.stallTimeoutSeconds);
     runtime.watchdog->watch(*runtime.control, "control");
   }
+  runtime.operations = std::make_shared<api::NamedOperations>(runtime, resolved.stallTimeoutSeconds);
 }
 
 }  // namespace
@@ -177,6 +186,34 @@ void allgather(const void* send, void* recv, std::size_t countPerRank, DataType 
 void barrier() {
   collectives::Communicator& comm = *api::startedRuntime("barrier").control;
   api::translated([&] { comm.barrier(); });
+}
+
+std::int64_t submit(const Operation& operation) {
+  return api::startedRuntime("submit").operations->submit(operation);
+}
+
+bool poll(std::int64_t handle) {
+  return api::startedRuntime("poll").operations->poll(handle);
+}
+
+OperationResult wait(std::int64_t handle) {
+  return api::startedRuntime("wait").operations->wait(handle);
+}
+
+int addProcessSet(const std::vector<int>& ranks) {
+  return api::startedRuntime("addProcessSet").operations->addProcessSet(ranks);
+}
+
+void removeProcessSet(int id) {
+  api::startedRuntime("removeProcessSet").operations->removeProcessSet(id);
+}
+
+std::vector<int> processSetRanks(int id) {
+  return api::startedRuntime("processSetRanks").operations->processSetRanks(id);
+}
+
+std::vector<int> processSetIds() {
+  return api::startedRuntime("processSetIds").operations->processSetIds();
 }
 
 }  // namespace ringtrain

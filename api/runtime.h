@@ -15,6 +15,8 @@
 
 namespace ringtrain::api {
 
+class NamedOperations;
+
 // Something start() made that shutdown() must close before MPI goes: an open GradientExchange.
 class Closable {
  public:
@@ -31,6 +33,7 @@ struct Runtime {
   std::unique_ptr<collectives::Communicator> control;  // allreduce, broadcast, allgather
   std::optional<collectives::StallWatchdog> watchdog;
   std::vector<Closable*> open;
+  std::shared_ptr<NamedOperations> operations;  // submit()'s thread, started by start()
 };
 
 // The runtime of a started job; throws Error "ringtrain::<call> called before ringtrain::start()"

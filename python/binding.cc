@@ -45,12 +45,25 @@ void bindEnums(py::module_& m) {
       .value("float16", ringtrain::DataType::kFloat16)
       .value("bfloat16", ringtrain::DataType::kBFloat16)
       .value("int32", ringtrain::DataType::kInt32)
-      .value("int64", ringtrain::DataType::kInt64);
+      .value("int64", ringtrain::DataType::kInt64)
+      .value("uint8", ringtrain::DataType::kUInt8)
+      .value("int8", ringtrain::DataType::kInt8)
+      .value("int16", ringtrain::DataType::kInt16)
+      .value("bool", ringtrain::DataType::kBool);
   py::enum_<ringtrain::ReduceOp>(m, "ReduceOp")
       .value("sum", ringtrain::ReduceOp::kSum)
       .value("average", ringtrain::ReduceOp::kAverage)
       .value("min", ringtrain::ReduceOp::kMin)
-      .value("max", ringtrain::ReduceOp::kMax);
+      .value("max", ringtrain::ReduceOp::kMax)
+      .value("product", ringtrain::ReduceOp::kProduct);
+  py::enum_<ringtrain::OperationKind>(m, "OperationKind")
+      .value("allreduce", ringtrain::OperationKind::kAllreduce)
+      .value("allgather", ringtrain::OperationKind::kAllgather)
+      .value("broadcast", ringtrain::OperationKind::kBroadcast)
+      .value("alltoall", ringtrain::OperationKind::kAlltoall)
+      .value("reducescatter", ringtrain::OperationKind::kReducescatter)
+      .value("barrier", ringtrain::OperationKind::kBarrier)
+      .value("join", ringtrain::OperationKind::kJoin);
   py::enum_<ringtrain::Backend>(m, "Backend")
       .value("auto", ringtrain::Backend::kAuto)
       .value("mpi", ringtrain::Backend::kMpi)
@@ -87,6 +100,48 @@ void bindCollectives(py::module_& m) {
   m.def("barrier", &ringtrain::barrier, released);
 }
 
+// A finished operation's result: (shape, a uint8 NumPy array over its bytes, which owns them,
+// received splits, the last rank to join).
+py::tuple resultTuple(ringtrain::OperationResult result) {
+  auto* data = new std::vector<unsigned char>(std::move(result.data));
+  py::capsule owner(data, [](void* p) { delete static_cast<std::vector<unsigned char>*>(p); });
+  py::array_t<unsigned char> bytes(static_cast<py::ssize_t>(data->size()), data->data(), owner);
+  return py::make_tuple(result.shape, bytes, result.receivedSplits, result.lastJoined);
+}
+
+void bindNamedOperations(py::module_& m) {
+  m.def(
+      "submit",
+      [](ringtrain::OperationKind kind, const std::string& name, ringtrain::DataType type,
+         std::vector<std::int64_t> shape, Address input, Address output, ringtrain::ReduceOp op,
+         double prescale, double postscale, int root, std::vector<std::int64_t> splits,
+         int processSet) {
+        ringtrain::Operation o;
+        o.kind = kind, o.name = name, o.type = type, o.shape = std::move(shape);
+        o.input = pointer(input), o.output = pointer(output), o.op = op;
+        o.prescale = prescale, o.postscale = postscale, o.root = root;
+        o.splits = std::move(splits), o.processSet = processSet;
+        return ringtrain::submit(o);
+      },
+      py::arg("kind"), py::arg("name"), py::arg("type"), py::arg("shape"), py::arg("input"),
+      py::arg("output"), py::arg("op"), py::arg("prescale"), py::arg("postscale"),
+      py::arg("root"), py::arg("splits"), py::arg("process_set"));
+  m.def("poll", &ringtrain::poll);
+  m.def("wait", [](std::int64_t handle) {
+    ringtrain::OperationResult result;
+    {
+      const py::gil_scoped_release released;
+      result = ringtrain::wait(handle);
+    }
+    return resultTuple(std::move(result));
+  });
+  m.def("add_process_set", &ringtrain::addProcessSet, py::call_guard<py::gil_scoped_release>());
+  m.def("remove_process_set", &ringtrain::removeProcessSet,
+        py::call_guard<py::gil_scoped_release>());
+  m.def("process_set_ranks", &ringtrain::processSetRanks);
+  m.def("process_set_ids", &ringtrain::processSetIds);
+}
+
 void bindGradientExchange(py::module_& m) {
   py::class_<ringtrain::GradientExchange>(m, "GradientExchange")
       .def(py::init<>())
@@ -121,7 +176,9 @@ void bindGradientExchange(py::module_& m) {
 
 PYBIND11_MODULE(_ringtrain, m) {
   m.doc() = "ringtrain's engine: collectives and the bucketed gradient exchange (docs/api.md)";
+  // pybind11 tries the last registered translator first: the derived type after its base.
   py::register_exception<ringtrain::Error>(m, "Error", PyExc_RuntimeError);
+  py::register_exception<ringtrain::InvalidArgument>(m, "InvalidArgument", PyExc_ValueError);
   bindEnums(m);
   m.def(
       "start",
@@ -145,4 +202,5 @@ PYBIND11_MODULE(_ringtrain, m) {
   m.def("local_size", &ringtrain::localSize);
   bindCollectives(m);
   bindGradientExchange(m);
+  bindNamedOperations(m);
 }

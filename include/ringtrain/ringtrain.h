@@ -24,9 +24,11 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace ringtrain {
 
@@ -35,10 +37,19 @@ class Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+// A bad argument of one call on one rank (a name already in flight, bad splits or root): thrown
+// at once by that call, on that rank only; nothing was sent.
+class InvalidArgument : public Error {
+ public:
+  using Error::Error;
+};
 
-enum class DataType { kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64 };
-// kAverage: the sum divided by size() (integers truncate toward zero).
-enum class ReduceOp { kSum, kAverage, kMin, kMax };
+// kBool holds one byte per element, 0 or 1.
+enum class DataType { kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUInt8, kInt8,
+                      kInt16, kBool };
+// kAverage: the sum divided by size() (integers truncate toward zero). On kBool, kSum and kMax
+// are "or", kMin and kProduct "and".
+enum class ReduceOp { kSum, kAverage, kMin, kMax, kProduct };
 
 // How gradients are averaged (`ringtrain train --backend`). kAuto, as `train` has it: kShm where
 // several ranks all share one node (kTuned for an exchange that compresses: kShm has no wire),
@@ -83,6 +94,52 @@ void broadcast(void* data, std::size_t count, DataType type, int root);
 // recv holds size() * countPerRank elements; rank r's block lands at r * countPerRank.
 void allgather(const void* send, void* recv, std::size_t countPerRank, DataType type);
 void barrier();
+
+// Named operations, Horovod's model: each rank submits an operation under a name and goes on; a
+// thread of the engine matches the ranks' submissions by name (they may come in any order),
+// checks that they agree, runs each once every rank of its process set has submitted it (the
+// all-reduces ready together fused into one), and completes the handles. Ranks that disagree (type,
+// shape, op, root) get an Error from wait() on every rank. An operation that some ranks never
+// submit ends the job after the stall time-out, naming them.
+enum class OperationKind { kAllreduce, kAllgather, kBroadcast, kAlltoall, kReducescatter,
+                           kBarrier, kJoin };
+
+struct Operation {
+  OperationKind kind = OperationKind::kAllreduce;
+  std::string name;  // unique among this rank's operations in flight
+  DataType type = DataType::kFloat32;
+  std::vector<std::int64_t> shape;  // the input's, row-major; rows are dimension 0
+  const void* input = nullptr;      // kept alive and unchanged until wait() returns
+  // kAllreduce and kBroadcast: shape's elements (may be input). The others leave their result in
+  // OperationResult.
+  void* output = nullptr;
+  ReduceOp op = ReduceOp::kAverage;   // kAllreduce, kReducescatter
+  double prescale = 1, postscale = 1;  // kAllreduce, kReducescatter: each input, and the result
+  int root = 0;                        // kBroadcast: a rank (of the world) in the process set
+  std::vector<std::int64_t> splits;    // kAlltoall: rows to each rank of the set (empty: equal)
+  int processSet = 0;                  // 0: every rank; others from addProcessSet
+};
+
+struct OperationResult {
+  std::vector<std::int64_t> shape;  // kAllgather, kAlltoall, kReducescatter: the result's
+  std::vector<unsigned char> data;  // ... and its elements
+  std::vector<std::int64_t> receivedSplits;  // kAlltoall: rows from each rank of the set
+  int lastJoined = -1;                       // kJoin: the rank that joined last
+};
+
+// Not collective. Throws InvalidArgument for a bad argument, Error before start().
+std::int64_t submit(const Operation& operation);
+// Not collective: whether wait() would return at once.
+bool poll(std::int64_t handle);
+// The operation's result, once it is done; throws Error if it failed. The handle is then spent.
+OperationResult wait(std::int64_t handle);
+// Collective over every rank: a process set of `ranks` (sorted, distinct, of the world) and its
+// id. Operations of a set run on its ranks alone.
+int addProcessSet(const std::vector<int>& ranks);
+// Collective over every rank; no operation of the set may be in flight.
+void removeProcessSet(int id);
+std::vector<int> processSetRanks(int id);  // not collective; Error for an unknown id
+std::vector<int> processSetIds();          // not collective; 0 first
 
 // Averages (or sums) the gradients of the caller's parameters over the ranks, bucket by bucket,
 // while backward still computes the earlier layers' gradients (the engine's buckets:

@@ -4,7 +4,9 @@ import threading
 
 import torch
 
-from .mpi_ops import Average, Error, _buffer, allreduce_, broadcast_, local_size, rank, size
+from ringtrain import _ringtrain as _ext
+
+from .mpi_ops import Average, Error, _TYPES, _checked, broadcast_, local_size, rank, size
 
 
 class _HookWorker:
@@ -24,7 +26,8 @@ class _HookWorker:
                 return
             tensor, future = item
             try:
-                allreduce_(tensor, op=Average)
+                _ext.allreduce_address(tensor.data_ptr(), tensor.numel(), _TYPES[tensor.dtype],
+                                       Average)
             except BaseException as error:  # noqa: B902 - handed to DDP's wait
                 future.set_exception(error)
             else:
@@ -49,7 +52,7 @@ def allreduce_hook(state, bucket):
     while the bucket travels, and returns the future DDP waits for."""
     global _hook_worker
     if _hook_worker is None:
-        _buffer(bucket.buffer(), "allreduce_hook")  # a call before init() fails here, at once
+        _checked(bucket.buffer(), "allreduce_hook")  # a call before init() fails here, at once
         _hook_worker = _HookWorker()
     return _hook_worker.submit(bucket.buffer())
 
