@@ -176,9 +176,18 @@ void bindGradientExchange(py::module_& m) {
 
 PYBIND11_MODULE(_ringtrain, m) {
   m.doc() = "ringtrain's engine: collectives and the bucketed gradient exchange (docs/api.md)";
-  // pybind11 tries the last registered translator first: the derived type after its base.
-  py::register_exception<ringtrain::Error>(m, "Error", PyExc_RuntimeError);
-  py::register_exception<ringtrain::InvalidArgument>(m, "InvalidArgument", PyExc_ValueError);
+  // One translator, so that the derived type is tried before its base.
+  static py::exception<ringtrain::Error> error(m, "Error", PyExc_RuntimeError);
+  static py::exception<ringtrain::InvalidArgument> invalid(m, "InvalidArgument", PyExc_ValueError);
+  py::register_exception_translator([](std::exception_ptr thrown) {
+    try {
+      if (thrown) std::rethrow_exception(thrown);
+    } catch (const ringtrain::InvalidArgument& e) {
+      invalid(e.what());
+    } catch (const ringtrain::Error& e) {
+      error(e.what());
+    }
+  });
   bindEnums(m);
   m.def(
       "start",
