@@ -14,7 +14,11 @@ namespace ringtrain::api {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+// How long a cycle waits for a submission: a rank with nothing in flight has nothing to wait
+// for; one with operations in flight waits for the other ranks' submissions, which arrive in
+// their cycles, so it comes back soon.
 constexpr auto kIdleCycle = std::chrono::milliseconds(1);
+constexpr auto kBusyCycle = std::chrono::microseconds(50);
 
 }  // namespace
 
@@ -360,7 +364,8 @@ bool NamedOperations::cycle() {
   bool stopping = false;
   {
     std::unique_lock lock(mutex_);
-    changed_.wait_for(lock, kIdleCycle, [&] { return !outbox_.empty(); });
+    changed_.wait_for(lock, inFlight_.empty() ? std::chrono::microseconds(kIdleCycle) : kBusyCycle,
+                      [&] { return !outbox_.empty(); });
     mine.swap(outbox_);
     stopping = stopping_;
   }

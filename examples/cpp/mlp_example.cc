@@ -113,7 +113,13 @@ int main(int argc, char** argv) {
       exchange.gradientReady(gb1, l1.gb.data());
       exchange.gradientReady(gw1, l1.gw.data());
       exchange.wait();
-      ringtrain::allreduce(&loss, 1, ringtrain::DataType::kFloat32, ringtrain::ReduceOp::kSum);
+      // A named operation (Horovod's model): matched across ranks by its name.
+      ringtrain::Operation lossSum;
+      lossSum.name = "loss";
+      lossSum.shape = {1};
+      lossSum.input = lossSum.output = &loss;
+      lossSum.op = ringtrain::ReduceOp::kSum;
+      ringtrain::wait(ringtrain::submit(lossSum));
       loss /= kSamples;
       if (step == 0) firstLoss = loss;
       if (step == steps) break;  // the last pass only measures

@@ -107,17 +107,17 @@ def check_allgather():
           "allgather of one row each")
     if n > 1:
         odd = torch.zeros((2, 3 if me == n - 1 else 2))
-        check(raises(ValueError, f"rank {n - 1}'s tensor is [*, 3] where rank 0's is [*, 2]",
-                     lambda: rt.allgather(odd)),
+        check(raises(RuntimeError, f"rank 0 has allgather of float32 [2, 2] where rank {n - 1} "
+                     "has allgather of float32 [2, 3]", lambda: rt.allgather(odd)),
               "allgather of [*, 3] beside [*, 2] names both ranks")
 
 
 def check_bad_use():
-    check(raises(ValueError, "dense and contiguous", lambda: rt.allreduce_(torch.zeros(4, 4).t())),
+    check(raises(ValueError, "contiguous", lambda: rt.allreduce_(torch.zeros(4, 4).t())),
           "a transposed tensor is refused")
-    check(raises(TypeError, "dtype torch.uint8 is not supported",
-                 lambda: rt.allreduce_(torch.zeros(3, dtype=torch.uint8))),
-          "uint8 is refused")
+    check(raises(TypeError, "dtype torch.complex64 is not supported",
+                 lambda: rt.allreduce_(torch.zeros(3, dtype=torch.complex64))),
+          "complex64 is refused")
     check(raises(ValueError, "op must be Average or Sum",
                  lambda: rt.DistributedOptimizer(torch.optim.SGD([torch.nn.Parameter(
                      torch.zeros(1))], lr=1.0), op=rt.Max)),
