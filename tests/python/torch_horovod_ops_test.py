@@ -108,6 +108,11 @@ def check_kinds(r, n):
           "reduce-scatter of 2n+1 rows: the first ranks one row more")
     hvd.barrier()
     check(True, "barrier returns")
+    torch.manual_seed(r)
+    sparse = (torch.rand(17, 4) * (torch.rand(17, 4) > 0.8)).to_sparse()
+    got = hvd.sparse_allreduce_async(sparse, name="sparse", op=hvd.Average)()
+    check(torch.allclose(got.to_dense(), hvd.allreduce(sparse.to_dense()), rtol=1e-6),
+          "sparse all-reduce (indices and values gathered) equals the dense average")
 
 
 def check_types_and_ops(r, n):

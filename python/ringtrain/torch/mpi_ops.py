@@ -329,8 +329,23 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
 
 
 def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
-    raise NotImplementedError("ringtrain.torch.sparse_allreduce_async: sparse tensors are not "
-                              "supported (use sparse_as_dense=True)")
+    """A sparse tensor's all-reduce as Horovod does it: every rank's indices and values are
+    all-gathered (duplicates left uncoalesced, so they add up when used). Returns a function
+    that waits and returns the sparse result."""
+    op = _op_of(op, None, "sparse_allreduce_async")
+    if op not in (Average, Sum):
+        raise ValueError("ringtrain.torch.sparse_allreduce_async: op must be Average or Sum")
+    indices = allgather_async(tensor._indices().t().contiguous(), f"{name}.indices", process_set)
+    values = allgather_async(tensor._values(), f"{name}.values", process_set)
+
+    def result():
+        gathered_values = synchronize(values)
+        gathered_indices = synchronize(indices)
+        if op == Average:
+            gathered_values = gathered_values / len(_ext.process_set_ranks(
+                process_set.process_set_id))
+        return torch.sparse_coo_tensor(gathered_indices.t(), gathered_values, tensor.size())
+    return result
 
 
 # ---- all-gather ----
