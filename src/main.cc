@@ -41,7 +41,7 @@
 #include "src/trainer/model_memory.h"
 #include "src/trainer/run_report.h"
 #include "src/trainer/sigterm_handler.h"
-#include "src/trainer/timeline.h"
+#include "engine/timeline.h"
 #include "src/trainer/trainer.h"
 
 namespace ringtrain {
@@ -147,7 +147,7 @@ std::optional<TrainConfig> settledConfig(int argc, char** argv, collectives::Mpi
 // is in use, or a file that cannot be opened, ends the job on every rank.
 struct RunServices {
   std::optional<storage::CheckpointFolderLock> checkpointLock;
-  std::optional<Timeline> timeline;
+  std::optional<engine::Timeline> timeline;
   std::optional<storage::TrainingLog> trainingLog;
   std::optional<SigtermHandler> sigterm;
 };

@@ -68,7 +68,7 @@ void broadcastStartDecision(collectives::Communicator& comm, StartDecision& deci
 }
 
 CheckpointPolicy::CheckpointPolicy(const TrainConfig& config, const TrainingReporter& reporter,
-                                   Timeline* timeline)
+                                   engine::Timeline* timeline)
     : config_(config), reporter_(reporter), timeline_(timeline) {}
 
 bool CheckpointPolicy::dueAfter(std::int64_t done, bool epochEnded,

@@ -17,7 +17,7 @@
 #include "src/storage/checkpoint.h"
 #include "src/trainer/config.h"
 #include "src/trainer/optimizer.h"
-#include "src/trainer/timeline.h"
+#include "engine/timeline.h"
 #include "src/trainer/training_checkpoint.h"
 #include "src/trainer/training_reporter.h"
 
@@ -43,7 +43,7 @@ struct SavedCheckpoint {
 class CheckpointPolicy {
  public:
   // `config` is the trainer's and outlives this, as does `reporter`; `timeline` may be null.
-  CheckpointPolicy(const TrainConfig& config, const TrainingReporter& reporter, Timeline* timeline);
+  CheckpointPolicy(const TrainConfig& config, const TrainingReporter& reporter, engine::Timeline* timeline);
 
   bool writes() const { return !config_.checkpointDir.empty(); }  // the same on every rank
   // Whether a checkpoint falls due after step `done` (`epochEnded`: an epoch ended in it).
@@ -78,7 +78,7 @@ class CheckpointPolicy {
 
   const TrainConfig& config_;
   const TrainingReporter& reporter_;
-  Timeline* timeline_;
+  engine::Timeline* timeline_;
   // Rank 0's writer of --checkpoint-dir, made at the first checkpoint; it prunes only its own.
   std::optional<storage::CheckpointWriter> writer_;
   bool keptOthersLogged_ = false;  // the checkpoints --keep leaves alone are named once

@@ -9,7 +9,7 @@ namespace ringtrain {
 
 PeriodicEvaluation::PeriodicEvaluation(const BatchSource& test, collectives::Communicator& control,
                                        BatchEvaluator evaluate, std::int64_t evalSamples,
-                                       std::int64_t evalEvery, Timeline* timeline)
+                                       std::int64_t evalEvery, engine::Timeline* timeline)
     : test_(test),
       control_(control),
       evaluate_(std::move(evaluate)),

@@ -9,7 +9,7 @@
 #include "models/model.h"
 #include "src/trainer/batch_source.h"
 #include "src/trainer/evaluation.h"
-#include "src/trainer/timeline.h"
+#include "engine/timeline.h"
 
 namespace ringtrain {
 
@@ -18,7 +18,7 @@ class PeriodicEvaluation {
   // `evaluate` runs one chunk on the model that trains; `timeline` may be null.
   PeriodicEvaluation(const BatchSource& test, collectives::Communicator& control,
                      BatchEvaluator evaluate, std::int64_t evalSamples, std::int64_t evalEvery,
-                     Timeline* timeline);
+                     engine::Timeline* timeline);
 
   // Whether an evaluation falls due after step `done` (`epochEnded`: an epoch ended in it).
   bool dueAfter(std::int64_t done, bool epochEnded, std::int64_t plannedSteps) const;
@@ -32,7 +32,7 @@ class PeriodicEvaluation {
   BatchEvaluator evaluate_;
   std::int64_t evalSamples_;  // 0: all
   std::int64_t evalEvery_;    // 0: at epoch ends and the end only
-  Timeline* timeline_;
+  engine::Timeline* timeline_;
 };
 
 }  // namespace ringtrain

@@ -10,13 +10,13 @@
 
 #include "engine/gradient_exchange.h"
 #include "models/model.h"
-#include "src/trainer/timeline.h"
+#include "engine/timeline.h"
 
 namespace ringtrain {
 
 class StepTrace {
  public:
-  explicit StepTrace(Timeline* timeline) : timeline_(timeline) {}
+  explicit StepTrace(engine::Timeline* timeline) : timeline_(timeline) {}
 
   // Names the spans of `model`'s layers and of `buckets`, and has the model tell this trace when
   // each layer's forward and backward begin and end (the trace must outlive the model's use).
@@ -29,7 +29,7 @@ class StepTrace {
  private:
   void layerEvent(int layer, models::LayerPhase phase, bool begins);
 
-  Timeline* timeline_;
+  engine::Timeline* timeline_;
   std::vector<std::string> layerSpanNames_;  // "forward fc1", "backward fc1", ...
   std::vector<std::int64_t> layerStarts_;
   std::vector<std::string> optimizerSpanNames_;  // per bucket

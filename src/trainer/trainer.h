@@ -48,7 +48,7 @@
 #include "src/trainer/periodic_evaluation.h"
 #include "src/trainer/step_trace.h"
 #include "src/trainer/stop_agreement.h"
-#include "src/trainer/timeline.h"
+#include "engine/timeline.h"
 #include "src/trainer/training_checkpoint.h"
 #include "src/trainer/training_reporter.h"
 
@@ -69,7 +69,7 @@ struct TrainerEnvironment {
   MPI_Comm comm = MPI_COMM_WORLD;
   bool log = true;  // rank 0 prints progress
   collectives::StallWatchdog* watchdog = nullptr;
-  Timeline* timeline = nullptr;
+  engine::Timeline* timeline = nullptr;
   // Called on every rank with what all ranks must agree on, before the first collective whose
   // shape depends on it (the weights' broadcast); it ends the job on a disagreement.
   std::function<void(const ConsistencyItems&)> checkConsistency;

@@ -1,4 +1,4 @@
-#include "src/trainer/timeline.h"
+#include "engine/timeline.h"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 
 #include "collectives/mpi_check.h"
 
-namespace ringtrain {
+namespace ringtrain::engine {
 namespace {
 
 std::string jsonEscape(std::string_view text) {
@@ -157,4 +157,4 @@ void Timeline::finish() {
                          "warning: could not write the timeline " + path_);
 }
 
-}  // namespace ringtrain
+}  // namespace ringtrain::engine

@@ -21,7 +21,7 @@
 
 #include "base/trace_sink.h"
 
-namespace ringtrain {
+namespace ringtrain::engine {
 
 class Timeline final : public TraceSink {
  public:
@@ -70,4 +70,4 @@ class Timeline final : public TraceSink {
   std::thread writer_;
 };
 
-}  // namespace ringtrain
+}  // namespace ringtrain::engine
