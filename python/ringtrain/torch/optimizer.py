@@ -1,108 +1,173 @@
-"""Horovod's DistributedOptimizer on the engine's bucketed gradient exchange."""
+"""Horovod's DistributedOptimizer on the engine's bucketed gradient exchange.
+
+Each float32 CPU parameter of the optimizer is registered with an _ext.GradientExchange; a hook
+on its gradient accumulator counts backward passes and, after backward_passes_per_step of them,
+announces the gradient, whose bucket then travels while backward goes on. The gradient lives in
+the engine's buffer (p.grad is a view of it) so that no copy is made from step to step. Other
+parameters (float64, float16, ...) are averaged with the plain all-reduce in synchronize().
+"""
+import collections
 import contextlib
+import warnings
 import weakref
 
 import torch
 
 from ringtrain import _ringtrain as _ext
 
-from .compression import Compression
-from .mpi_ops import Average, Sum
+from . import mpi_ops
+from .compression import Compression, _compressor
+from .mpi_ops import Average, Sum, allreduce_, size
+
+_WHERE = "ringtrain.torch.DistributedOptimizer"
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
     """Mixed into the wrapped optimizer's own class by DistributedOptimizer (as Horovod does)."""
 
-    def __init__(self, params, named_parameters, compression, backward_passes_per_step, op):
+    def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
+                 gradient_predivide_factor, sparse_as_dense):
         super(self.__class__, self).__init__(params)
-        everything = [p for group in self.param_groups for p in group["params"]]
-        if named_parameters is None:
-            named = [(f"parameter.{i}", p) for i, p in enumerate(everything)]
-        else:
-            named = list(named_parameters)
-        self._rt_check_names(named, everything)
-        if op not in (Average, Sum):
-            raise ValueError("ringtrain.torch.DistributedOptimizer: op must be Average or Sum")
+        named = _named_parameters(named_parameters, self.param_groups)
+        self._rt_compressor = compression
+        self._rt_op = op
         self._rt_passes = backward_passes_per_step
-        self._rt_exchange = _ext.GradientExchange(compression, op)
-        self._rt_index = {}
+        self._rt_predivide = gradient_predivide_factor
+        self._rt_sparse_as_dense = sparse_as_dense
+        self._rt_exchange = _ext.GradientExchange(compression.engine, op)
+        self._rt_names = dict((p, name) for name, p in named)
+        self._rt_index = {}   # float32 CPU parameter -> its index in the exchange
         # Backward finishes the last layers first: registered in reverse, so that the first
         # buckets are ready first (the engine waits for them in this order).
         for name, p in reversed(named):
-            if p.requires_grad:
-                self._rt_check_parameter(name, p)
+            if p.requires_grad and _on_engine(name, p):
                 self._rt_index[p] = self._rt_exchange.add_parameter(name, p.numel())
-        self._rt_delay = {p: self._rt_passes for p in self._rt_index}
-        self._rt_views = {}  # parameter -> its gradient's place in the engine's buffer
+        # The rest go through allreduce_ in synchronize(), in the optimizer's order.
+        self._rt_others = [p for _, p in named if p not in self._rt_index]
+        # parameter -> its gradient's place in the engine's buffer. Made here, since the first
+        # gradient_buffer() is collective: in backward, ranks whose branches reach different
+        # parameters would make it at different points among their other collectives.
+        self._rt_views = {p: torch.from_numpy(self._rt_exchange.gradient_buffer(i)).view(p.shape)
+                          for p, i in self._rt_index.items()}
         _optimizers.add(self)
-        self._rt_announced = set()
+        self._rt_reset_step()
         self._rt_synchronized = False
         self._rt_skip = False
         self._rt_accumulators = []
-        for p in self._rt_index:
-            # The gradient accumulator's hook runs once p.grad holds this pass's gradient.
-            accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
-            accumulator.register_hook(self._rt_hook(p))
-            self._rt_accumulators.append(accumulator)
+        for _, p in named:
+            if p.requires_grad:
+                # The accumulator's pre-hook runs before this pass's gradient is added to
+                # p.grad, its hook after: the first refuses an extra pass, the second counts it.
+                accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
+                accumulator.register_prehook(self._rt_check_pass(p))
+                accumulator.register_hook(self._rt_count_pass(p))
+                self._rt_accumulators.append(accumulator)
 
-    @staticmethod
-    def _rt_check_names(named, everything):
-        names = [name for name, _ in named]
-        if len(set(names)) != len(names):
-            raise ValueError("ringtrain.torch.DistributedOptimizer: named_parameters has "
-                             "duplicate names")
-        known = {id(p) for _, p in named}
-        missing = [i for i, p in enumerate(everything) if id(p) not in known]
-        if missing:
-            raise ValueError("ringtrain.torch.DistributedOptimizer: named_parameters lacks "
-                             f"{len(missing)} of the optimizer's parameters")
+    def _rt_reset_step(self):
+        self._rt_delay = {p: self._rt_passes for p in self._rt_names}
+        self._rt_counted = set()    # parameters whose hook ran since the last synchronize()
+        self._rt_announced = set()  # parameters given to the exchange this step
+        self._rt_sparse = set()     # parameters whose sparse gradient was made dense
 
-    @staticmethod
-    def _rt_check_parameter(name, p):
-        if p.device.type != "cpu" or p.dtype != torch.float32:
-            raise TypeError(f"ringtrain.torch.DistributedOptimizer: parameter {name} is "
-                            f"{p.dtype} on {p.device}; the engine averages float32 CPU "
-                            "gradients")
+    def _rt_check_pass(self, p):
+        def prehook(*_):
+            if self._rt_delay[p] <= 0:
+                raise AssertionError(
+                    f"{_WHERE}: parameter {self._rt_names[p]} got more gradients than "
+                    f"backward_passes_per_step={self._rt_passes} before step(): call "
+                    "optimizer.synchronize() or optimizer.step() after each backward (or raise "
+                    "backward_passes_per_step to accumulate gradients locally)")
+        return prehook
 
-    def _rt_hook(self, p):
+    def _rt_count_pass(self, p):
         def hook(*_):
             self._rt_delay[p] -= 1
-            if self._rt_delay[p] == 0:
+            self._rt_counted.add(p)
+            self._rt_synchronized = False
+            if self._rt_delay[p] == 0 and p in self._rt_index:
                 self._rt_announce(p)
         return hook
 
+    def _rt_dense_gradient(self, p):
+        """p.grad, made dense if it is sparse and sparse_as_dense allows; one clear error else."""
+        if p.grad is not None and p.grad.is_sparse:
+            if not self._rt_sparse_as_dense:
+                raise ValueError(f"{_WHERE}: parameter {self._rt_names[p]} has a sparse "
+                                 "gradient (nn.Embedding(sparse=True)?): the engine averages "
+                                 "dense gradients only; pass sparse_as_dense=True")
+            self._rt_sparse.add(p)
+            return p.grad.to_dense()
+        return p.grad
+
     def _rt_announce(self, p):
-        grad = p.grad
-        if grad.layout != torch.strided or not grad.is_contiguous():
-            raise ValueError("ringtrain.torch.DistributedOptimizer: a gradient is sparse or "
-                             "not contiguous")
-        view = self._rt_views.get(p)
-        if view is None:
-            view = torch.from_numpy(self._rt_exchange.gradient_buffer(self._rt_index[p]))
-            view = self._rt_views[p] = view.view(p.shape)
-        if grad.data_ptr() != view.data_ptr():
+        """p's gradient (zero if it has none) goes to the exchange, from the engine's buffer."""
+        grad = self._rt_dense_gradient(p)
+        view = self._rt_views[p]
+        if grad is None:
+            view.zero_()
+            p.grad = view
+        elif grad.data_ptr() != view.data_ptr():
             # Copied once; then backward accumulates there (unless p.grad is set to None again).
             view.copy_(grad)
-            p.grad = view
+            if p not in self._rt_sparse:
+                p.grad = view
+        if self._rt_predivide != 1.0:
+            view.mul_(1.0 / self._rt_predivide)
         self._rt_exchange.gradient_ready(self._rt_index[p], view.data_ptr())
         self._rt_announced.add(p)
 
     def _rt_release_views(self):
         """Each p.grad that is a view of the engine's buffer becomes a copy (before shutdown)."""
         for p, view in self._rt_views.items():
-            if p.grad is not None and p.grad.data_ptr() == view.data_ptr():
+            grad = p.grad
+            if grad is not None and not grad.is_sparse and grad.data_ptr() == view.data_ptr():
                 p.grad = p.grad.clone()
         self._rt_views = {}
 
+    def _rt_takes_part(self, p):
+        """Whether p's gradient is averaged this step. The same on every rank when the script
+        sets requires_grad the same way everywhere, whatever gradients backward reached here.
+        Size 1: a parameter without a gradient keeps none (Horovod does not hook at size 1)."""
+        if p in self._rt_counted:
+            return True
+        return p.requires_grad and (p.grad is not None or size() > 1)
+
     def synchronize(self):
-        """Waits for every gradient's average (gradients backward did not reach: at once)."""
-        for p in self._rt_index:
-            if p not in self._rt_announced and p.grad is not None:
-                self._rt_announce(p)
-        self._rt_exchange.wait()
-        self._rt_announced = set()
-        self._rt_delay = {p: self._rt_passes for p in self._rt_index}
+        """Waits for every gradient's average. A parameter backward did not reach on this rank
+        (another rank's branch, fewer passes than backward_passes_per_step) is announced now,
+        with a zero gradient if it has none, so that every rank steps every parameter alike."""
+        if self._rt_index:
+            for p in self._rt_index:
+                if p not in self._rt_announced and self._rt_takes_part(p):
+                    self._rt_announce(p)
+            self._rt_exchange.wait()
+            for p in self._rt_announced:
+                if self._rt_predivide != 1.0:
+                    self._rt_views[p].mul_(self._rt_predivide)
+                if p in self._rt_sparse:
+                    p.grad = self._rt_views[p].to_sparse()
+        for p in self._rt_others:
+            if self._rt_takes_part(p):
+                self._rt_allreduce(p)
+        self._rt_reset_step()
         self._rt_synchronized = True
+
+    def _rt_allreduce(self, p):
+        """p's gradient averaged with the plain all-reduce (parameters off the engine's path)."""
+        grad = self._rt_dense_gradient(p)
+        if grad is None:
+            grad = p.grad = torch.zeros_like(p)
+        if self._rt_predivide != 1.0:
+            grad = grad / self._rt_predivide
+        wire, ctx = self._rt_compressor.compress(grad.contiguous())
+        allreduce_(wire, name=self._rt_names[p], op=self._rt_op)
+        average = self._rt_compressor.decompress(wire, ctx)
+        if self._rt_predivide != 1.0:
+            average = average * self._rt_predivide
+        if p in self._rt_sparse:
+            p.grad = average.to_sparse()
+        else:
+            p.grad.copy_(average)
 
     @contextlib.contextmanager
     def skip_synchronize(self):
@@ -115,19 +180,118 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def step(self, closure=None):
         if not self._rt_skip:
-            self.synchronize()
+            if self._rt_synchronized:
+                # Averaged already (and perhaps clipped since): not averaged again.
+                warnings.warn(f"{_WHERE}: optimizer.step() called without "
+                              "optimizer.skip_synchronize() context after "
+                              "optimizer.synchronize(); use `with optimizer.skip_synchronize(): "
+                              "optimizer.step()`")
+            else:
+                self.synchronize()
         self._rt_synchronized = False
         return super(self.__class__, self).step(closure)
+
+    def zero_grad(self, *args, **kwargs):
+        """Refused while gradients of this step are counted but not yet synchronized."""
+        if self._rt_counted:
+            raise AssertionError(f"{_WHERE}: optimizer.zero_grad() called after backward but "
+                                 "before optimizer.step() or optimizer.synchronize(): the "
+                                 "gradients on their way would be lost; call "
+                                 "optimizer.synchronize() first")
+        return super(self.__class__, self).zero_grad(*args, **kwargs)
+
+
+def _named_parameters(named_parameters, param_groups):
+    """The optimizer's parameters as (name, p), in named_parameters' order (Horovod's checks:
+    pairs, unique names, every parameter of the optimizer named; others left out)."""
+    mine = [p for group in param_groups for p in group["params"]]
+    if named_parameters is None:
+        return [(f"allreduce.noname.{i}.{j}", p) for i, group in enumerate(param_groups)
+                for j, p in enumerate(group["params"])]
+    named = list(named_parameters)
+    if any(not isinstance(item, tuple) or len(item) != 2 for item in named):
+        raise ValueError(f"{_WHERE}: named_parameters must be (name, parameter) pairs, as "
+                         "model.named_parameters() gives")
+    counts = collections.Counter(name for name, _ in named)
+    duplicates = sorted(name for name, n in counts.items() if n > 1)
+    if duplicates:
+        raise ValueError(f"{_WHERE}: named_parameters has duplicate names: "
+                         f"{', '.join(duplicates)}")
+    ids = {id(p) for p in mine}
+    seen = set()
+    kept = []
+    for name, p in named:
+        if id(p) in ids and id(p) not in seen:
+            seen.add(id(p))
+            kept.append((name, p))
+    if len(seen) != len(ids):
+        raise ValueError(f"{_WHERE}: named_parameters lacks {len(ids) - len(seen)} of the "
+                         "optimizer's parameters")
+    return kept
+
+
+def _on_engine(name, p):
+    """Whether p's gradient takes the engine's exchange (float32 on the CPU)."""
+    if p.device.type != "cpu":
+        raise TypeError(f"{_WHERE}: parameter {name} is on {p.device}; this build averages CPU "
+                        "gradients only (it has no GPU path)")
+    return p.dtype == torch.float32
 
 
 _optimizers = weakref.WeakSet()  # every DistributedOptimizer, for shutdown()
 
 
+def _check_groups(groups, num_groups):
+    """Horovod's groups (or the older num_groups), validated. They only shape Horovod's fusion;
+    here the engine's buckets decide what travels together, so they change nothing else."""
+    if num_groups != 0:
+        warnings.warn("Parameter `num_groups` has been replaced by `groups`", DeprecationWarning)
+        groups = num_groups if groups is None else groups
+    if groups is None:
+        return
+    if isinstance(groups, list):
+        seen = set()
+        for group in groups:
+            for p in group:
+                if not isinstance(p, torch.Tensor):
+                    raise ValueError(f"{_WHERE}: groups must be lists of torch.Tensor")
+                if id(p) in seen:
+                    raise ValueError(f"{_WHERE}: a parameter appears twice in groups")
+                seen.add(id(p))
+    elif isinstance(groups, bool) or not isinstance(groups, int) or groups < 0:
+        raise ValueError(f"{_WHERE}: groups must be a non-negative integer or a list of lists "
+                         "of torch.Tensor")
+
+
+def _check_process_set(process_set):
+    """Only the global process set: the engine's exchange spans every rank."""
+    if process_set is None or process_set is getattr(mpi_ops, "global_process_set", None):
+        return
+    raise NotImplementedError(f"{_WHERE}: process_set other than the global one is not "
+                              "supported (the gradient exchange spans every rank)")
+
+
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
-                         backward_passes_per_step=1, op=Average):
+                         backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
+                         num_groups=0, groups=None, sparse_as_dense=False, process_set=None):
     """`optimizer` whose step() first averages the gradients over the ranks (Horovod's
-    hvd.DistributedOptimizer). Every rank must wrap the same parameters in the same order."""
+    hvd.DistributedOptimizer, with its arguments and meaning). Every rank must wrap the same
+    parameters in the same order and set requires_grad alike. compression: Compression.none,
+    .fp16 or .bf16 (or a ringtrain.Compression value). gradient_predivide_factor f (op=Average
+    only): gradients are scaled by 1/f before the sum and f/size() after. groups/num_groups are
+    validated but the engine's own buckets decide what travels together."""
+    if op not in (Average, Sum):
+        raise ValueError(f"{_WHERE}: op must be Average or Sum")
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError(f"{_WHERE}: gradient_predivide_factor needs op=Average")
+    if gradient_predivide_factor <= 0:
+        raise ValueError(f"{_WHERE}: gradient_predivide_factor must be > 0")
+    if backward_passes_per_step <= 0:
+        raise ValueError(f"{_WHERE}: backward_passes_per_step must be > 0")
+    _check_groups(groups, num_groups)
+    _check_process_set(process_set)
+    compressor = _compressor(compression, "DistributedOptimizer")
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
-    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
-               op)
+    return cls(optimizer.param_groups, named_parameters, compressor, backward_passes_per_step,
+               op, gradient_predivide_factor, sparse_as_dense)
