@@ -7,6 +7,7 @@
 
 #include "api/element_math.h"
 #include "api/named_operations.h"
+#include "base/steady_clock.h"
 #include "collectives/mpi_check.h"
 
 namespace ringtrain::api {
@@ -143,6 +144,7 @@ void NamedOperations::execute(std::vector<Ready>& ready) {
     }
     std::string failure;
     OperationResult result;
+    const std::int64_t startNs = steadyNowNs();
     try {
       if (fusable) {
         runAllreduces(fused, *target);
@@ -152,6 +154,7 @@ void NamedOperations::execute(std::vector<Ready>& ready) {
     } catch (const Error& e) {  // a limit of this rank's: the others fail in MPI or do the same
       failure = e.what();
     }
+    trace(*item.agreed, startNs, bytes);
     for (std::size_t k = i; k < next; ++k)
       finish(ready[k].key, failure, k == i ? std::move(result) : OperationResult{});
     i = next;

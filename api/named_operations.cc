@@ -8,6 +8,7 @@
 
 #include "api/element_math.h"
 #include "collectives/mpi_check.h"
+#include "base/steady_clock.h"
 #include "collectives/request_wait.h"
 
 namespace ringtrain::api {
@@ -129,6 +130,7 @@ NamedOperations::NamedOperations(Runtime& runtime, double stallTimeoutSeconds)
   RINGTRAIN_MPI_CHECK(MPI_Comm_size(world, &size_));
   RINGTRAIN_MPI_CHECK(MPI_Comm_dup(world, &negotiation_));
   RINGTRAIN_MPI_CHECK(MPI_Comm_dup(world, &sets_));
+  RINGTRAIN_MPI_CHECK(MPI_Comm_dup(world, &timelineComm_));
   std::vector<int> everyone(static_cast<std::size_t>(size_));
   std::iota(everyone.begin(), everyone.end(), 0);
   joined_.assign(everyone.size(), false);
@@ -309,6 +311,39 @@ std::vector<int> NamedOperations::processSetIds() {
   return ids;
 }
 
+void NamedOperations::startTimeline(const std::string& path) {
+  {
+    std::lock_guard lock(mutex_);
+    if (timeline_) throw InvalidArgument("ringtrain::startTimeline: a timeline is open already");
+  }
+  auto opened = translated([&] {
+    return std::make_shared<engine::Timeline>(path, timelineComm_,
+                                              runtime_.environment->hostName());
+  });
+  std::lock_guard lock(mutex_);
+  timeline_ = std::move(opened);
+}
+
+void NamedOperations::stopTimeline() {
+  std::shared_ptr<engine::Timeline> closing;
+  {
+    std::lock_guard lock(mutex_);
+    closing.swap(timeline_);
+  }
+  if (closing) translated([&] { closing->finish(); });
+}
+
+void NamedOperations::trace(const Signature& s, std::int64_t startNs, std::size_t bytes) {
+  std::shared_ptr<engine::Timeline> timeline;
+  {
+    std::lock_guard lock(mutex_);
+    timeline = timeline_;
+  }
+  if (!timeline) return;
+  const std::string& name = *traceNames_.insert(s.name).first;
+  timeline->span(name, kindName(s.kind), startNs, steadyNowNs(), static_cast<std::int64_t>(bytes));
+}
+
 void NamedOperations::close() {
   {
     std::lock_guard lock(mutex_);
@@ -323,6 +358,8 @@ void NamedOperations::close() {
   setsById_.clear();
   if (negotiation_ != MPI_COMM_NULL) MPI_Comm_free(&negotiation_);
   if (sets_ != MPI_COMM_NULL) MPI_Comm_free(&sets_);
+  timeline_.reset();  // unfinished: its part files stay
+  if (timelineComm_ != MPI_COMM_NULL) MPI_Comm_free(&timelineComm_);
   std::erase(runtime_.open, static_cast<Closable*>(this));
 }
 

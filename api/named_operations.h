@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +25,7 @@
 
 #include "api/runtime.h"
 #include "collectives/communicator.h"
+#include "engine/timeline.h"
 #include "ringtrain/ringtrain.h"
 
 namespace ringtrain::api {
@@ -60,6 +62,8 @@ class NamedOperations final : public Closable {
   void removeProcessSet(int id);
   std::vector<int> processSetRanks(int id);
   std::vector<int> processSetIds();
+  void startTimeline(const std::string& path);
+  void stopTimeline();
   // Collective: every rank says it stops; the thread ends once all have (operations still in
   // flight fail).
   void close() override;
@@ -108,6 +112,7 @@ class NamedOperations final : public Closable {
   void collectReady(std::vector<Ready>& ready);
   bool complete(const Entry& entry, const ProcessSet& set) const;
   void execute(std::vector<Ready>& ready);
+  void trace(const Signature& s, std::int64_t startNs, std::size_t bytes);
   void checkStalls();
   // "" when the ranks' signatures agree, else the error every rank reports.
   std::string disagreement(const Entry& entry, const ProcessSet& target) const;
@@ -128,6 +133,7 @@ class NamedOperations final : public Closable {
   int rank_ = 0, size_ = 1;
   MPI_Comm negotiation_ = MPI_COMM_NULL;  // the cycles' all-gathers (the thread's)
   MPI_Comm sets_ = MPI_COMM_NULL;         // addProcessSet's communicator creation (callers')
+  MPI_Comm timelineComm_ = MPI_COMM_NULL;  // the timeline's start and gathering (callers')
 
   std::mutex mutex_;
   std::condition_variable changed_;
@@ -137,6 +143,8 @@ class NamedOperations final : public Closable {
   std::map<int, std::shared_ptr<ProcessSet>> setsById_;
   std::int64_t nextHandle_ = 1;
   int nextSetId_ = 1;
+  std::shared_ptr<engine::Timeline> timeline_;
+  std::set<std::string> traceNames_;  // the names the timeline's spans point at (the thread's)
   bool stopping_ = false;
   bool stopped_ = false;
 

@@ -212,6 +212,14 @@ std::vector<int> processSetRanks(int id) {
   return api::startedRuntime("processSetRanks").operations->processSetRanks(id);
 }
 
+void startTimeline(const std::string& path) {
+  api::startedRuntime("startTimeline").operations->startTimeline(path);
+}
+
+void stopTimeline() {
+  api::startedRuntime("stopTimeline").operations->stopTimeline();
+}
+
 std::vector<int> processSetIds() {
   return api::startedRuntime("processSetIds").operations->processSetIds();
 }

@@ -140,6 +140,8 @@ void bindNamedOperations(py::module_& m) {
         py::call_guard<py::gil_scoped_release>());
   m.def("process_set_ranks", &ringtrain::processSetRanks);
   m.def("process_set_ids", &ringtrain::processSetIds);
+  m.def("start_timeline", &ringtrain::startTimeline, py::call_guard<py::gil_scoped_release>());
+  m.def("stop_timeline", &ringtrain::stopTimeline, py::call_guard<py::gil_scoped_release>());
 }
 
 void bindGradientExchange(py::module_& m) {

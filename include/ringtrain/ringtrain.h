@@ -140,6 +140,11 @@ int addProcessSet(const std::vector<int>& ranks);
 void removeProcessSet(int id);
 std::vector<int> processSetRanks(int id);  // not collective; Error for an unknown id
 std::vector<int> processSetIds();          // not collective; 0 first
+// Collective: records every named operation's run (name, kind, bytes, start and end on each
+// rank) until stopTimeline(), which writes one Chrome trace of every rank to `path` from rank 0
+// (engine::Timeline, as `ringtrain train --timeline` writes). InvalidArgument if one is open.
+void startTimeline(const std::string& path);
+void stopTimeline();  // collective; nothing when none is open
 
 // Averages (or sums) the gradients of the caller's parameters over the ranks, bucket by bucket,
 // while backward still computes the earlier layers' gradients (the engine's buckets:

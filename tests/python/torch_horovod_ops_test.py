@@ -3,7 +3,7 @@ named operations matched across ranks by name whatever order they are submitted 
 of one shape, each with its name, reduced in opposite orders on alternate ranks get their own
 values), handles, fusion, the error on every rank for ranks that disagree and for a name twice in
 flight, every kind of operation (all-gather of uneven rows, broadcast, all-to-all with splits,
-reduce-scatter of uneven rows, barrier, join), the product and the 8- and 16-bit types, scaling,
+reduce-scatter of uneven rows, barrier, join, the timeline), the product and the 8- and 16-bit types, scaling,
 process sets, gradients through the collectives, and last that every rank holds identical
 results. Exits 77 (SKIP) without python3-torch."""
 import sys
@@ -182,6 +182,28 @@ def check_join(r, n):
     check(everyone.tolist() == [last] * n, "join returns the same rank everywhere")
 
 
+def check_timeline(r):
+    """start_timeline/stop_timeline: one Chrome trace from rank 0 with every operation's span."""
+    import json
+    import os
+    import tempfile
+    folder = hvd.broadcast_object(tempfile.mkdtemp() if r == 0 else None, 0)
+    path = os.path.join(folder, "timeline.json")
+    hvd.start_timeline(path)
+    hvd.allreduce(torch.ones(10), name="traced.allreduce")
+    hvd.allgather(torch.ones(2), name="traced.allgather")
+    check(raises(ValueError, "open already", lambda: hvd.start_timeline(path)),
+          "a second start_timeline is refused")
+    hvd.stop_timeline()
+    if r == 0:
+        trace = json.load(open(path))
+        events = trace["traceEvents"] if isinstance(trace, dict) else trace
+        names = {e.get("name") for e in events if e.get("ph") == "X"}
+        pids = {e.get("pid") for e in events if e.get("name") == "traced.allreduce"}
+        check({"traced.allreduce", "traced.allgather"} <= names and len(pids) == hvd.size(),
+              "the trace has both operations on every rank")
+
+
 def check_identical():
     """Every rank's results of a mixed sequence, compared to rank 0's bit by bit."""
     torch.manual_seed(7 + hvd.rank())
@@ -203,6 +225,7 @@ check_kinds(rank, size)
 check_types_and_ops(rank, size)
 check_process_sets(rank, size)
 check_gradients(rank, size)
+check_timeline(rank)
 check_identical()
 check_join(rank, size)
 hvd.shutdown()

@@ -539,10 +539,12 @@ def join(device=-1):
 # ---- timeline ----
 
 def start_timeline(file_path, mark_cycles=False):
-    """Not implemented for the named operations: ringtrain's timeline belongs to `ringtrain
-    train` (--timeline)."""
-    raise NotImplementedError("ringtrain.torch.start_timeline is not implemented")
+    """Collective: records every operation's run on every rank until stop_timeline(), which
+    writes one Chrome trace (chrome://tracing, ui.perfetto.dev) to file_path from rank 0.
+    mark_cycles is accepted and ignored."""
+    _ext.start_timeline(str(file_path))
 
 
 def stop_timeline():
-    raise NotImplementedError("ringtrain.torch.stop_timeline is not implemented")
+    """Collective: writes the trace start_timeline() began."""
+    _ext.stop_timeline()
