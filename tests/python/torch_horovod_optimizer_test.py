@@ -4,7 +4,7 @@ the same parameters, the right ones); an extra backward, or zero_grad() before s
 refused on every rank; synchronize() then step() warns and does not average again; Horovod's
 name checks; broadcast_optimizer_state with state on root only (SGD momentum, Adam's betas);
 broadcast_object and allgather_object; the Compression classes; gradient_predivide_factor;
-sparse_as_dense; float64 parameters and parameters whose requires_grad changes; SyncBatchNorm
+sparse_as_dense; float64 parameters and parameters whose requires_grad changes; a process set; SyncBatchNorm
 against BatchNorm on the global batch. Finally every model trained here has the same parameters,
 to the bit, on every rank. Exits 77 (SKIP) without python3-torch."""
 import sys
@@ -393,6 +393,40 @@ def check_float64(steps=3):
     trained.append(("float64", model))
 
 
+def check_process_set(steps=3):
+    """DistributedOptimizer(process_set=): each set averages over its own ranks: the even ranks'
+    model equals one process with the even ranks' whole batch, the odd ranks' theirs."""
+    sets = [rt.add_process_set([r for r in range(rt.size()) if r % 2 == k]) for k in (0, 1)
+            if rt.size() > k]
+    mine = sets[rt.rank() % 2]
+    torch.manual_seed(11)
+    model = torch.nn.Linear(5, 2)
+    reference = torch.nn.Linear(5, 2)
+    reference.load_state_dict(model.state_dict())
+    optimizer = rt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                        named_parameters=model.named_parameters(),
+                                        process_set=mine)
+    plain = torch.optim.SGD(reference.parameters(), lr=0.1)
+    x = torch.randn(2 * rt.size(), 5, dtype=torch.float32)
+    rows = [slice(2 * r, 2 * r + 2) for r in mine.ranks]
+    for _ in range(steps):
+        optimizer.zero_grad()
+        model(x[rows[mine.ranks.index(rt.rank())]]).square().sum().backward()
+        optimizer.step()
+        plain.zero_grad()
+        (sum(reference(x[r]).square().sum() for r in rows) / len(rows)).backward()
+        plain.step()
+    check(all(torch.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in
+              zip(model.parameters(), reference.parameters())),
+          f"process set {mine.ranks}: equals one process with the set's whole batch")
+    for p in model.parameters():
+        gathered = rt.allgather(p.detach().reshape(1, -1).contiguous(), process_set=mine)
+        check(all(torch.equal(g, gathered[0]) for g in gathered),
+              f"process set {mine.ranks}: identical parameters on its ranks")
+    for process_set in sets:
+        rt.remove_process_set(process_set)
+
+
 def check_dynamic_requires_grad():
     gen, disc = torch.nn.Conv2d(1, 3, 1), torch.nn.Conv2d(3, 1, 1)
     for m in (gen, disc):
@@ -509,6 +543,7 @@ check_predivide()
 check_sparse()
 check_float64()
 check_dynamic_requires_grad()
+check_process_set()
 check_sync_batch_norm()
 check_sync_batch_norm_training()
 for what, model in trained:

@@ -17,7 +17,7 @@ from ringtrain import _ringtrain as _ext
 
 from . import mpi_ops
 from .compression import Compression, _compressor
-from .mpi_ops import Average, Sum, allreduce_, size
+from .mpi_ops import Average, Sum, allreduce_
 
 _WHERE = "ringtrain.torch.DistributedOptimizer"
 
@@ -26,8 +26,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     """Mixed into the wrapped optimizer's own class by DistributedOptimizer (as Horovod does)."""
 
     def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
-                 gradient_predivide_factor, sparse_as_dense):
+                 gradient_predivide_factor, sparse_as_dense, process_set):
         super(self.__class__, self).__init__(params)
+        # The engine's exchange spans every rank; a smaller process set takes the all-reduce.
+        self._rt_process_set = process_set or mpi_ops.global_process_set
+        global_set = self._rt_process_set.process_set_id == 0
         named = _named_parameters(named_parameters, self.param_groups)
         self._rt_compressor = compression
         self._rt_op = op
@@ -40,7 +43,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # Backward finishes the last layers first: registered in reverse, so that the first
         # buckets are ready first (the engine waits for them in this order).
         for name, p in reversed(named):
-            if p.requires_grad and _on_engine(name, p):
+            if p.requires_grad and _on_engine(name, p) and global_set:
                 self._rt_index[p] = self._rt_exchange.add_parameter(name, p.numel())
         # The rest go through allreduce_ in synchronize(), in the optimizer's order.
         self._rt_others = [p for _, p in named if p not in self._rt_index]
@@ -130,7 +133,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         Size 1: a parameter without a gradient keeps none (Horovod does not hook at size 1)."""
         if p in self._rt_counted:
             return True
-        return p.requires_grad and (p.grad is not None or size() > 1)
+        return p.requires_grad and (p.grad is not None or self._rt_set_size() > 1)
+
+    def _rt_set_size(self):
+        return len(_ext.process_set_ranks(self._rt_process_set.process_set_id))
 
     def synchronize(self):
         """Waits for every gradient's average. A parameter backward did not reach on this rank
@@ -160,7 +166,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if self._rt_predivide != 1.0:
             grad = grad / self._rt_predivide
         wire, ctx = self._rt_compressor.compress(grad.contiguous())
-        allreduce_(wire, name=self._rt_names[p], op=self._rt_op)
+        allreduce_(wire, name=self._rt_names[p], op=self._rt_op,
+                   process_set=self._rt_process_set)
         average = self._rt_compressor.decompress(wire, ctx)
         if self._rt_predivide != 1.0:
             average = average * self._rt_predivide
@@ -263,14 +270,6 @@ def _check_groups(groups, num_groups):
                          "of torch.Tensor")
 
 
-def _check_process_set(process_set):
-    """Only the global process set: the engine's exchange spans every rank."""
-    if process_set is None or process_set is getattr(mpi_ops, "global_process_set", None):
-        return
-    raise NotImplementedError(f"{_WHERE}: process_set other than the global one is not "
-                              "supported (the gradient exchange spans every rank)")
-
-
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
                          backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
                          num_groups=0, groups=None, sparse_as_dense=False, process_set=None):
@@ -279,7 +278,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     parameters in the same order and set requires_grad alike. compression: Compression.none,
     .fp16 or .bf16 (or a ringtrain.Compression value). gradient_predivide_factor f (op=Average
     only): gradients are scaled by 1/f before the sum and f/size() after. groups/num_groups are
-    validated but the engine's own buckets decide what travels together."""
+    validated but the engine's own buckets decide what travels together. process_set: a set
+    other than the global one averages over its ranks with the all-reduce instead of the
+    engine's exchange."""
     if op not in (Average, Sum):
         raise ValueError(f"{_WHERE}: op must be Average or Sum")
     if gradient_predivide_factor != 1.0 and op != Average:
@@ -289,9 +290,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     if backward_passes_per_step <= 0:
         raise ValueError(f"{_WHERE}: backward_passes_per_step must be > 0")
     _check_groups(groups, num_groups)
-    _check_process_set(process_set)
     compressor = _compressor(compression, "DistributedOptimizer")
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compressor, backward_passes_per_step,
-               op, gradient_predivide_factor, sparse_as_dense)
+               op, gradient_predivide_factor, sparse_as_dense, process_set)
