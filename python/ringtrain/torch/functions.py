@@ -72,7 +72,8 @@ def broadcast_optimizer_state(optimizer, root_rank=0, model=None):
     tensors it lacks (a fresh optimizer, where root has stepped) and dropping those root lacks,
     and the tensors are broadcast. Unlike Horovod no zero-gradient step is taken to create the
     state: that step would count in Adam's bias correction, and a fresh optimizer must stay
-    equal to torch's. `model` is Horovod's argument (for sparse parameters), not needed here.
+    equal to torch's; as after it, a parameter that takes a gradient and has none gets a zero one
+    where the state was empty. `model` is Horovod's argument (for sparse parameters), not needed here.
     Collective."""
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError("ringtrain.torch.broadcast_optimizer_state: torch.optim.LBFGS's state "
@@ -84,6 +85,12 @@ def broadcast_optimizer_state(optimizer, root_rank=0, model=None):
         if theirs:
             raise ValueError(f"ringtrain.torch.broadcast_optimizer_state: rank {r}'s optimizer "
                              f"differs from rank {root_rank}'s: {theirs}")
+    if not optimizer.state:
+        # As after Horovod's state-creating step: every parameter that takes a gradient has one.
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if p.requires_grad and p.grad is None:
+                    p.grad = torch.zeros_like(p)
     for tensor in _take_layout(optimizer, layout):
         broadcast_(tensor, root_rank)
 
