@@ -39,6 +39,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._rt_sparse_as_dense = sparse_as_dense
         self._rt_exchange = _ext.GradientExchange(compression.engine, op)
         self._rt_names = dict((p, name) for name, p in named)
+        self._parameter_names = self._rt_names  # Horovod's attribute of the same meaning
         self._rt_index = {}   # float32 CPU parameter -> its index in the exchange
         # Backward finishes the last layers first: registered in reverse, so that the first
         # buckets are ready first (the engine waits for them in this order).
@@ -71,6 +72,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._rt_counted = set()    # parameters whose hook ran since the last synchronize()
         self._rt_announced = set()  # parameters given to the exchange this step
         self._rt_sparse = set()     # parameters whose sparse gradient was made dense
+        self._rt_gathered = set()   # parameters whose sparse gradient is all-gathered
 
     def _rt_check_pass(self, p):
         def prehook(*_):
@@ -92,18 +94,24 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return hook
 
     def _rt_dense_gradient(self, p):
-        """p.grad, made dense if it is sparse and sparse_as_dense allows; one clear error else."""
+        """p.grad, made dense if it is sparse (sparse_as_dense; made sparse again after)."""
         if p.grad is not None and p.grad.is_sparse:
-            if not self._rt_sparse_as_dense:
-                raise ValueError(f"{_WHERE}: parameter {self._rt_names[p]} has a sparse "
-                                 "gradient (nn.Embedding(sparse=True)?): the engine averages "
-                                 "dense gradients only; pass sparse_as_dense=True")
             self._rt_sparse.add(p)
             return p.grad.to_dense()
         return p.grad
 
+    def _rt_sparse_kept(self, p):
+        """Whether p's gradient is sparse and stays so: it is then all-gathered in synchronize()
+        (indices and values, as Horovod's sparse all-reduce), not sent through the exchange."""
+        if p.grad is not None and p.grad.is_sparse and not self._rt_sparse_as_dense:
+            self._rt_gathered.add(p)
+            return True
+        return False
+
     def _rt_announce(self, p):
         """p's gradient (zero if it has none) goes to the exchange, from the engine's buffer."""
+        if self._rt_sparse_kept(p):
+            return
         grad = self._rt_dense_gradient(p)
         view = self._rt_views[p]
         if grad is None:
@@ -144,7 +152,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         with a zero gradient if it has none, so that every rank steps every parameter alike."""
         if self._rt_index:
             for p in self._rt_index:
-                if p not in self._rt_announced and self._rt_takes_part(p):
+                if p not in self._rt_announced and p not in self._rt_gathered and \
+                        self._rt_takes_part(p):
                     self._rt_announce(p)
             self._rt_exchange.wait()
             for p in self._rt_announced:
@@ -153,8 +162,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 if p in self._rt_sparse:
                     p.grad = self._rt_views[p].to_sparse()
         for p in self._rt_others:
-            if self._rt_takes_part(p):
+            if self._rt_takes_part(p) and not self._rt_sparse_kept(p):
                 self._rt_allreduce(p)
+        for p in [p for p in self._rt_names if p in self._rt_gathered]:
+            p.grad = mpi_ops.sparse_allreduce_async(p.grad, self._rt_names[p], self._rt_op,
+                                                    self._rt_process_set)()
         self._rt_reset_step()
         self._rt_synchronized = True
 
