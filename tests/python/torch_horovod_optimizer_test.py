@@ -421,6 +421,22 @@ def check_process_set(steps=3):
         gathered = rt.allgather(p.detach().reshape(1, -1).contiguous(), process_set=mine)
         check(all(torch.equal(g, gathered[0]) for g in gathered),
               f"process set {mine.ranks}: identical parameters on its ranks")
+    # Every rank wraps an optimizer over the even ranks' set: the odd ones step on their own.
+    local = torch.nn.Linear(5, 2)
+    alone = torch.nn.Linear(5, 2)
+    alone.load_state_dict(local.state_dict())
+    outside = rt.DistributedOptimizer(torch.optim.SGD(local.parameters(), lr=0.1),
+                                      named_parameters=local.named_parameters(),
+                                      process_set=sets[0])
+    outside.zero_grad()
+    local(x[:2]).square().sum().backward()
+    outside.step()
+    if rt.rank() % 2:
+        plain = torch.optim.SGD(alone.parameters(), lr=0.1)
+        alone(x[:2]).square().sum().backward()
+        plain.step()
+        check(all(torch.equal(a, b) for a, b in zip(local.parameters(), alone.parameters())),
+              "a rank outside the optimizer's process set steps on its own gradients")
     for process_set in sets:
         rt.remove_process_set(process_set)
 

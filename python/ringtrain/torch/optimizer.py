@@ -31,6 +31,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # The engine's exchange spans every rank; a smaller process set takes the all-reduce.
         self._rt_process_set = process_set or mpi_ops.global_process_set
         global_set = self._rt_process_set.process_set_id == 0
+        # A rank outside the set steps on its own gradients (as Horovod's does).
+        self._rt_included = mpi_ops.rank() in _ext.process_set_ranks(
+            self._rt_process_set.process_set_id)
         named = _named_parameters(named_parameters, self.param_groups)
         self._rt_compressor = compression
         self._rt_op = op
@@ -150,6 +153,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         """Waits for every gradient's average. A parameter backward did not reach on this rank
         (another rank's branch, fewer passes than backward_passes_per_step) is announced now,
         with a zero gradient if it has none, so that every rank steps every parameter alike."""
+        if not self._rt_included:
+            self._rt_reset_step()
+            self._rt_synchronized = True
+            return
         if self._rt_index:
             for p in self._rt_index:
                 if p not in self._rt_announced and p not in self._rt_gathered and \
