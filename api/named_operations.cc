@@ -4,6 +4,8 @@
 #include <climits>
 #include <cstring>
 #include <numeric>
+
+#include <sched.h>
 #include <sstream>
 
 #include "api/element_math.h"
@@ -35,11 +37,18 @@ std::string shapeText(const std::vector<std::int64_t>& shape) {
 }
 
 void waitPolitely(MPI_Request& request) {
-  for (int tests = 0;; ++tests) {
+  // Yielding for the first 100 us keeps a quick answer quick (a sleep lasts at least the
+  // kernel's timer slack, ~50 us); a longer wait sleeps, leaving the core to the computation.
+  const auto yieldUntil = std::chrono::steady_clock::now() + std::chrono::microseconds(100);
+  for (;;) {
     int done = 0;
     RINGTRAIN_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
     if (done) return;
-    if (tests > 64) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    if (std::chrono::steady_clock::now() < yieldUntil) {
+      sched_yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
   }
 }
 
