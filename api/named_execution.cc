@@ -181,7 +181,8 @@ void NamedOperations::runAllreduces(const std::vector<Item>& items, ProcessSet& 
     total += static_cast<std::size_t>(elements(item.agreed->shape));
   const Operation* only = items.size() == 1 && items[0].slot ? &items[0].slot->operation : nullptr;
   unsigned char* buffer = nullptr;
-  if (only && only->output) {  // in the caller's output, saving two copies
+  const bool inOutput = only && only->output;
+  if (inOutput) {  // in the caller's output, saving two copies
     buffer = static_cast<unsigned char*>(only->output);
     if (only->input != only->output && total > 0) std::memcpy(buffer, only->input, total * unit);
   } else {
@@ -201,7 +202,7 @@ void NamedOperations::runAllreduces(const std::vector<Item>& items, ProcessSet& 
   scale(buffer, total, a.type, a.prescale);
   target.engine->allreduce(buffer, buffer, total, *engineType(a.type), *engineOp(a.op));
   scale(buffer, total, a.type, a.postscale);
-  if (buffer != scratch_.data()) return;
+  if (inOutput) return;
   std::size_t at = 0;
   for (const Item& item : items) {
     const std::size_t n = static_cast<std::size_t>(elements(item.agreed->shape)) * unit;
@@ -310,9 +311,11 @@ OperationResult NamedOperations::runReducescatter(const Item& item, ProcessSet& 
   const std::int64_t firstRow = index * base + std::min(index, extra);
   const std::size_t unit = sizeOf(s.type);
   const std::size_t rowBytes = static_cast<std::size_t>(rowElements(s.shape)) * unit;
-  std::vector<unsigned char> whole(static_cast<std::size_t>(rows) * rowBytes);
+  // The whole reduction in the scratch buffer kept from cycle to cycle (no fresh pages).
+  if (scratch_.size() < static_cast<std::size_t>(rows) * rowBytes)
+    scratch_.resize(static_cast<std::size_t>(rows) * rowBytes);
   Operation reduced = item.slot->operation;
-  reduced.output = whole.data();
+  reduced.output = scratch_.data();
   Slot stand{reduced, {}, false, {}, {}};
   Item asAllreduce{item.ready, &stand, item.agreed};
   if (engineType(s.type) && engineOp(s.op)) {
@@ -323,7 +326,7 @@ OperationResult NamedOperations::runReducescatter(const Item& item, ProcessSet& 
   OperationResult result;
   result.shape = s.shape;
   result.shape[0] = myRows;
-  const auto begin = whole.begin() + static_cast<std::ptrdiff_t>(firstRow * static_cast<std::int64_t>(rowBytes));
+  const auto begin = scratch_.begin() + static_cast<std::ptrdiff_t>(firstRow * static_cast<std::int64_t>(rowBytes));
   result.data.assign(begin, begin + static_cast<std::ptrdiff_t>(myRows * static_cast<std::int64_t>(rowBytes)));
   return result;
 }
