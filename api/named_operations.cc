@@ -17,11 +17,14 @@ namespace ringtrain::api {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-// How long a cycle waits for a submission: a rank with nothing in flight has nothing to wait
-// for; one with operations in flight waits for the other ranks' submissions, which arrive in
-// their cycles, so it comes back soon.
-constexpr auto kIdleCycle = std::chrono::milliseconds(1);
+// How long a cycle waits for a submission: one with operations in flight (here or on any rank)
+// waits for the other ranks' submissions, which arrive in their cycles, so it comes back soon; an
+// idle one has nothing to wait for, and after a while of idling waits longer, so that a job that
+// uses no named operations pays next to nothing for the thread. A submission wakes it at once.
 constexpr auto kBusyCycle = std::chrono::microseconds(50);
+constexpr auto kIdleCycle = std::chrono::milliseconds(1);
+constexpr auto kLongIdleCycle = std::chrono::milliseconds(10);
+constexpr int kCyclesBeforeLongIdle = 100;
 
 }  // namespace
 
@@ -36,10 +39,12 @@ std::string shapeText(const std::vector<std::int64_t>& shape) {
   return text + "]";
 }
 
-void waitPolitely(MPI_Request& request) {
+void waitPolitely(MPI_Request& request, bool quick) {
   // Yielding for the first 100 us keeps a quick answer quick (a sleep lasts at least the
-  // kernel's timer slack, ~50 us); a longer wait sleeps, leaving the core to the computation.
-  const auto yieldUntil = std::chrono::steady_clock::now() + std::chrono::microseconds(100);
+  // kernel's timer slack, ~50 us); a longer wait, or an idle one, sleeps, leaving the core to the
+  // computation.
+  const auto yieldUntil =
+      std::chrono::steady_clock::now() + std::chrono::microseconds(quick ? 100 : 0);
   for (;;) {
     int done = 0;
     RINGTRAIN_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
@@ -410,8 +415,10 @@ bool NamedOperations::cycle() {
   bool stopping = false;
   {
     std::unique_lock lock(mutex_);
-    changed_.wait_for(lock, inFlight_.empty() ? std::chrono::microseconds(kIdleCycle) : kBusyCycle,
-                      [&] { return !outbox_.empty(); });
+    std::chrono::microseconds wait = kBusyCycle;
+    if (inFlight_.empty() && table_.empty())
+      wait = idleCycles_ < kCyclesBeforeLongIdle ? kIdleCycle : kLongIdleCycle;
+    changed_.wait_for(lock, wait, [&] { return !outbox_.empty(); });
     mine.swap(outbox_);
     stopping = stopping_;
   }
@@ -419,7 +426,11 @@ bool NamedOperations::cycle() {
   w.put(stopping);
   for (const Signature& s : mine)
     write(w, s);
-  const std::vector<std::string> messages = exchangeMessages(w.text_);
+  const bool quick = !mine.empty() || !table_.empty() || stopping;
+  const std::vector<std::string> messages = exchangeMessages(w.text_, quick);
+  const bool heard = std::any_of(messages.begin(), messages.end(),
+                                 [](const std::string& m) { return m.size() > sizeof(bool); });
+  idleCycles_ = heard || !table_.empty() ? 0 : idleCycles_ + 1;
   std::vector<Ready> ready;
   for (int r = 0; r < size_; ++r)
     absorb(r, messages[static_cast<std::size_t>(r)], ready);
@@ -429,19 +440,19 @@ bool NamedOperations::cycle() {
   return !std::all_of(rankStopping_.begin(), rankStopping_.end(), [](bool s) { return s; });
 }
 
-std::vector<std::string> NamedOperations::exchangeMessages(const std::string& mine) {
+std::vector<std::string> NamedOperations::exchangeMessages(const std::string& mine, bool quick) {
   int length = static_cast<int>(mine.size());
   std::vector<int> lengths(static_cast<std::size_t>(size_)), offsets(lengths.size(), 0);
   MPI_Request request = MPI_REQUEST_NULL;
   RINGTRAIN_MPI_CHECK(
       MPI_Iallgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, negotiation_, &request));
-  waitPolitely(request);
+  waitPolitely(request, quick);
   for (std::size_t r = 1; r < lengths.size(); ++r)
     offsets[r] = offsets[r - 1] + lengths[r - 1];
   std::string all(static_cast<std::size_t>(offsets.back() + lengths.back()), '\0');
   RINGTRAIN_MPI_CHECK(MPI_Iallgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(),
                                       offsets.data(), MPI_CHAR, negotiation_, &request));
-  waitPolitely(request);
+  waitPolitely(request, quick);
   std::vector<std::string> messages;
   for (std::size_t r = 0; r < lengths.size(); ++r)
     messages.push_back(all.substr(static_cast<std::size_t>(offsets[r]),

@@ -46,8 +46,9 @@ struct Signature {
 const char* kindName(OperationKind kind);
 std::int64_t elements(const std::vector<std::int64_t>& shape);
 std::string shapeText(const std::vector<std::int64_t>& shape);
-// An MPI request waited for without holding a core: tests, then short sleeps.
-void waitPolitely(MPI_Request& request);
+// An MPI request waited for without holding a core: tests (yielding at first when `quick`),
+// then short sleeps.
+void waitPolitely(MPI_Request& request, bool quick = true);
 
 class NamedOperations final : public Closable {
  public:
@@ -107,7 +108,7 @@ class NamedOperations final : public Closable {
   std::unique_ptr<collectives::Communicator> makeEngine(MPI_Comm comm) const;
   void run();
   bool cycle();  // false once every rank has stopped
-  std::vector<std::string> exchangeMessages(const std::string& mine);
+  std::vector<std::string> exchangeMessages(const std::string& mine, bool quick);
   void absorb(int rank, const std::string& message, std::vector<Ready>& ready);
   void collectReady(std::vector<Ready>& ready);
   bool complete(const Entry& entry, const ProcessSet& set) const;
@@ -154,6 +155,7 @@ class NamedOperations final : public Closable {
   int lastJoined_ = -1;
   std::vector<bool> rankStopping_;
   std::uint64_t nextOrder_ = 0;
+  int idleCycles_ = 0;  // cycles in a row in which no rank had anything
   std::vector<unsigned char> scratch_;  // fused all-reduces, kept from cycle to cycle
   std::size_t fusionBytes_ = std::size_t{64} << 20;
   std::thread thread_;
