@@ -1,0 +1,180 @@
+// ringtrain.h's named operations under mpirun, every rank checking its own results: operations
+// submitted in different orders on different ranks are matched by name, every kind moves what
+// Horovod's does, the engine lacks nothing for the 8-bit types and the product, ranks that
+// disagree get one Error on every rank, a name twice in flight is InvalidArgument at once, and
+// process sets run on their own ranks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "ringtrain/ringtrain.h"
+
+namespace {
+
+using ringtrain::DataType;
+using ringtrain::Operation;
+using ringtrain::OperationKind;
+using ringtrain::ReduceOp;
+
+class NamedOperations : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ringtrain::Options options;
+    options.readEnvironment = false;
+    options.stallTimeoutSeconds = 60;
+    ringtrain::start(options);
+    rank_ = ringtrain::rank();
+    size_ = ringtrain::size();
+  }
+  void TearDown() override { ringtrain::shutdown(); }
+
+  Operation allreduceOf(std::vector<float>& data, const std::string& name) const {
+    Operation op;
+    op.name = name;
+    op.shape = {static_cast<std::int64_t>(data.size())};
+    op.input = op.output = data.data();
+    op.op = ReduceOp::kSum;
+    return op;
+  }
+
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+TEST_F(NamedOperations, OppositeOrdersAreMatchedByName) {
+  std::vector<float> first(100, 1.0f + static_cast<float>(rank_));
+  std::vector<float> second(100, 1000.0f + static_cast<float>(rank_));
+  Operation a = allreduceOf(first, "first");
+  Operation b = allreduceOf(second, "second");
+  std::int64_t ha = 0, hb = 0;
+  if (rank_ % 2 == 0) {
+    ha = ringtrain::submit(a), hb = ringtrain::submit(b);
+  } else {
+    hb = ringtrain::submit(b), ha = ringtrain::submit(a);
+  }
+  ringtrain::wait(hb);
+  ringtrain::wait(ha);
+  float firstSum = 0, secondSum = 0;
+  for (int r = 0; r < size_; ++r)
+    firstSum += 1.0f + static_cast<float>(r), secondSum += 1000.0f + static_cast<float>(r);
+  EXPECT_TRUE(std::all_of(first.begin(), first.end(), [&](float v) { return v == firstSum; }));
+  EXPECT_TRUE(std::all_of(second.begin(), second.end(), [&](float v) { return v == secondSum; }));
+}
+
+TEST_F(NamedOperations, AllgatherOfUnevenRowsAndAlltoallWithSplits) {
+  std::vector<std::int8_t> mine(static_cast<std::size_t>(rank_ + 1) * 2,
+                                static_cast<std::int8_t>(rank_));
+  Operation gather;
+  gather.kind = OperationKind::kAllgather;
+  gather.name = "gather";
+  gather.type = DataType::kInt8;
+  gather.shape = {rank_ + 1, 2};
+  gather.input = mine.data();
+  const ringtrain::OperationResult gathered = ringtrain::wait(ringtrain::submit(gather));
+  ASSERT_EQ(gathered.shape, (std::vector<std::int64_t>{size_ * (size_ + 1) / 2, 2}));
+  std::size_t at = 0;
+  for (int r = 0; r < size_; ++r)
+    for (int k = 0; k < (r + 1) * 2; ++k)
+      EXPECT_EQ(static_cast<int>(gathered.data[at++]), r);
+
+  // Rank r sends k + 1 rows of value 10r + k to rank k.
+  std::vector<std::int32_t> rows;
+  std::vector<std::int64_t> splits;
+  for (int k = 0; k < size_; ++k) {
+    splits.push_back(k + 1);
+    rows.insert(rows.end(), static_cast<std::size_t>(k + 1), 10 * rank_ + k);
+  }
+  Operation exchange;
+  exchange.kind = OperationKind::kAlltoall;
+  exchange.name = "exchange";
+  exchange.type = DataType::kInt32;
+  exchange.shape = {static_cast<std::int64_t>(rows.size())};
+  exchange.input = rows.data();
+  exchange.splits = splits;
+  const ringtrain::OperationResult received = ringtrain::wait(ringtrain::submit(exchange));
+  ASSERT_EQ(received.receivedSplits, std::vector<std::int64_t>(static_cast<std::size_t>(size_), rank_ + 1));
+  std::vector<std::int32_t> values(received.data.size() / sizeof(std::int32_t));
+  std::memcpy(values.data(), received.data.data(), received.data.size());
+  for (std::size_t i = 0; i < values.size(); ++i)
+    EXPECT_EQ(values[i], 10 * static_cast<int>(i / static_cast<std::size_t>(rank_ + 1)) + rank_);
+}
+
+TEST_F(NamedOperations, ProductOfUint8AndReducescatter) {
+  std::vector<std::uint8_t> two(4, 2);
+  Operation product;
+  product.name = "product";
+  product.type = DataType::kUInt8;
+  product.op = ReduceOp::kProduct;
+  product.shape = {4};
+  product.input = product.output = two.data();
+  ringtrain::wait(ringtrain::submit(product));
+  EXPECT_EQ(two[0], static_cast<std::uint8_t>(1u << size_));
+
+  const int rows = 2 * size_ + 1;
+  std::vector<double> all(static_cast<std::size_t>(rows));
+  std::iota(all.begin(), all.end(), 0.0);
+  Operation scatter;
+  scatter.kind = OperationKind::kReducescatter;
+  scatter.name = "scatter";
+  scatter.type = DataType::kFloat64;
+  scatter.op = ReduceOp::kSum;
+  scatter.shape = {rows};
+  scatter.input = all.data();
+  const ringtrain::OperationResult part = ringtrain::wait(ringtrain::submit(scatter));
+  const int base = rows / size_, extra = rows % size_;
+  const int first = rank_ * base + std::min(rank_, extra);
+  ASSERT_EQ(part.shape[0], base + (rank_ < extra ? 1 : 0));
+  std::vector<double> mine(static_cast<std::size_t>(part.shape[0]));
+  std::memcpy(mine.data(), part.data.data(), part.data.size());
+  for (std::size_t i = 0; i < mine.size(); ++i)
+    EXPECT_EQ(mine[i], static_cast<double>((first + static_cast<int>(i)) * size_));
+}
+
+TEST_F(NamedOperations, DisagreementIsOneErrorOnEveryRank) {
+  std::vector<float> data(static_cast<std::size_t>(3 + rank_), 1.0f);
+  Operation op = allreduceOf(data, "uneven");
+  const std::int64_t handle = ringtrain::submit(op);
+  if (size_ == 1) {
+    EXPECT_NO_THROW(ringtrain::wait(handle));
+    return;
+  }
+  try {
+    ringtrain::wait(handle);
+    ADD_FAILURE() << "no Error";
+  } catch (const ringtrain::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("where rank"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(NamedOperations, NameTwiceInFlightIsInvalidArgument) {
+  std::vector<float> data(4, 1.0f), again(4, 1.0f);
+  const std::int64_t handle = ringtrain::submit(allreduceOf(data, "twice"));
+  EXPECT_THROW(ringtrain::submit(allreduceOf(again, "twice")), ringtrain::InvalidArgument);
+  ringtrain::wait(handle);
+  EXPECT_THROW(ringtrain::poll(handle), ringtrain::InvalidArgument);  // spent
+}
+
+TEST_F(NamedOperations, ProcessSetsRunOnTheirRanks) {
+  std::vector<int> evens, odds;
+  for (int r = 0; r < size_; ++r)
+    (r % 2 ? odds : evens).push_back(r);
+  const int evenSet = ringtrain::addProcessSet(evens);
+  const int oddSet = odds.empty() ? -1 : ringtrain::addProcessSet(odds);
+  const std::vector<int>& mine = rank_ % 2 ? odds : evens;
+  std::vector<float> data(8, static_cast<float>(rank_));
+  Operation op = allreduceOf(data, "in-set");
+  op.processSet = rank_ % 2 ? oddSet : evenSet;
+  ringtrain::wait(ringtrain::submit(op));
+  EXPECT_EQ(data[0], static_cast<float>(std::accumulate(mine.begin(), mine.end(), 0)));
+  EXPECT_EQ(ringtrain::processSetRanks(op.processSet), mine);
+  ringtrain::removeProcessSet(evenSet);
+  if (oddSet >= 0) ringtrain::removeProcessSet(oddSet);
+  EXPECT_EQ(ringtrain::processSetIds(), std::vector<int>{0});
+}
+
+}  // namespace
