@@ -13,16 +13,25 @@ namespace {
 template <class Body>
 void dispatch(DataType type, Body&& body) {
   switch (type) {
-    case DataType::kFloat32: return body(float{});
-    case DataType::kFloat64: return body(double{});
-    case DataType::kFloat16: return body(collectives::Float16{});
-    case DataType::kBFloat16: return body(collectives::BFloat16{});
-    case DataType::kInt32: return body(std::int32_t{});
-    case DataType::kInt64: return body(std::int64_t{});
+    case DataType::kFloat32:
+      return body(float{});
+    case DataType::kFloat64:
+      return body(double{});
+    case DataType::kFloat16:
+      return body(collectives::Float16{});
+    case DataType::kBFloat16:
+      return body(collectives::BFloat16{});
+    case DataType::kInt32:
+      return body(std::int32_t{});
+    case DataType::kInt64:
+      return body(std::int64_t{});
     case DataType::kUInt8:
-    case DataType::kBool: return body(std::uint8_t{});
-    case DataType::kInt8: return body(std::int8_t{});
-    case DataType::kInt16: return body(std::int16_t{});
+    case DataType::kBool:
+      return body(std::uint8_t{});
+    case DataType::kInt8:
+      return body(std::int8_t{});
+    case DataType::kInt16:
+      return body(std::int16_t{});
   }
   throw Error("ringtrain: unknown DataType " + std::to_string(static_cast<int>(type)));
 }
@@ -51,17 +60,20 @@ template <class A>
 A combine(A a, A b, ReduceOp op, bool boolean) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAverage: return boolean ? A(a || b) : A(a + b);
-    case ReduceOp::kMin: return std::min(a, b);
-    case ReduceOp::kMax: return std::max(a, b);
-    case ReduceOp::kProduct: return boolean ? A(a && b) : A(a * b);
+    case ReduceOp::kAverage:
+      return boolean ? A(a || b) : A(a + b);
+    case ReduceOp::kMin:
+      return std::min(a, b);
+    case ReduceOp::kMax:
+      return std::max(a, b);
+    case ReduceOp::kProduct:
+      return boolean ? A(a && b) : A(a * b);
   }
   return a;
 }
 
 template <class T>
-void reduceTyped(const T* blocks, int ranks, std::size_t count, ReduceOp op, bool boolean,
-                 T* out) {
+void reduceTyped(const T* blocks, int ranks, std::size_t count, ReduceOp op, bool boolean, T* out) {
   using A = typename Arithmetic<T>::Type;
   for (std::size_t i = 0; i < count; ++i) {
     A value = Arithmetic<T>::in(blocks[i]);
@@ -110,23 +122,35 @@ std::string opName(ReduceOp op) {
 
 std::optional<collectives::DataType> engineType(DataType type) {
   switch (type) {
-    case DataType::kFloat32: return collectives::DataType::kFloat32;
-    case DataType::kFloat64: return collectives::DataType::kFloat64;
-    case DataType::kFloat16: return collectives::DataType::kFloat16;
-    case DataType::kBFloat16: return collectives::DataType::kBFloat16;
-    case DataType::kInt32: return collectives::DataType::kInt32;
-    case DataType::kInt64: return collectives::DataType::kInt64;
-    default: return std::nullopt;
+    case DataType::kFloat32:
+      return collectives::DataType::kFloat32;
+    case DataType::kFloat64:
+      return collectives::DataType::kFloat64;
+    case DataType::kFloat16:
+      return collectives::DataType::kFloat16;
+    case DataType::kBFloat16:
+      return collectives::DataType::kBFloat16;
+    case DataType::kInt32:
+      return collectives::DataType::kInt32;
+    case DataType::kInt64:
+      return collectives::DataType::kInt64;
+    default:
+      return std::nullopt;
   }
 }
 
 std::optional<collectives::ReduceOp> engineOp(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return collectives::ReduceOp::kSum;
-    case ReduceOp::kAverage: return collectives::ReduceOp::kAverage;
-    case ReduceOp::kMin: return collectives::ReduceOp::kMin;
-    case ReduceOp::kMax: return collectives::ReduceOp::kMax;
-    default: return std::nullopt;
+    case ReduceOp::kSum:
+      return collectives::ReduceOp::kSum;
+    case ReduceOp::kAverage:
+      return collectives::ReduceOp::kAverage;
+    case ReduceOp::kMin:
+      return collectives::ReduceOp::kMin;
+    case ReduceOp::kMax:
+      return collectives::ReduceOp::kMax;
+    default:
+      return std::nullopt;
   }
 }
 

@@ -123,7 +123,8 @@ void NamedOperations::execute(std::vector<Ready>& ready) {
     }
     // All-reduces that follow with the same set, type, op and scaling go together.
     std::vector<Item> fused{item};
-    std::size_t bytes = static_cast<std::size_t>(elements(item.agreed->shape)) * sizeOf(item.agreed->type);
+    std::size_t bytes =
+        static_cast<std::size_t>(elements(item.agreed->shape)) * sizeOf(item.agreed->type);
     const bool fusable = item.agreed->kind == OperationKind::kAllreduce &&
                          engineType(item.agreed->type) && engineOp(item.agreed->op);
     std::size_t next = i + 1;
@@ -163,12 +164,18 @@ void NamedOperations::execute(std::vector<Ready>& ready) {
 
 OperationResult NamedOperations::runOne(const Item& item, ProcessSet& target) {
   switch (item.agreed->kind) {
-    case OperationKind::kAllreduce: return runGathered(item, target), OperationResult{};
-    case OperationKind::kAllgather: return runAllgather(item, target);
-    case OperationKind::kBroadcast: return runBroadcast(item, target);
-    case OperationKind::kAlltoall: return runAlltoall(item, target);
-    case OperationKind::kReducescatter: return runReducescatter(item, target);
-    default: return {};  // a barrier: every rank has reached it
+    case OperationKind::kAllreduce:
+      return runGathered(item, target), OperationResult{};
+    case OperationKind::kAllgather:
+      return runAllgather(item, target);
+    case OperationKind::kBroadcast:
+      return runBroadcast(item, target);
+    case OperationKind::kAlltoall:
+      return runAlltoall(item, target);
+    case OperationKind::kReducescatter:
+      return runReducescatter(item, target);
+    default:
+      return {};  // a barrier: every rank has reached it
   }
 }
 
@@ -220,9 +227,9 @@ void NamedOperations::runGathered(const Item& item, ProcessSet& target) {
   if (item.slot && bytes > 0) std::memcpy(mine.data(), item.slot->operation.input, bytes);
   scale(mine.data(), count, s.type, s.prescale);
   MPI_Request request = MPI_REQUEST_NULL;
-  RINGTRAIN_MPI_CHECK(MPI_Iallgather(mine.data(), bytesInt(static_cast<std::int64_t>(bytes)),
-                                     MPI_BYTE, all.data(), bytesInt(static_cast<std::int64_t>(bytes)),
-                                     MPI_BYTE, target.comm, &request));
+  RINGTRAIN_MPI_CHECK(
+      MPI_Iallgather(mine.data(), bytesInt(static_cast<std::int64_t>(bytes)), MPI_BYTE, all.data(),
+                     bytesInt(static_cast<std::int64_t>(bytes)), MPI_BYTE, target.comm, &request));
   waitPolitely(request);
   if (!item.slot) return;
   void* out = item.slot->operation.output;
@@ -246,10 +253,9 @@ OperationResult NamedOperations::runAllgather(const Item& item, ProcessSet& targ
   result.data.resize(static_cast<std::size_t>(rows * rowBytes));
   const std::vector<int> offsets = offsetsOf(counts);
   MPI_Request request = MPI_REQUEST_NULL;
-  RINGTRAIN_MPI_CHECK(MPI_Iallgatherv(item.slot->operation.input,
-                                      counts[static_cast<std::size_t>(target.index)], MPI_BYTE,
-                                      result.data.data(), counts.data(), offsets.data(), MPI_BYTE,
-                                      target.comm, &request));
+  RINGTRAIN_MPI_CHECK(MPI_Iallgatherv(
+      item.slot->operation.input, counts[static_cast<std::size_t>(target.index)], MPI_BYTE,
+      result.data.data(), counts.data(), offsets.data(), MPI_BYTE, target.comm, &request));
   waitPolitely(request);
   return result;
 }
@@ -258,12 +264,13 @@ OperationResult NamedOperations::runBroadcast(const Item& item, ProcessSet& targ
   const Signature& s = *item.agreed;
   const Operation& op = item.slot->operation;
   const std::int64_t bytes = elements(s.shape) * static_cast<std::int64_t>(sizeOf(s.type));
-  const int root = static_cast<int>(
-      std::find(target.ranks.begin(), target.ranks.end(), s.root) - target.ranks.begin());
+  const int root = static_cast<int>(std::find(target.ranks.begin(), target.ranks.end(), s.root) -
+                                    target.ranks.begin());
   if (root == target.index && op.input != op.output && bytes > 0)
     std::memcpy(op.output, op.input, static_cast<std::size_t>(bytes));
   MPI_Request request = MPI_REQUEST_NULL;
-  RINGTRAIN_MPI_CHECK(MPI_Ibcast(op.output, bytesInt(bytes), MPI_BYTE, root, target.comm, &request));
+  RINGTRAIN_MPI_CHECK(
+      MPI_Ibcast(op.output, bytesInt(bytes), MPI_BYTE, root, target.comm, &request));
   waitPolitely(request);
   return {};
 }
@@ -277,7 +284,8 @@ OperationResult NamedOperations::runAlltoall(const Item& item, ProcessSet& targe
     if (!theirs.splits.empty()) return theirs.splits;
     return std::vector<std::int64_t>(n, theirs.shape[0] / static_cast<std::int64_t>(n));
   };
-  const std::vector<std::int64_t> mine = splitsOf(target.ranks[static_cast<std::size_t>(target.index)]);
+  const std::vector<std::int64_t> mine =
+      splitsOf(target.ranks[static_cast<std::size_t>(target.index)]);
   std::vector<int> sendCounts, receiveCounts;
   OperationResult result;
   for (std::size_t j = 0; j < n; ++j) {
@@ -287,10 +295,11 @@ OperationResult NamedOperations::runAlltoall(const Item& item, ProcessSet& targe
     result.receivedSplits.push_back(rows);
   }
   result.shape = s.shape;
-  result.shape[0] = std::accumulate(result.receivedSplits.begin(), result.receivedSplits.end(),
-                                    std::int64_t{0});
+  result.shape[0] =
+      std::accumulate(result.receivedSplits.begin(), result.receivedSplits.end(), std::int64_t{0});
   result.data.resize(static_cast<std::size_t>(result.shape[0] * rowBytes));
-  const std::vector<int> sendOffsets = offsetsOf(sendCounts), receiveOffsets = offsetsOf(receiveCounts);
+  const std::vector<int> sendOffsets = offsetsOf(sendCounts),
+                         receiveOffsets = offsetsOf(receiveCounts);
   MPI_Request request = MPI_REQUEST_NULL;
   RINGTRAIN_MPI_CHECK(MPI_Ialltoallv(item.slot->operation.input, sendCounts.data(),
                                      sendOffsets.data(), MPI_BYTE, result.data.data(),
@@ -326,8 +335,10 @@ OperationResult NamedOperations::runReducescatter(const Item& item, ProcessSet& 
   OperationResult result;
   result.shape = s.shape;
   result.shape[0] = myRows;
-  const auto begin = scratch_.begin() + static_cast<std::ptrdiff_t>(firstRow * static_cast<std::int64_t>(rowBytes));
-  result.data.assign(begin, begin + static_cast<std::ptrdiff_t>(myRows * static_cast<std::int64_t>(rowBytes)));
+  const auto begin = scratch_.begin() +
+                     static_cast<std::ptrdiff_t>(firstRow * static_cast<std::int64_t>(rowBytes));
+  result.data.assign(
+      begin, begin + static_cast<std::ptrdiff_t>(myRows * static_cast<std::int64_t>(rowBytes)));
   return result;
 }
 

@@ -1,16 +1,16 @@
 #include "api/named_operations.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <climits>
 #include <cstring>
 #include <numeric>
-
-#include <sched.h>
 #include <sstream>
 
 #include "api/element_math.h"
-#include "collectives/mpi_check.h"
 #include "base/steady_clock.h"
+#include "collectives/mpi_check.h"
 #include "collectives/request_wait.h"
 
 namespace ringtrain::api {
@@ -128,8 +128,6 @@ Signature read(Reader& r) {
   return s;
 }
 
-
-
 }  // namespace
 
 NamedOperations::ProcessSet::~ProcessSet() {
@@ -179,9 +177,9 @@ std::shared_ptr<NamedOperations::ProcessSet> NamedOperations::set(int id) {
 
 std::int64_t NamedOperations::submit(const Operation& operation) {
   checkArguments(operation);
-  Signature s{operation.kind,   operation.type,       operation.op,    operation.prescale,
-              operation.postscale, operation.root, operation.processSet, operation.name,
-              operation.shape,  operation.splits};
+  Signature s{operation.kind,      operation.type,  operation.op,         operation.prescale,
+              operation.postscale, operation.root,  operation.processSet, operation.name,
+              operation.shape,     operation.splits};
   const std::string key = keyOf(s.processSet, s.name);
   std::lock_guard lock(mutex_);
   if (stopping_ || stopped_) throw Error("ringtrain::submit: the named operations have stopped");
@@ -201,7 +199,8 @@ std::int64_t NamedOperations::submit(const Operation& operation) {
 void NamedOperations::checkArguments(const Operation& op) {
   const std::string what = std::string("ringtrain: ") + kindName(op.kind) + " '" + op.name + "'";
   const std::shared_ptr<ProcessSet> target = set(op.processSet);
-  if (!target) throw InvalidArgument(what + ": unknown process set " + std::to_string(op.processSet));
+  if (!target)
+    throw InvalidArgument(what + ": unknown process set " + std::to_string(op.processSet));
   if (target->index < 0) {
     throw InvalidArgument(what + ": rank " + std::to_string(rank_) + " is not in process set " +
                           std::to_string(op.processSet));
@@ -250,14 +249,16 @@ void NamedOperations::checkArguments(const Operation& op) {
 bool NamedOperations::poll(std::int64_t handle) {
   std::lock_guard lock(mutex_);
   auto it = slots_.find(handle);
-  if (it == slots_.end()) throw InvalidArgument("ringtrain::poll: unknown handle " + std::to_string(handle));
+  if (it == slots_.end())
+    throw InvalidArgument("ringtrain::poll: unknown handle " + std::to_string(handle));
   return it->second.done;
 }
 
 OperationResult NamedOperations::wait(std::int64_t handle) {
   std::unique_lock lock(mutex_);
   auto it = slots_.find(handle);
-  if (it == slots_.end()) throw InvalidArgument("ringtrain::wait: unknown handle " + std::to_string(handle));
+  if (it == slots_.end())
+    throw InvalidArgument("ringtrain::wait: unknown handle " + std::to_string(handle));
   changed_.wait(lock, [&] { return it->second.done; });
   Slot slot = std::move(it->second);
   slots_.erase(it);
@@ -278,11 +279,13 @@ int NamedOperations::addProcessSet(const std::vector<int>& ranks) {
   added->index = me == sorted.end() ? -1 : static_cast<int>(me - sorted.begin());
   MPI_Group world = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
   RINGTRAIN_MPI_CHECK(MPI_Comm_group(sets_, &world));
-  RINGTRAIN_MPI_CHECK(MPI_Group_incl(world, static_cast<int>(sorted.size()), sorted.data(), &group));
+  RINGTRAIN_MPI_CHECK(
+      MPI_Group_incl(world, static_cast<int>(sorted.size()), sorted.data(), &group));
   RINGTRAIN_MPI_CHECK(MPI_Comm_create(sets_, group, &added->comm));
   MPI_Group_free(&group);
   MPI_Group_free(&world);
-  if (added->comm != MPI_COMM_NULL) added->engine = translated([&] { return makeEngine(added->comm); });
+  if (added->comm != MPI_COMM_NULL)
+    added->engine = translated([&] { return makeEngine(added->comm); });
   std::lock_guard lock(mutex_);
   const int id = nextSetId_++;
   setsById_[id] = added;
@@ -455,8 +458,8 @@ std::vector<std::string> NamedOperations::exchangeMessages(const std::string& mi
   waitPolitely(request, quick);
   std::vector<std::string> messages;
   for (std::size_t r = 0; r < lengths.size(); ++r)
-    messages.push_back(all.substr(static_cast<std::size_t>(offsets[r]),
-                                  static_cast<std::size_t>(lengths[r])));
+    messages.push_back(
+        all.substr(static_cast<std::size_t>(offsets[r]), static_cast<std::size_t>(lengths[r])));
   return messages;
 }
 
@@ -481,7 +484,8 @@ void NamedOperations::absorb(int rank, const std::string& message, std::vector<R
     }
     entry.byRank[static_cast<std::size_t>(rank)] = std::move(s);
     ++entry.submitted;
-    const std::shared_ptr<ProcessSet> target = set(entry.byRank[static_cast<std::size_t>(rank)]->processSet);
+    const std::shared_ptr<ProcessSet> target =
+        set(entry.byRank[static_cast<std::size_t>(rank)]->processSet);
     if (target && complete(entry, *target)) {
       ready.push_back(Ready{key, std::move(entry)});
       table_.erase(it);
@@ -495,8 +499,8 @@ bool NamedOperations::complete(const Entry& entry, const ProcessSet& target) con
     if (s) any = &*s;
   for (int r : target.ranks) {
     const auto& s = entry.byRank[static_cast<std::size_t>(r)];
-    const bool standsIn = joined_[static_cast<std::size_t>(r)] && any &&
-                          any->kind != OperationKind::kJoin;
+    const bool standsIn =
+        joined_[static_cast<std::size_t>(r)] && any && any->kind != OperationKind::kJoin;
     if (!s && !standsIn) return false;
   }
   return true;
@@ -513,7 +517,8 @@ void NamedOperations::collectReady(std::vector<Ready>& ready) {
     const std::shared_ptr<ProcessSet> target = any ? set(any->processSet) : nullptr;
     if (target && complete(it->second, *target)) done.push_back(it);
   }
-  std::sort(done.begin(), done.end(), [](auto a, auto b) { return a->second.order < b->second.order; });
+  std::sort(done.begin(), done.end(),
+            [](auto a, auto b) { return a->second.order < b->second.order; });
   for (auto it : done) {
     ready.push_back(Ready{it->first, std::move(it->second)});
     table_.erase(it);

@@ -132,8 +132,8 @@ class NamedOperations final : public Closable {
   Runtime& runtime_;
   double stallTimeoutSeconds_;
   int rank_ = 0, size_ = 1;
-  MPI_Comm negotiation_ = MPI_COMM_NULL;  // the cycles' all-gathers (the thread's)
-  MPI_Comm sets_ = MPI_COMM_NULL;         // addProcessSet's communicator creation (callers')
+  MPI_Comm negotiation_ = MPI_COMM_NULL;   // the cycles' all-gathers (the thread's)
+  MPI_Comm sets_ = MPI_COMM_NULL;          // addProcessSet's communicator creation (callers')
   MPI_Comm timelineComm_ = MPI_COMM_NULL;  // the timeline's start and gathering (callers')
 
   std::mutex mutex_;
@@ -155,7 +155,7 @@ class NamedOperations final : public Closable {
   int lastJoined_ = -1;
   std::vector<bool> rankStopping_;
   std::uint64_t nextOrder_ = 0;
-  int idleCycles_ = 0;  // cycles in a row in which no rank had anything
+  int idleCycles_ = 0;                  // cycles in a row in which no rank had anything
   std::vector<unsigned char> scratch_;  // fused all-reduces, kept from cycle to cycle
   std::size_t fusionBytes_ = std::size_t{64} << 20;
   std::thread thread_;

@@ -51,8 +51,9 @@ collectives::DataType internal(DataType type) {
     default:
       break;
   }
-  throw Error("ringtrain: the plain collectives take float and 32/64-bit integer types; submit() "
-              "takes the others");
+  throw Error(
+      "ringtrain: the plain collectives take float and 32/64-bit integer types; submit() "
+      "takes the others");
 }
 
 collectives::ReduceOp internal(ReduceOp op) {
@@ -68,8 +69,9 @@ collectives::ReduceOp internal(ReduceOp op) {
     default:
       break;
   }
-  throw Error("ringtrain: the plain all-reduce takes sum, average, min and max; submit() takes "
-              "the product");
+  throw Error(
+      "ringtrain: the plain all-reduce takes sum, average, min and max; submit() takes "
+      "the product");
 }
 
 // MPI as the caller left it, or initialised here with the thread level the engine needs: its
@@ -94,7 +96,8 @@ void joinMpi(api::Runtime& runtime) {
 void startRuntime(api::Runtime& runtime, const Options& options) {
   const Options resolved = api::resolvedOptions(options);  // bad settings before MPI starts
   joinMpi(runtime);
-  runtime.sharedNode = runtime.environment->worldSize() > 1 && runtime.environment->nodeCount() == 1;
+  runtime.sharedNode =
+      runtime.environment->worldSize() > 1 && runtime.environment->nodeCount() == 1;
   runtime.backend = api::engineBackend(resolved.backend, runtime.sharedNode);
   runtime.backendChosen = resolved.backend == Backend::kAuto;
   runtime.exchangeOptions = api::engineOptions(resolved);
@@ -111,7 +114,8 @@ void startRuntime(api::Runtime& runtime, const Options& options) {
     runtime.watchdog.emplace(runtime.environment->world(), resolved.stallTimeoutSeconds);
     runtime.watchdog->watch(*runtime.control, "control");
   }
-  runtime.operations = std::make_shared<api::NamedOperations>(runtime, resolved.stallTimeoutSeconds);
+  runtime.operations =
+      std::make_shared<api::NamedOperations>(runtime, resolved.stallTimeoutSeconds);
 }
 
 }  // namespace

@@ -124,8 +124,8 @@ void bindNamedOperations(py::module_& m) {
         return ringtrain::submit(o);
       },
       py::arg("kind"), py::arg("name"), py::arg("type"), py::arg("shape"), py::arg("input"),
-      py::arg("output"), py::arg("op"), py::arg("prescale"), py::arg("postscale"),
-      py::arg("root"), py::arg("splits"), py::arg("process_set"));
+      py::arg("output"), py::arg("op"), py::arg("prescale"), py::arg("postscale"), py::arg("root"),
+      py::arg("splits"), py::arg("process_set"));
   m.def("poll", &ringtrain::poll);
   m.def("wait", [](std::int64_t handle) {
     ringtrain::OperationResult result;

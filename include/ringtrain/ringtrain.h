@@ -45,8 +45,18 @@ class InvalidArgument : public Error {
 };
 
 // kBool holds one byte per element, 0 or 1.
-enum class DataType { kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUInt8, kInt8,
-                      kInt16, kBool };
+enum class DataType {
+  kFloat32,
+  kFloat64,
+  kFloat16,
+  kBFloat16,
+  kInt32,
+  kInt64,
+  kUInt8,
+  kInt8,
+  kInt16,
+  kBool
+};
 // kAverage: the sum divided by size() (integers truncate toward zero). On kBool, kSum and kMax
 // are "or", kMin and kProduct "and".
 enum class ReduceOp { kSum, kAverage, kMin, kMax, kProduct };
@@ -101,8 +111,15 @@ void barrier();
 // all-reduces ready together fused into one), and completes the handles. Ranks that disagree (type,
 // shape, op, root) get an Error from wait() on every rank. An operation that some ranks never
 // submit ends the job after the stall time-out, naming them.
-enum class OperationKind { kAllreduce, kAllgather, kBroadcast, kAlltoall, kReducescatter,
-                           kBarrier, kJoin };
+enum class OperationKind {
+  kAllreduce,
+  kAllgather,
+  kBroadcast,
+  kAlltoall,
+  kReducescatter,
+  kBarrier,
+  kJoin
+};
 
 struct Operation {
   OperationKind kind = OperationKind::kAllreduce;
@@ -113,7 +130,7 @@ struct Operation {
   // kAllreduce and kBroadcast: shape's elements (may be input). The others leave their result in
   // OperationResult.
   void* output = nullptr;
-  ReduceOp op = ReduceOp::kAverage;   // kAllreduce, kReducescatter
+  ReduceOp op = ReduceOp::kAverage;    // kAllreduce, kReducescatter
   double prescale = 1, postscale = 1;  // kAllreduce, kReducescatter: each input, and the result
   int root = 0;                        // kBroadcast: a rank (of the world) in the process set
   std::vector<std::int64_t> splits;    // kAlltoall: rows to each rank of the set (empty: equal)
@@ -121,8 +138,8 @@ struct Operation {
 };
 
 struct OperationResult {
-  std::vector<std::int64_t> shape;  // kAllgather, kAlltoall, kReducescatter: the result's
-  std::vector<unsigned char> data;  // ... and its elements
+  std::vector<std::int64_t> shape;           // kAllgather, kAlltoall, kReducescatter: the result's
+  std::vector<unsigned char> data;           // ... and its elements
   std::vector<std::int64_t> receivedSplits;  // kAlltoall: rows from each rank of the set
   int lastJoined = -1;                       // kJoin: the rank that joined last
 };

@@ -70,11 +70,15 @@ def check_errors(r, n):
                  lambda: hvd.broadcast(torch.zeros(2), root_rank=r % 2 if n > 1 else 0,
                                        name="roots")) or n == 1,
           "roots that differ: one error on every rank")
-    handle = hvd.allreduce_async(torch.zeros(2), name="twice")
+    # Rank r's own name stays in flight until the others submit it, after the barrier.
+    handles = [hvd.allreduce_async(torch.zeros(2), name=f"twice.{r}")]
     check(raises(ValueError, "already in flight",
-                 lambda: hvd.allreduce_async(torch.zeros(2), name="twice")),
+                 lambda: hvd.allreduce_async(torch.zeros(2), name=f"twice.{r}")) or n == 1,
           "a name twice in flight is a ValueError")
-    hvd.synchronize(handle)
+    hvd.barrier()
+    handles += [hvd.allreduce_async(torch.zeros(2), name=f"twice.{k}") for k in range(n) if k != r]
+    for handle in handles:
+        hvd.synchronize(handle)
     check(raises(ValueError, "splits", lambda: hvd.alltoall(torch.zeros(3), splits=[1] * (n + 1))),
           "all-to-all splits of the wrong length are refused")
     check(raises(TypeError, "not supported",
