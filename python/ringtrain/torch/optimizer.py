@@ -28,13 +28,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
                  gradient_predivide_factor, sparse_as_dense, process_set):
         super(self.__class__, self).__init__(params)
+        named = _named_parameters(named_parameters, self.param_groups)  # checked before init()
         # The engine's exchange spans every rank; a smaller process set takes the all-reduce.
         self._rt_process_set = process_set or mpi_ops.global_process_set
         global_set = self._rt_process_set.process_set_id == 0
         # A rank outside the set steps on its own gradients (as Horovod's does).
         self._rt_included = mpi_ops.rank() in _ext.process_set_ranks(
             self._rt_process_set.process_set_id)
-        named = _named_parameters(named_parameters, self.param_groups)
         self._rt_compressor = compression
         self._rt_op = op
         self._rt_passes = backward_passes_per_step
