@@ -157,7 +157,6 @@ class NamedOperations final : public Closable {
   std::uint64_t nextOrder_ = 0;
   int idleCycles_ = 0;                  // cycles in a row in which no rank had anything
   std::vector<unsigned char> scratch_;  // fused all-reduces, kept from cycle to cycle
-  std::size_t fusionBytes_ = std::size_t{64} << 20;
   std::thread thread_;
 };
 

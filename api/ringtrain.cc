@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 
+#include "api/element_math.h"
 #include "api/named_operations.h"
 #include "api/runtime.h"
 #include "collectives/data_type.h"
@@ -34,41 +35,16 @@ RuntimeHolder& holder() {
   return instance;
 }
 
+// The engine's own type and op (api/element_math.h), or one line saying where the others go.
 collectives::DataType internal(DataType type) {
-  switch (type) {
-    case DataType::kFloat32:
-      return collectives::DataType::kFloat32;
-    case DataType::kFloat64:
-      return collectives::DataType::kFloat64;
-    case DataType::kFloat16:
-      return collectives::DataType::kFloat16;
-    case DataType::kBFloat16:
-      return collectives::DataType::kBFloat16;
-    case DataType::kInt32:
-      return collectives::DataType::kInt32;
-    case DataType::kInt64:
-      return collectives::DataType::kInt64;
-    default:
-      break;
-  }
+  if (const auto engine = api::engineType(type)) return *engine;
   throw Error(
       "ringtrain: the plain collectives take float and 32/64-bit integer types; submit() "
       "takes the others");
 }
 
 collectives::ReduceOp internal(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return collectives::ReduceOp::kSum;
-    case ReduceOp::kAverage:
-      return collectives::ReduceOp::kAverage;
-    case ReduceOp::kMin:
-      return collectives::ReduceOp::kMin;
-    case ReduceOp::kMax:
-      return collectives::ReduceOp::kMax;
-    default:
-      break;
-  }
+  if (const auto engine = api::engineOp(op)) return *engine;
   throw Error(
       "ringtrain: the plain all-reduce takes sum, average, min and max; submit() takes "
       "the product");

@@ -33,8 +33,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._rt_process_set = process_set or mpi_ops.global_process_set
         global_set = self._rt_process_set.process_set_id == 0
         # A rank outside the set steps on its own gradients (as Horovod's does).
-        self._rt_included = mpi_ops.rank() in _ext.process_set_ranks(
-            self._rt_process_set.process_set_id)
+        set_ranks = _ext.process_set_ranks(self._rt_process_set.process_set_id)
+        self._rt_included = mpi_ops.rank() in set_ranks
+        self._rt_set_size = len(set_ranks)
         self._rt_compressor = compression
         self._rt_op = op
         self._rt_passes = backward_passes_per_step
@@ -144,10 +145,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         Size 1: a parameter without a gradient keeps none (Horovod does not hook at size 1)."""
         if p in self._rt_counted:
             return True
-        return p.requires_grad and (p.grad is not None or self._rt_set_size() > 1)
-
-    def _rt_set_size(self):
-        return len(_ext.process_set_ranks(self._rt_process_set.process_set_id))
+        return p.requires_grad and (p.grad is not None or self._rt_set_size > 1)
 
     def synchronize(self):
         """Waits for every gradient's average. A parameter backward did not reach on this rank
