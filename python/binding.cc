@@ -103,8 +103,8 @@ void bindCollectives(py::module_& m) {
 // A finished operation's result: (shape, a uint8 NumPy array over its bytes, which owns them,
 // received splits, the last rank to join).
 py::tuple resultTuple(ringtrain::OperationResult result) {
-  auto* data = new std::vector<unsigned char>(std::move(result.data));
-  py::capsule owner(data, [](void* p) { delete static_cast<std::vector<unsigned char>*>(p); });
+  auto* data = new ringtrain::ResultBytes(std::move(result.data));
+  py::capsule owner(data, [](void* p) { delete static_cast<ringtrain::ResultBytes*>(p); });
   py::array_t<unsigned char> bytes(static_cast<py::ssize_t>(data->size()), data->data(), owner);
   return py::make_tuple(result.shape, bytes, result.receivedSplits, result.lastJoined);
 }

@@ -137,9 +137,36 @@ struct Operation {
   int processSet = 0;                  // 0: every rank; others from addProcessSet
 };
 
+// The memory of a result's elements: handed out unzeroed (the collective writes every byte), and
+// where it is large, on the huge pages the OS lends on request, so that a fresh result of many
+// megabytes costs a few page faults rather than one per 4 KiB.
+namespace detail {
+void* allocateResultBytes(std::size_t bytes);
+void freeResultBytes(void* data, std::size_t bytes) noexcept;
+}  // namespace detail
+
+template <class T>
+struct ResultAllocator {
+  using value_type = T;
+  ResultAllocator() = default;
+  template <class U>
+  ResultAllocator(const ResultAllocator<U>&) noexcept {}
+  T* allocate(std::size_t n) { return static_cast<T*>(detail::allocateResultBytes(n * sizeof(T))); }
+  void deallocate(T* p, std::size_t n) noexcept { detail::freeResultBytes(p, n * sizeof(T)); }
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;  // default-initialised: left as it is
+  }
+  template <class U>
+  bool operator==(const ResultAllocator<U>&) const noexcept {
+    return true;
+  }
+};
+using ResultBytes = std::vector<unsigned char, ResultAllocator<unsigned char>>;
+
 struct OperationResult {
   std::vector<std::int64_t> shape;           // kAllgather, kAlltoall, kReducescatter: the result's
-  std::vector<unsigned char> data;           // ... and its elements
+  ResultBytes data;                          // ... and its elements
   std::vector<std::int64_t> receivedSplits;  // kAlltoall: rows from each rank of the set
   int lastJoined = -1;                       // kJoin: the rank that joined last
 };

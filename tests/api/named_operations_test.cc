@@ -105,6 +105,28 @@ TEST_F(NamedOperations, AllgatherOfUnevenRowsAndAlltoallWithSplits) {
     EXPECT_EQ(values[i], 10 * static_cast<int>(i / static_cast<std::size_t>(rank_ + 1)) + rank_);
 }
 
+// A result of 3 MiB a rank: ResultAllocator's large path (unzeroed memory on 2 MiB boundaries,
+// huge pages where the OS lends them) holds what every rank sent.
+TEST_F(NamedOperations, LargeAllgatherResult) {
+  const std::size_t count = (std::size_t{3} << 20) / sizeof(float) + 5;
+  std::vector<float> mine(count);
+  for (std::size_t i = 0; i < count; ++i)
+    mine[i] = static_cast<float>(rank_) + 1e-6f * i;
+  Operation gather;
+  gather.kind = OperationKind::kAllgather;
+  gather.name = "large";
+  gather.shape = {static_cast<std::int64_t>(count)};
+  gather.input = mine.data();
+  const ringtrain::OperationResult gathered = ringtrain::wait(ringtrain::submit(gather));
+  ASSERT_EQ(gathered.data.size(), count * sizeof(float) * static_cast<std::size_t>(size_));
+  std::vector<float> all(count * static_cast<std::size_t>(size_));
+  std::memcpy(all.data(), gathered.data.data(), gathered.data.size());
+  for (int r = 0; r < size_; ++r)
+    for (std::size_t i = 0; i < count; i += 997)
+      ASSERT_EQ(all[static_cast<std::size_t>(r) * count + i], static_cast<float>(r) + 1e-6f * i);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(gathered.data.data()) % (std::size_t{2} << 20), 0u);
+}
+
 TEST_F(NamedOperations, ProductOfUint8AndReducescatter) {
   std::vector<std::uint8_t> two(4, 2);
   Operation product;
