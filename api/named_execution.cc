@@ -98,6 +98,52 @@ NamedOperations::Item NamedOperations::itemOf(Ready& ready) {
   return item;
 }
 
+namespace {
+
+// An all-reduce the engine runs itself, which can share one buffer with others.
+bool isFusable(const Signature& s) {
+  return s.kind == OperationKind::kAllreduce && engineType(s.type) && engineOp(s.op);
+}
+
+std::size_t bytesOf(const Signature& s) {
+  return static_cast<std::size_t>(elements(s.shape)) * sizeOf(s.type);
+}
+
+}  // namespace
+
+// A join's end: every rank has joined; each learns the last to.
+void NamedOperations::finishJoin(const std::string& key) {
+  OperationResult result;
+  result.lastJoined = lastJoined_;
+  std::fill(joined_.begin(), joined_.end(), false);
+  lastJoined_ = -1;
+  finish(key, {}, std::move(result));
+}
+
+// ready[i] and the all-reduces right after it that go in one buffer with it: the same set, type,
+// op and scaling, agreed by the ranks, within the fusion threshold. `bytes`: their size.
+std::vector<NamedOperations::Item> NamedOperations::fusedFrom(std::vector<Ready>& ready,
+                                                              std::size_t i,
+                                                              const ProcessSet& target,
+                                                              std::size_t& bytes) {
+  std::vector<Item> fused{itemOf(ready[i])};
+  const Signature& a = *fused.front().agreed;
+  bytes = bytesOf(a);
+  for (std::size_t next = i + 1; isFusable(a) && next < ready.size(); ++next) {
+    Item more = itemOf(ready[next]);
+    const Signature& b = *more.agreed;
+    if (b.kind != a.kind || b.processSet != a.processSet || b.type != a.type || b.op != a.op ||
+        b.prescale != a.prescale || b.postscale != a.postscale ||
+        bytes + bytesOf(b) > runtime_.exchangeOptions.fusionThresholdBytes ||
+        !disagreement(ready[next].entry, target).empty()) {
+      break;
+    }
+    fused.push_back(more);
+    bytes += bytesOf(b);
+  }
+  return fused;
+}
+
 void NamedOperations::execute(std::vector<Ready>& ready) {
   for (std::size_t i = 0; i < ready.size();) {
     Item item = itemOf(ready[i]);
@@ -113,36 +159,14 @@ void NamedOperations::execute(std::vector<Ready>& ready) {
       continue;
     }
     if (item.agreed->kind == OperationKind::kJoin) {
-      OperationResult result;
-      result.lastJoined = lastJoined_;
-      std::fill(joined_.begin(), joined_.end(), false);
-      lastJoined_ = -1;
-      finish(ready[i].key, {}, std::move(result));
+      finishJoin(ready[i].key);
       ++i;
       continue;
     }
-    // All-reduces that follow with the same set, type, op and scaling go together.
-    std::vector<Item> fused{item};
-    std::size_t bytes =
-        static_cast<std::size_t>(elements(item.agreed->shape)) * sizeOf(item.agreed->type);
-    const bool fusable = item.agreed->kind == OperationKind::kAllreduce &&
-                         engineType(item.agreed->type) && engineOp(item.agreed->op);
-    std::size_t next = i + 1;
-    while (fusable && next < ready.size()) {
-      Item more = itemOf(ready[next]);
-      const Signature& a = *item.agreed;
-      const Signature& b = *more.agreed;
-      const std::size_t moreBytes = static_cast<std::size_t>(elements(b.shape)) * sizeOf(b.type);
-      if (b.kind != a.kind || b.processSet != a.processSet || b.type != a.type || b.op != a.op ||
-          b.prescale != a.prescale || b.postscale != a.postscale ||
-          bytes + moreBytes > runtime_.exchangeOptions.fusionThresholdBytes ||
-          !disagreement(ready[next].entry, *target).empty()) {
-        break;
-      }
-      fused.push_back(more);
-      bytes += moreBytes;
-      ++next;
-    }
+    std::size_t bytes = 0;
+    const std::vector<Item> fused = fusedFrom(ready, i, *target, bytes);
+    const bool fusable = isFusable(*item.agreed);
+    const std::size_t next = i + fused.size();
     std::string failure;
     OperationResult result;
     const std::int64_t startNs = steadyNowNs();
@@ -309,36 +333,82 @@ OperationResult NamedOperations::runAlltoall(const Item& item, ProcessSet& targe
   return result;
 }
 
-// Horovod's reduce-scatter: the reduction cut along dimension 0, the first ranks one row more
-// where the rows do not split evenly. The whole all-reduce runs, and each rank keeps its rows.
+namespace {
+
+// Rows [first, first + count) of dimension 0 for rank `index` of `n` under Horovod's cut: the
+// first ranks one row more where the rows do not split evenly.
+struct RowBlock {
+  std::int64_t first = 0, count = 0;
+};
+RowBlock rowBlock(std::int64_t rows, std::int64_t n, std::int64_t index) {
+  const std::int64_t base = rows / n, extra = rows % n;
+  return {index * base + std::min(index, extra), base + (index < extra ? 1 : 0)};
+}
+
+}  // namespace
+
+// Whether the engine's reduce-scatter can serve Horovod's cut of `s`: its shards (every rank's,
+// known to every rank, so all decide alike) must hold as many elements as the rank's rows.
+bool NamedOperations::enginesCutFits(const Signature& s, ProcessSet& target) const {
+  const std::size_t count = static_cast<std::size_t>(elements(s.shape));
+  if (count == 0 || !target.engine->splitsAllreduce() || !engineType(s.type) || !engineOp(s.op))
+    return false;
+  const auto n = static_cast<std::int64_t>(target.ranks.size());
+  for (std::int64_t r = 0; r < n; ++r) {
+    const collectives::ElementRange shard =
+        target.engine->shardOfRank(count, *engineType(s.type), static_cast<int>(r));
+    if (static_cast<std::int64_t>(shard.end - shard.begin) !=
+        rowBlock(s.shape[0], n, r).count * rowElements(s.shape))
+      return false;
+  }
+  return true;
+}
+
+// Horovod's reduce-scatter: the reduction cut along dimension 0 (rowBlock). Where the engine's
+// cut fits, rank r's rows go where the engine leaves rank r's shard and its reduce-scatter runs
+// (half the bytes of an all-reduce); otherwise the whole all-reduce runs and each rank keeps its
+// rows. Either way in the scratch buffer kept from cycle to cycle (no fresh pages).
 OperationResult NamedOperations::runReducescatter(const Item& item, ProcessSet& target) {
   const Signature& s = *item.agreed;
   const auto n = static_cast<std::int64_t>(target.ranks.size());
-  const std::int64_t index = target.index;
-  const std::int64_t rows = s.shape[0], base = rows / n, extra = rows % n;
-  const std::int64_t myRows = base + (index < extra ? 1 : 0);
-  const std::int64_t firstRow = index * base + std::min(index, extra);
+  const std::size_t count = static_cast<std::size_t>(elements(s.shape));
   const std::size_t unit = sizeOf(s.type);
   const std::size_t rowBytes = static_cast<std::size_t>(rowElements(s.shape)) * unit;
-  // The whole reduction in the scratch buffer kept from cycle to cycle (no fresh pages).
-  if (scratch_.size() < static_cast<std::size_t>(rows) * rowBytes)
-    scratch_.resize(static_cast<std::size_t>(rows) * rowBytes);
-  Operation reduced = item.slot->operation;
-  reduced.output = scratch_.data();
-  Slot stand{reduced, {}, false, {}, {}};
-  Item asAllreduce{item.ready, &stand, item.agreed};
-  if (engineType(s.type) && engineOp(s.op)) {
-    runAllreduces({asAllreduce}, target);
+  if (scratch_.size() < count * unit) scratch_.resize(count * unit);
+  const RowBlock mine = rowBlock(s.shape[0], n, target.index);
+  std::size_t resultAt = static_cast<std::size_t>(mine.first) * rowBytes;
+  if (enginesCutFits(s, target)) {
+    const collectives::DataType type = *engineType(s.type);
+    const auto* input = static_cast<const unsigned char*>(item.slot->operation.input);
+    for (std::int64_t r = 0; r < n; ++r) {
+      const RowBlock block = rowBlock(s.shape[0], n, r);
+      std::memcpy(scratch_.data() +
+                      target.engine->shardOfRank(count, type, static_cast<int>(r)).begin * unit,
+                  input + static_cast<std::size_t>(block.first) * rowBytes,
+                  static_cast<std::size_t>(block.count) * rowBytes);
+    }
+    scale(scratch_.data(), count, s.type, s.prescale);
+    target.engine->reduceScatter(scratch_.data(), scratch_.data(), count, type, *engineOp(s.op));
+    resultAt = target.engine->shardOfRank(count, type, target.index).begin * unit;
+    scale(scratch_.data() + resultAt, static_cast<std::size_t>(mine.count) * rowBytes / unit,
+          s.type, s.postscale);
   } else {
-    runGathered(asAllreduce, target);
+    Operation reduced = item.slot->operation;
+    reduced.output = scratch_.data();
+    Slot stand{reduced, {}, false, {}, {}};
+    Item asAllreduce{item.ready, &stand, item.agreed};
+    if (engineType(s.type) && engineOp(s.op)) {
+      runAllreduces({asAllreduce}, target);
+    } else {
+      runGathered(asAllreduce, target);
+    }
   }
   OperationResult result;
   result.shape = s.shape;
-  result.shape[0] = myRows;
-  const auto begin = scratch_.begin() +
-                     static_cast<std::ptrdiff_t>(firstRow * static_cast<std::int64_t>(rowBytes));
+  result.shape[0] = mine.count;
+  const auto begin = scratch_.begin() + static_cast<std::ptrdiff_t>(resultAt);
   result.data.assign(
-      begin, begin + static_cast<std::ptrdiff_t>(myRows * static_cast<std::int64_t>(rowBytes)));
+      begin, begin + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(mine.count) * rowBytes));
   return result;
 }
 

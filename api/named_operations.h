@@ -113,6 +113,9 @@ class NamedOperations final : public Closable {
   void collectReady(std::vector<Ready>& ready);
   bool complete(const Entry& entry, const ProcessSet& set) const;
   void execute(std::vector<Ready>& ready);
+  void finishJoin(const std::string& key);
+  std::vector<Item> fusedFrom(std::vector<Ready>& ready, std::size_t i, const ProcessSet& target,
+                              std::size_t& bytes);
   void trace(const Signature& s, std::int64_t startNs, std::size_t bytes);
   void checkStalls();
   // "" when the ranks' signatures agree, else the error every rank reports.
@@ -123,6 +126,7 @@ class NamedOperations final : public Closable {
   OperationResult runAllgather(const Item& item, ProcessSet& target);
   OperationResult runBroadcast(const Item& item, ProcessSet& target);
   OperationResult runAlltoall(const Item& item, ProcessSet& target);
+  bool enginesCutFits(const Signature& s, ProcessSet& target) const;
   OperationResult runReducescatter(const Item& item, ProcessSet& target);
   OperationResult runOne(const Item& item, ProcessSet& target);
   void finish(const std::string& key, std::string error, OperationResult result = {});

@@ -142,7 +142,8 @@ namespace {
 }
 }  // namespace
 
-ElementRange Communicator::shardOf(std::size_t /*count*/, DataType /*type*/) const {
+ElementRange Communicator::shardOfRank(std::size_t /*count*/, DataType /*type*/,
+                                       int /*rank*/) const {
   cannotSplit(backendName());
 }
 

@@ -19,9 +19,9 @@
 
 #include <mpi.h>
 
+#include "base/named_values.h"
 #include "collectives/call_signature.h"
 #include "collectives/data_type.h"
-#include "base/named_values.h"
 #include "collectives/request_wait.h"
 
 namespace ringtrain::collectives {
@@ -141,7 +141,11 @@ class Communicator {
   // (`count` elements of `type`, cut as shardOf(count, cutAs) cuts a buffer of `cutAs`, the
   // reduce-scatter's type) to every rank. Together they move the bytes of one all-reduce.
   virtual bool splitsAllreduce() const { return false; }
-  virtual ElementRange shardOf(std::size_t count, DataType type) const;
+  ElementRange shardOf(std::size_t count, DataType type) const {
+    return shardOfRank(count, type, rank_);
+  }
+  // The shard that rank `rank` is left with: every rank can work out every rank's.
+  virtual ElementRange shardOfRank(std::size_t count, DataType type, int rank) const;
   void reduceScatter(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op);
   void gatherShards(void* buffer, std::size_t count, DataType type, DataType cutAs);
 

@@ -13,11 +13,11 @@ RingLayout RingAllreduce::layout(std::size_t count, DataType type) const {
   return {count, (perRank + lineElements - 1) / lineElements * lineElements};
 }
 
-ElementRange RingAllreduce::shard(std::size_t count, DataType type) const {
+ElementRange RingAllreduce::shard(std::size_t count, DataType type, int rank) const {
   if (pipeline_.size() == 1) return {0, count};
   // After the reduce steps rank r holds segment r+1 (ring_pipeline.h: RingPass).
   const RingLayout cut = layout(count, type);
-  const int segment = (pipeline_.rank() + 1) % pipeline_.size();
+  const int segment = (rank + 1) % pipeline_.size();
   return {cut.segmentBegin(segment), cut.segmentBegin(segment) + cut.segmentLength(segment)};
 }
 

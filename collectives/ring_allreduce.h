@@ -38,8 +38,8 @@ class RingAllreduce {
   // `type`, cut as a buffer of `count` elements of `cutAs` is) reaches every rank.
   void allgather(void* buffer, std::size_t count, DataType type, DataType cutAs);
   // The segment of a buffer of `count` elements of `type` that the first phase leaves reduced on
-  // this rank.
-  ElementRange shard(std::size_t count, DataType type) const;
+  // rank `rank`.
+  ElementRange shard(std::size_t count, DataType type, int rank) const;
 
   // kCached: below this, reductions are still stored past the cache (faster there, 2 ranks).
   static constexpr std::size_t kCachedStoreBytes = 512 * 1024;

@@ -38,8 +38,8 @@ class TunedCommunicator final : public Communicator {
   // ring; for the others reduceScatter is the table's whole all-reduce (the same bits, whichever
   // algorithm). The shards are always the ring's, so that gatherShards is always its second phase.
   bool splitsAllreduce() const override { return true; }
-  ElementRange shardOf(std::size_t count, DataType type) const override {
-    return ring_.shard(count, type);
+  ElementRange shardOfRank(std::size_t count, DataType type, int rank) const override {
+    return ring_.shard(count, type, rank);
   }
 
  protected:

@@ -110,6 +110,14 @@ def check_kinds(r, n):
     mine = torch.arange(first, first + base + (r < extra), dtype=torch.float32).view(-1, 1)
     check(torch.equal(scattered, mine * n + sum(range(n))),
           "reduce-scatter of 2n+1 rows: the first ranks one row more")
+    # Rows that split evenly into the engine's cut take its reduce-scatter (half an all-reduce's
+    # bytes): the same bits as the all-reduce's rows, prescaled and postscaled, on every rank.
+    torch.manual_seed(100 + r)
+    even = torch.randn(4 * n, 16)
+    kwargs = dict(op=hvd.Average, prescale_factor=0.5, postscale_factor=3.0)
+    whole = hvd.allreduce(even, name="even.whole", **kwargs)
+    check(torch.equal(hvd.reducescatter(even, name="even", **kwargs), whole[4 * r:4 * r + 4]),
+          "reduce-scatter of evenly cut rows: the all-reduce's rows, bit for bit")
     hvd.barrier()
     check(True, "barrier returns")
     torch.manual_seed(r)
