@@ -17,6 +17,22 @@ import torch
 import ringtrain as _ringtrain
 from ringtrain import _ringtrain as _ext
 
+# The public names (what `from .mpi_ops import *` gives ringtrain.torch): Horovod's, no modules.
+__all__ = [
+    "Adasum", "Average", "Error", "HorovodInternalError", "Max", "Min", "ProcessSet", "Product",
+    "Sum", "add_process_set", "allgather", "allgather_async", "allreduce", "allreduce_",
+    "allreduce_async", "allreduce_async_", "alltoall", "alltoall_async", "barrier", "broadcast",
+    "broadcast_", "broadcast_async", "broadcast_async_", "ccl_built", "cross_rank",
+    "cross_size", "cuda_built", "ddl_built", "global_process_set", "gloo_built", "gloo_enabled",
+    "grouped_allgather", "grouped_allgather_async", "grouped_allreduce", "grouped_allreduce_",
+    "grouped_allreduce_async", "grouped_allreduce_async_", "grouped_reducescatter",
+    "grouped_reducescatter_async", "init", "is_homogeneous", "is_initialized", "join",
+    "local_rank", "local_size", "mpi_built", "mpi_enabled", "mpi_threads_supported",
+    "nccl_built", "poll", "rank", "reducescatter", "reducescatter_async", "remove_process_set",
+    "rocm_built", "size", "sparse_allreduce_async", "start_timeline", "stop_timeline",
+    "synchronize",
+]
+
 Error = _ext.Error
 HorovodInternalError = _ext.Error
 Average = _ext.ReduceOp.average
