@@ -43,6 +43,9 @@ def arguments():
                         help="optimizer: hvd.DistributedOptimizer; ddp-hook: DDP with "
                              "hvd.allreduce_hook; ddp-gloo: DDP with gloo's all-reduce; local: "
                              "no averaging")
+    parser.add_argument("--bucket-view", action="store_true",
+                        help="DDP: gradients as views of its buckets (gradient_as_bucket_view), "
+                             "with no copies into the buckets and back")
     parser.add_argument("--image-size", type=positive, default=224,
                         help="resnet50: the side of its images (224 as in Horovod's)")
     parser.add_argument("--threads", type=positive, default=None,
@@ -63,7 +66,9 @@ def distributed(model, optimizer, args):
         return model, optimizer
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     hvd.init_process_group()
-    ddp = torch.nn.parallel.DistributedDataParallel(model)  # broadcasts rank 0's parameters
+    # broadcasts rank 0's parameters
+    ddp = torch.nn.parallel.DistributedDataParallel(model,
+                                                    gradient_as_bucket_view=args.bucket_view)
     if args.mode == "ddp-hook":
         hook = hvd.allreduce_hook
         ddp.register_comm_hook(None, default_hooks.fp16_compress_wrapper(hook)

@@ -17,6 +17,9 @@
 # (MALLOC_MMAP_THRESHOLD_=32 MiB, MALLOC_TRIM_THRESHOLD_=1 GiB): with glibc's adaptive defaults
 # PyTorch's activations are unmapped and faulted back in every step, by an amount that depends on
 # each way's earlier allocations (docs/api.md); --malloc glibc keeps the defaults.
+# --ddp-buckets views (the default) builds both DDP ways with gradient_as_bucket_view=True, DDP's
+# documented setting that spares copying each gradient into its bucket and back; copies keeps
+# DDP's default.
 # Each run warms up --warmup steps, then times --iters timings of --batches steps. Installs
 # python3-torch and python3-torchvision where missing
 # (scripts/lib/common.sh). RINGTRAIN_PYTHON picks the interpreter (default /usr/bin/python3,
@@ -33,6 +36,7 @@ ringtrain_opt --warmup warmup 2 "warm-up steps of each run"
 ringtrain_opt --batches batches 5 "steps per timing"
 ringtrain_opt --iters iters 5 "timings per run"
 ringtrain_opt --malloc malloc fixed "fixed: glibc's malloc thresholds fixed for every run; glibc: its adaptive defaults"
+ringtrain_opt --ddp-buckets ddp_buckets views "views: DDP's gradients are views of its buckets; copies: DDP's default"
 ringtrain_opt --json json "" "the summary as JSON"
 ringtrain_parse_args "$@"
 ringtrain_need_count --rounds "$rounds"
@@ -44,6 +48,11 @@ case "$malloc" in
   fixed) export MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824 ;;
   glibc) unset MALLOC_MMAP_THRESHOLD_ MALLOC_TRIM_THRESHOLD_ ;;
   *) ringtrain_say "error: --malloc $malloc: expected fixed or glibc"; exit 2 ;;
+esac
+case "$ddp_buckets" in
+  views) ddp_flags=(--bucket-view) ;;
+  copies) ddp_flags=() ;;
+  *) ringtrain_say "error: --ddp-buckets $ddp_buckets: expected views or copies"; exit 2 ;;
 esac
 python="${RINGTRAIN_PYTHON:-/usr/bin/python3}"
 IFS=, read -ra model_list <<<"$models"
@@ -79,12 +88,12 @@ for round in $(seq "$rounds"); do
     run two-alone 2 --mode local
     for i in 0 1 2; do
       way="${ways[$(((i + round - 1) % 3))]}"
-      run "$way" 2 --mode "$way"
+      if [ "$way" = optimizer ]; then run "$way" 2 --mode "$way"; else run "$way" 2 --mode "$way" "${ddp_flags[@]}"; fi
     done
   done
 done
 
-"$python" - "$work/runs.jsonl" "$json" "$malloc" <<'PY'
+"$python" - "$work/runs.jsonl" "$json" "$malloc" "$ddp_buckets" <<'PY'
 import collections, json, statistics, sys
 runs = [json.loads(line) for line in open(sys.argv[1])]
 WAYS = ("ddp-gloo", "ddp-hook", "optimizer")
@@ -131,10 +140,11 @@ print("x ddp-gloo: samples/s over DDP with gloo's in the same round; above 1: fa
 print("x 2 one-rank: over twice one rank's on one core with no averaging; 1: perfect scaling")
 print("x 2 alone: over 2 ranks training alone at once (no averaging); 1: averaging for free")
 print("ceiling (2 alone over ddp-gloo, the most any way can reach here): " + ", ".join(ceilings))
-print(f"malloc: {sys.argv[3]}")
+print(f"malloc: {sys.argv[3]}; DDP's buckets: {sys.argv[4]}")
 print("goal (mlp-28m at least 1.3, every model at least 1.0): " +
       ("met" if not missed else "missed: " + ", ".join(missed)))
 if sys.argv[2]:
     json.dump({"rounds": len({r["round"] for r in runs}), "ranks": 2, "malloc": sys.argv[3],
+               "ddp_buckets": sys.argv[4],
                "models": summary, "goal_missed": missed}, open(sys.argv[2], "w"), indent=1)
 PY

@@ -32,13 +32,15 @@ grep -qE "^ *tiny-mlp +8 +2 alone +[0-9.]+ \([0-9.]+-[0-9.]+\) +[0-9.]+ \(.*\) +
   ok "row tiny-mlp 2 alone" || fail "no row tiny-mlp 2 alone" "$(cat "$work/s.out")"
 grep -qE "^ceiling \(2 alone over ddp-gloo, .*\): tiny-mlp [0-9.]+$" "$work/s.out" &&
   ok "the ceiling line" || fail "no ceiling line" "$(cat "$work/s.out")"
-grep -q "^malloc: fixed$" "$work/s.out" && ok "the malloc line" || fail "no malloc line" "$(cat "$work/s.out")"
+grep -q "^malloc: fixed; DDP's buckets: views$" "$work/s.out" && ok "the malloc and buckets line" ||
+  fail "no malloc and buckets line" "$(cat "$work/s.out")"
 grep -q "^goal (mlp-28m at least 1.3, every model at least 1.0): " "$work/s.out" &&
   ok "the goal line" || fail "no goal line" "$(cat "$work/s.out")"
 "$RINGTRAIN_PYTHON" - "$work/s.json" <<'PY' && ok "JSON: 3 ways, one round" || fail "JSON" "$(cat "$work/s.json")"
 import json, sys
 s = json.load(open(sys.argv[1]))
 assert s["rounds"] == 1 and s["ranks"] == 2 and s["malloc"] == "fixed", s
+assert s["ddp_buckets"] == "views", s
 assert [m["model"] for m in s["models"]] == ["tiny-mlp"], s
 for m in s["models"]:
     assert set(m["ways"]) == {"ddp-gloo", "ddp-hook", "optimizer"}, m
@@ -54,7 +56,7 @@ for m in s["models"]:
         assert abs(way["ratio_to_two_alone"][0] - way["samples_per_s"][0] / two[0]) < 1e-9, way
 PY
 
-for bad in "--rounds 0" "--rounds x" "--batches -1" "--models tiny-mlp,nosuch" "--no-such-option 1" "--json" "--malloc nosuch"; do
+for bad in "--rounds 0" "--rounds x" "--batches -1" "--models tiny-mlp,nosuch" "--no-such-option 1" "--json" "--malloc nosuch" "--ddp-buckets nosuch"; do
   # shellcheck disable=SC2086
   timeout 60 bash "$script" --build "$build_dir" $bad >"$work/bad.out" 2>&1
   status=$?
