@@ -72,6 +72,8 @@ ringtrain_opt --compare-build compare "" "cnn: another build's rows in the same 
 ringtrain_opt --seconds seconds "" "cnn: the shortest step round, seconds (default 1)"
 ringtrain_opt --repeats repeats "" "cnn: step rounds per round (default 3)"
 ringtrain_parse_args "$@"
+ringtrain_fair_malloc  # for PyTorch and ringtrain alike, said in the output
+echo "# $RINGTRAIN_MALLOC_NOTE"
 pytorch=$((1 - no_pytorch))
 two_ranks=$((1 - one_rank))
 

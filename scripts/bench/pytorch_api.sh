@@ -14,7 +14,7 @@
 # averaging for free). The goal: at least 1.3 on mlp-28m, never below 1.0; the ceiling
 # line says how far above ddp-gloo 2 alone was, which bounds what any way can reach here.
 # --malloc fixed (the default) runs every way with glibc's malloc thresholds fixed
-# (MALLOC_MMAP_THRESHOLD_=32 MiB, MALLOC_TRIM_THRESHOLD_=1 GiB): with glibc's adaptive defaults
+# (ringtrain_fair_malloc, scripts/lib/common.sh): with glibc's adaptive defaults
 # PyTorch's activations are unmapped and faulted back in every step, by an amount that depends on
 # each way's earlier allocations (docs/api.md); --malloc glibc keeps the defaults.
 # --ddp-buckets views (the default) builds both DDP ways with gradient_as_bucket_view=True, DDP's
@@ -45,7 +45,7 @@ ringtrain_need_count --batches "$batches"
 ringtrain_need_count --iters "$iters"
 ringtrain_need_count --batch-size "$batch"
 case "$malloc" in
-  fixed) export MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824 ;;
+  fixed) ringtrain_fair_malloc ;;
   glibc) unset MALLOC_MMAP_THRESHOLD_ MALLOC_TRIM_THRESHOLD_ ;;
   *) ringtrain_say "error: --malloc $malloc: expected fixed or glibc"; exit 2 ;;
 esac

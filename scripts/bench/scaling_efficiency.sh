@@ -32,6 +32,8 @@ ringtrain_flag --compare-one-rank compare_one_rank "the compared build's own 1-r
 ringtrain_flag --pytorch pytorch "PyTorch DDP (gloo) in each round"
 ringtrain_rest extra "more ringtrain train options"
 ringtrain_parse_args "$@"
+ringtrain_fair_malloc  # for PyTorch and ringtrain alike, said in the output
+echo "# $RINGTRAIN_MALLOC_NOTE"
 ringtrain="${RINGTRAIN_BIN:-$root/build/bin/ringtrain}"
 [ -x "$ringtrain" ] || { echo "scaling_efficiency.sh: no $ringtrain (build first)" >&2; exit 2; }
 if [ -n "$compare" ] && [ ! -x "$compare" ]; then

@@ -38,8 +38,7 @@ results="$out/results.jsonl"
 run() {
   local way="$1" log="$out/$1-r$round.log"
   OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 BENCH_PORT=$((29500 + RANDOM % 1000)) \
-    GLOO_SOCKET_IFNAME=lo PYTHONPATH="$python_package" MALLOC_MMAP_THRESHOLD_=4294967296 \
-    MALLOC_TRIM_THRESHOLD_=68719476736 \
+    GLOO_SOCKET_IFNAME=lo PYTHONPATH="$python_package" \
     mpirun -np "$ranks" --oversubscribe -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS -x BENCH_PORT \
     -x GLOO_SOCKET_IFNAME -x PYTHONPATH -x MALLOC_MMAP_THRESHOLD_ -x MALLOC_TRIM_THRESHOLD_ /usr/bin/python3 "$root/scripts/bench/torch_collectives.py" \
     "$way" "$round" "$sizes" "$ops" "$seconds" >"$log" 2>&1 ||
@@ -47,7 +46,8 @@ run() {
   grep '^{' "$log" >>"$results"
 }
 
-echo "torch_collectives: $ranks ranks, ops $ops, $rounds round(s), $seconds s a point; $(nproc) cores; logs in $out" >&2
+ringtrain_fair_malloc
+echo "torch_collectives: $ranks ranks, ops $ops, $rounds round(s), $seconds s a point; $(nproc) cores; logs in $out; $RINGTRAIN_MALLOC_NOTE" >&2
 for ((round = 1; round <= rounds; ++round)); do
   if ((round % 2)); then order="ringtrain gloo"; else order="gloo ringtrain"; fi
   for way in $order; do run "$way"; done

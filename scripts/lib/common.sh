@@ -81,6 +81,17 @@ ringtrain_install_torch() {
   ringtrain_install_packages "${RINGTRAIN_TORCH_PACKAGES[@]}"
 }
 
+# glibc's malloc set as PyTorch's CPU guides advise, for every run of a benchmark that compares
+# with PyTorch, ringtrain's runs included (docs/performance.md): blocks come from the heap, never
+# from fresh mmap'd pages (up to 4 GiB; glibc honours this through the environment, whereas
+# mallopt() caps it at 32 MiB), and the heap is never trimmed. Without it glibc hands PyTorch's
+# large blocks back to the kernel every step and faults them in again (~17 us a page on some
+# VMs). Exported, so that mpirun passes it on; RINGTRAIN_MALLOC_NOTE says so in a table.
+RINGTRAIN_MALLOC_NOTE="glibc malloc: MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736 in every run"
+ringtrain_fair_malloc() {
+  export MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736
+}
+
 # Open MPI refuses to run as root unless told twice; CI and containers run as root.
 ringtrain_allow_mpirun_as_root() {
   if [ "$(id -u)" -eq 0 ]; then

@@ -33,6 +33,8 @@ run() {
 # check_rows NAME WANT_TORCH
 check_rows() {
   local name="$1" want_torch="$2" row
+  grep -qF "# glibc malloc: MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736 in every run" \
+    "$work/$name.out" && ok "$name: says how malloc is set" || fail "$name: no malloc line"
   for row in "| ringtrain step (forward+backward) |" "| ringtrain@compare step |" \
     "| ringtrain 2 ranks (auto) |" "| ringtrain@compare 2 ranks |"; do
     grep -qF "$row" "$work/$name.out" && ok "$name: row '$row'" || fail "$name: no row '$row'"

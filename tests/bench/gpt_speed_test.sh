@@ -27,6 +27,8 @@ fi
 # check NAME WANT_TORCH_ROWS: the table in $work/NAME.out and the JSON in $work/NAME.json.
 check() {
   local name="$1" want_torch="$2" row
+  grep -qF "# glibc malloc: MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736 in every run" \
+    "$work/$name.out" && ok "$name: says how malloc is set" || fail "$name: no malloc line"
   for row in "| ringtrain, 1 rank |" "| ringtrain, 2 ranks (shm) |" \
     "| scaling efficiency 2 ranks, ringtrain |"; do
     grep -qF "$row" "$work/$name.out" && ok "$name: row '$row'" || fail "$name: no row '$row'"

@@ -80,6 +80,8 @@ run() {  # run NAME ARGS...: the script with the tiny settings and ARGS, into $w
 if [ -n "$quick" ]; then
   if run quick --ranks 2 --no-pytorch; then ok "quick: exit status 0"; else fail "quick: exit status $?" "$(cat "$work/quick.out" "$work/quick.err")"; fi
   check quick 0 2 --no-pytorch && ok "quick: the JSON" || fail "quick: the JSON" "$(cat "$work/quick.json")"
+  grep -qF "# glibc malloc: MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736 in every run" \
+    "$work/quick.out" && ok "quick: says how malloc is set" || fail "quick: no malloc line"
 else
   if run all; then ok "all points: exit status 0"; else fail "all points: exit status $?" "$(cat "$work/all.out" "$work/all.err")"; fi
   check all "$torch" "1 2" && ok "all points: the JSON" || fail "all points: the JSON" "$(cat "$work/all.json")"
