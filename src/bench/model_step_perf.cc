@@ -41,6 +41,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/comma_list.h"
 #include "models/flush_to_zero.h"
 #include "models/matrix_products.h"
 #include "models/model_factory.h"
@@ -73,15 +74,6 @@ struct Options {
   std::string json;   // "" : no JSON
   bool layerTimes = false;
 };
-
-// The comma-separated items of `text`, empty ones skipped.
-std::vector<std::string> commaSeparated(const std::string& text) {
-  std::vector<std::string> items;
-  std::istringstream stream(text);
-  for (std::string item; std::getline(stream, item, ',');)
-    if (!item.empty()) items.push_back(item);
-  return items;
-}
 
 // Returns an error message for the first bad option, or nullopt; sets `help` for --help.
 std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool& help) {
@@ -116,21 +108,21 @@ std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool&
     return std::string(e.what());
   }
   o.hidden.clear();
-  for (const std::string& width : commaSeparated(hidden)) {
+  for (const std::string& width : base::commaSeparated(hidden)) {
     try {
       o.hidden.push_back(std::stol(width));
     } catch (const std::exception&) {
       return "--hidden: '" + width + "' is not a number";
     }
   }
-  o.models = commaSeparated(modelList);
+  o.models = base::commaSeparated(modelList);
   if (o.batch < 1) return "--batch must be at least 1";
   if (o.repeats < 1 || o.seconds <= 0) return "--repeats and --seconds must be positive";
   for (const std::string& m : o.models)
     if (m != "mlp" && m != "cnn" && m != "gpt")
       return "--models: unknown model '" + m + "' (mlp, cnn, gpt)";
   o.precisions.clear();
-  for (const std::string& p : commaSeparated(precisionList)) {
+  for (const std::string& p : base::commaSeparated(precisionList)) {
     if (p != "fp32" && p != "bf16") return "--precision: unknown '" + p + "' (fp32, bf16)";
     o.precisions.push_back(p == "fp32" ? models::Precision::kFloat32
                                        : models::Precision::kBfloat16);

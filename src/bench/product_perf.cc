@@ -1,0 +1,378 @@
+// product_perf: how fast one thread computes the float32 matrix products of the models, shape by
+// shape, against the same products through the linked BLAS's cblas_sgemm and against the core's
+// fused multiply-add peak, all measured in the same run.
+//
+//   build/bin/product_perf --models gpt2-124m,gpt-mini,cnn --json products.jsonl
+//
+// Each shape is what a layer multiplies in a training step (models/linear.cc,
+// transformer_block.cc, transformer_kernels.cc, conv2d.cc): a dense layer's forward (y = W x),
+// weight gradient (G = dy x^T) and input gradient (dx = W^T dy) with W row-major and the
+// activations column-major (features x tokens), attention's six per-head products as plain
+// matrices (the models read them from strided blocks), and the convolutions as the products of
+// their lowered columns for the whole batch. `ringtrain` is models::product(), the path every
+// layer takes; `sgemm` is cblas_sgemm on operands of the same shapes and transposes. The peak is
+// a loop of independent fused multiply-adds in the widest vectors the CPU has (AVX-512, else
+// AVX2), chosen at run time. Per model, `step` weighs every shape by how often a step multiplies
+// it. Each figure is the median (and range) of --repeats rounds of at least --seconds each,
+// rounds interleaved across the shapes. Prints a table; --json adds one JSON line per row.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
+#include "base/comma_list.h"
+#include "base/vector_dispatch.h"
+#include "models/matrix_products.h"
+#include "models/tensor.h"
+
+#ifdef EIGEN_USE_BLAS
+// The CBLAS declaration (no header of one BLAS build needed); the library is the one Eigen uses.
+extern "C" void cblas_sgemm(int order, int transA, int transB, int m, int n, int k, float alpha,
+                            const float* a, int lda, const float* b, int ldb, float beta, float* c,
+                            int ldc);
+#endif
+
+namespace ringtrain {
+namespace {
+
+namespace po = boost::program_options;
+using models::Index;
+using Clock = std::chrono::steady_clock;
+using Matrix = models::Matrix<float>;
+using RowMajor = models::RowMajorMatrix<float>;
+
+// One product C[m x n] = op(A) op(B) of a model's step, `perStep` times a step.
+struct Shape {
+  std::string model, what;
+  Index m = 0, n = 0, k = 0;
+  bool transA = false, transB = false;  // column-major operands, as cblas sees them
+  int perStep = 1;
+};
+
+// A dense layer of `in` -> `out` features over `tokens` columns, `count` of them in a step.
+void addDense(std::vector<Shape>& shapes, const std::string& model, const std::string& name,
+              Index in, Index out, Index tokens, int count) {
+  // y = W x: W row-major [out x in] is column-major W^T; G = dy x^T; dx = W^T dy.
+  shapes.push_back({model, name + " forward", out, tokens, in, true, false, count});
+  shapes.push_back({model, name + " weight grad", in, out, tokens, false, true, count});
+  shapes.push_back({model, name + " input grad", in, tokens, out, false, false, count});
+}
+
+void addGpt(std::vector<Shape>& shapes, const std::string& model, Index layers, Index heads,
+            Index width, Index context, Index vocab, Index batch) {
+  const Index tokens = context * batch, headSize = width / heads;
+  const int perLayer = static_cast<int>(layers);
+  addDense(shapes, model, "qkv", width, 3 * width, tokens, perLayer);
+  addDense(shapes, model, "attn proj", width, width, tokens, perLayer);
+  addDense(shapes, model, "mlp fc", width, 4 * width, tokens, perLayer);
+  addDense(shapes, model, "mlp proj", 4 * width, width, tokens, perLayer);
+  addDense(shapes, model, "lm head", width, vocab, tokens, 1);
+  const int perHead = static_cast<int>(layers * heads * batch);
+  // scores = K^T Q, out = V P; backward dV = dO P^T, dP = V^T dO, dQ = K dS, dK = Q dS^T.
+  shapes.push_back({model, "attn scores", context, context, headSize, true, false, perHead});
+  shapes.push_back({model, "attn values", headSize, context, context, false, false, perHead});
+  shapes.push_back({model, "attn dV", headSize, context, context, false, true, perHead});
+  shapes.push_back({model, "attn dP", context, context, headSize, true, false, perHead});
+  shapes.push_back({model, "attn dQ", headSize, context, context, false, false, perHead});
+  shapes.push_back({model, "attn dK", headSize, context, context, false, true, perHead});
+}
+
+void addCnn(std::vector<Shape>& shapes, Index batch) {
+  // models/model_factory.cc's cnn: conv 1->16 (5x5) on 28x28, conv 16->32 (5x5) on 14x14, fc
+  // 1568->128, fc 128->10; a convolution multiplies its weights by the lowered columns.
+  addDense(shapes, "cnn", "conv1", 25, 16, 28 * 28 * batch, 1);
+  addDense(shapes, "cnn", "conv2", 16 * 25, 32, 14 * 14 * batch, 1);
+  addDense(shapes, "cnn", "fc1", 7 * 7 * 32, 128, batch, 1);
+  addDense(shapes, "cnn", "fc2", 128, 10, batch, 1);
+}
+
+double flopsOf(const Shape& s) {
+  return 2.0 * double(s.m) * double(s.n) * double(s.k);
+}
+
+// Seconds per call of `call`, over a round of at least `seconds`.
+double secondsPerCall(const std::function<void()>& call, double seconds) {
+  call();  // warm: first touches, packing buffers
+  long calls = 0;
+  const auto start = Clock::now();
+  double elapsed = 0;
+  do {
+    call();
+    ++calls;
+    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  } while (elapsed < seconds);
+  return elapsed / double(calls);
+}
+
+// The operands of one shape, filled once.
+struct Operands {
+  Matrix a, b, c;
+  explicit Operands(const Shape& s)
+      : a(Matrix::Random(s.transA ? s.k : s.m, s.transA ? s.m : s.k)),
+        b(Matrix::Random(s.transB ? s.n : s.k, s.transB ? s.k : s.n)),
+        c(Matrix::Zero(s.m, s.n)) {}
+};
+
+// C = op(A) op(B) through models::product(), as the layers call it.
+void ringtrainProduct(const Shape& s, Operands& o) {
+  if (s.transA && s.transB) {
+    models::product(o.c, o.a.transpose(), o.b.transpose());
+  } else if (s.transA) {
+    models::product(o.c, o.a.transpose(), o.b);
+  } else if (s.transB) {
+    models::product(o.c, o.a, o.b.transpose());
+  } else {
+    models::product(o.c, o.a, o.b);
+  }
+}
+
+#ifdef EIGEN_USE_BLAS
+void sgemmProduct(const Shape& s, Operands& o) {
+  constexpr int kColMajor = 102, kNoTrans = 111, kTrans = 112;
+  cblas_sgemm(kColMajor, s.transA ? kTrans : kNoTrans, s.transB ? kTrans : kNoTrans,
+              static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), 1.0f, o.a.data(),
+              static_cast<int>(o.a.rows()), o.b.data(), static_cast<int>(o.b.rows()), 0.0f,
+              o.c.data(), static_cast<int>(o.c.rows()));
+}
+#endif
+
+// The FMA peak: 12 independent chains (enough to cover two FMA units' latency) of
+// acc = acc * a + b in vectors of `lanes` floats, GFLOP/s over at least `seconds`. A macro, since
+// each body must be compiled inside its own target function (lambdas and templates would be
+// compiled for the baseline, where these intrinsics do not exist).
+#if defined(__x86_64__) && defined(__GNUC__)
+#define RINGTRAIN_FMA_PEAK_LOOP(Vector, lanes, set1, fmadd, store)         \
+  constexpr int kChains = 12, kInner = 1 << 14;                            \
+  Vector acc[kChains];                                                     \
+  for (int c = 0; c < kChains; ++c)                                        \
+    acc[c] = set1(1.0f + 0.001f * static_cast<float>(c));                  \
+  const Vector a = set1(0.9999999f), b = set1(1e-7f);                      \
+  long iterations = 0;                                                     \
+  const auto start = Clock::now();                                         \
+  double elapsed = 0;                                                      \
+  do {                                                                     \
+    for (int i = 0; i < kInner; ++i)                                       \
+      for (int c = 0; c < kChains; ++c)                                    \
+        acc[c] = fmadd(acc[c], a, b);                                      \
+    iterations += kInner;                                                  \
+    elapsed = std::chrono::duration<double>(Clock::now() - start).count(); \
+  } while (elapsed < seconds);                                             \
+  alignas(64) float lane[lanes];                                           \
+  float keep = 0;                                                          \
+  for (int c = 0; c < kChains; ++c) {                                      \
+    store(lane, acc[c]);                                                   \
+    for (float x : lane)                                                   \
+      keep += x;                                                           \
+  }                                                                        \
+  volatile float sink = keep; /* the chains' results are used */           \
+  (void)sink;                                                              \
+  return 2.0 * (lanes)*kChains * double(iterations) / elapsed / 1e9;
+
+__attribute__((target("avx512f"))) double peakAvx512(double seconds) {
+  RINGTRAIN_FMA_PEAK_LOOP(__m512, 16, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_store_ps)
+}
+
+__attribute__((target("avx2,fma"))) double peakAvx2(double seconds) {
+  RINGTRAIN_FMA_PEAK_LOOP(__m256, 8, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_store_ps)
+}
+#undef RINGTRAIN_FMA_PEAK_LOOP
+#endif
+
+// The widest FMA this CPU has and its GFLOP/s; {"none", 0} without one.
+std::pair<std::string, double> fmaPeak(double seconds) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (base::cpuHas(base::CpuFeature::kAvx512f)) return {"avx512", peakAvx512(seconds)};
+  if (base::cpuHas(base::CpuFeature::kAvx2) && __builtin_cpu_supports("fma"))
+    return {"avx2", peakAvx2(seconds)};
+#endif
+  (void)seconds;
+  return {"none", 0.0};
+}
+
+struct Options {
+  std::vector<std::string> models{"gpt2-124m", "gpt-mini", "cnn"};
+  // 1024 tokens a step for either GPT; the cnn's batch of model_speed.sh.
+  Index gpt2Batch = 1, miniBatch = 8, cnnBatch = 64;
+  double seconds = 0.3;
+  int repeats = 3;
+  std::string json;
+};
+
+// Returns 0 to go on, else the exit status (2: a bad option, named; 0 after --help: -1).
+int parseOptions(int argc, char** argv, Options& o) {
+  std::string models = "gpt2-124m,gpt-mini,cnn";
+  po::options_description description("product_perf options");
+  description.add_options()("help,h", "print this help")(
+      "models", po::value(&models)->default_value(models),
+      "comma-separated: gpt2-124m, gpt-mini, cnn")(
+      "gpt2-124m-batch", po::value(&o.gpt2Batch)->default_value(o.gpt2Batch),
+      "gpt2-124m: sequences of 1024 tokens per step")(
+      "gpt-mini-batch", po::value(&o.miniBatch)->default_value(o.miniBatch),
+      "gpt-mini: sequences of 128 tokens per step")(
+      "cnn-batch", po::value(&o.cnnBatch)->default_value(o.cnnBatch), "cnn images per step")(
+      "seconds", po::value(&o.seconds)->default_value(o.seconds), "least time per figure")(
+      "repeats", po::value(&o.repeats)->default_value(o.repeats), "rounds")(
+      "json", po::value(&o.json), "also write each row as a JSON line to this file");
+  try {
+    po::variables_map vm;
+    po::store(po::command_line_parser(argc, argv).options(description).run(), vm);
+    po::notify(vm);
+    if (vm.count("help")) {
+      std::cout << description << "\n";
+      return -1;
+    }
+  } catch (const po::error& e) {
+    std::fprintf(stderr, "product_perf: %s\n", e.what());
+    return 2;
+  }
+  o.models = base::commaSeparated(models);
+  for (const std::string& m : o.models) {
+    if (m != "gpt2-124m" && m != "gpt-mini" && m != "cnn") {
+      std::fprintf(stderr, "product_perf: --models: no model '%s' (gpt2-124m, gpt-mini, cnn)\n",
+                   m.c_str());
+      return 2;
+    }
+  }
+  if (o.models.empty() || o.gpt2Batch < 1 || o.miniBatch < 1 || o.cnnBatch < 1 || o.repeats < 1 ||
+      o.seconds <= 0) {
+    std::fprintf(stderr,
+                 "product_perf: --models needs a model; the batches, --repeats and --seconds must "
+                 "be positive\n");
+    return 2;
+  }
+  return 0;
+}
+
+std::vector<Shape> shapesOf(const Options& o) {
+  std::vector<Shape> shapes;
+  for (const std::string& m : o.models) {
+    if (m == "gpt2-124m") addGpt(shapes, m, 12, 12, 768, 1024, 50257, o.gpt2Batch);
+    if (m == "gpt-mini") addGpt(shapes, m, 4, 4, 256, 128, 50257, o.miniBatch);
+    if (m == "cnn") addCnn(shapes, o.cnnBatch);
+  }
+  return shapes;
+}
+
+struct Spread {
+  double median = 0, min = 0, max = 0;
+};
+Spread spreadOf(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  if (v.empty()) return {};
+  return {v[v.size() / 2], v.front(), v.back()};
+}
+
+// Per shape and round: seconds per call of each way.
+struct Timings {
+  std::vector<std::vector<double>> ringtrain, sgemm;  // [shape][round]
+  std::vector<double> peak;                           // [round], GFLOP/s
+  std::string peakIsa;
+};
+
+Timings measure(const std::vector<Shape>& shapes, const Options& o) {
+  Timings t;
+  t.ringtrain.resize(shapes.size());
+  t.sgemm.resize(shapes.size());
+  for (int round = 0; round < o.repeats; ++round) {
+    auto [isa, peak] = fmaPeak(o.seconds);
+    t.peakIsa = isa;
+    t.peak.push_back(peak);
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      Operands operands(shapes[i]);
+      t.ringtrain[i].push_back(
+          secondsPerCall([&] { ringtrainProduct(shapes[i], operands); }, o.seconds));
+#ifdef EIGEN_USE_BLAS
+      t.sgemm[i].push_back(secondsPerCall([&] { sgemmProduct(shapes[i], operands); }, o.seconds));
+#endif
+    }
+  }
+  return t;
+}
+
+std::string cell(const Spread& s) {
+  return fmt::format("{:.1f} ({:.1f}-{:.1f})", s.median, s.min, s.max);
+}
+
+// GFLOP/s of each round: `flops` over the rounds' seconds.
+std::vector<double> rates(double flops, const std::vector<double>& seconds) {
+  std::vector<double> r;
+  for (double s : seconds)
+    r.push_back(flops / s / 1e9);
+  return r;
+}
+
+void report(const std::vector<Shape>& shapes, const Timings& t, const Options& o) {
+  std::ofstream json;
+  if (!o.json.empty()) json.open(o.json);
+  const Spread peak = spreadOf(t.peak);
+  const bool sgemm = !t.sgemm.empty() && !t.sgemm.front().empty();
+  fmt::print(
+      "| model | product | m x n x k | per step | ringtrain GFLOP/s | of peak | sgemm GFLOP/s |\n");
+  fmt::print("|---|---|---|---:|---:|---:|---:|\n");
+  std::map<std::string, std::pair<double, std::vector<double>>> steps;  // flops, seconds a round
+  auto line = [&](const std::string& model, const std::string& what, const std::string& dims,
+                  int perStep, const Spread& ours, const Spread& theirs) {
+    fmt::print("| {} | {} | {} | {} | {} | {:.0f}% | {} |\n", model, what, dims, perStep,
+               cell(ours), peak.median > 0 ? 100 * ours.median / peak.median : 0.0,
+               sgemm ? cell(theirs) : "-");
+    if (json.is_open())
+      json << fmt::format(
+          "{{\"model\": \"{}\", \"product\": \"{}\", \"shape\": \"{}\", \"per_step\": {}, "
+          "\"ringtrain_gflops\": {:.3f}, \"sgemm_gflops\": {:.3f}, \"peak_gflops\": {:.3f}, "
+          "\"peak_isa\": \"{}\"}}\n",
+          model, what, dims, perStep, ours.median, sgemm ? theirs.median : 0.0, peak.median,
+          t.peakIsa);
+  };
+  std::map<std::string, std::vector<std::size_t>> byModel;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const Shape& s = shapes[i];
+    line(s.model, s.what, fmt::format("{} x {} x {}", s.m, s.n, s.k), s.perStep,
+         spreadOf(rates(flopsOf(s), t.ringtrain[i])),
+         sgemm ? spreadOf(rates(flopsOf(s), t.sgemm[i])) : Spread{});
+    byModel[s.model].push_back(i);
+  }
+  for (const std::string& model : o.models) {
+    double flops = 0;
+    std::vector<double> ours(static_cast<std::size_t>(o.repeats)), theirs = ours;
+    for (std::size_t i : byModel[model]) {
+      flops += flopsOf(shapes[i]) * shapes[i].perStep;
+      for (std::size_t r = 0; r < ours.size(); ++r) {
+        ours[r] += t.ringtrain[i][r] * shapes[i].perStep;
+        if (sgemm) theirs[r] += t.sgemm[i][r] * shapes[i].perStep;
+      }
+    }
+    line(model, "step (all products)", fmt::format("{:.1f} GFLOP", flops / 1e9), 1,
+         spreadOf(rates(flops, ours)), sgemm ? spreadOf(rates(flops, theirs)) : Spread{});
+  }
+  fmt::print("| FMA peak, one core | {} | | | {} | 100% | |\n", t.peakIsa, cell(peak));
+}
+
+}  // namespace
+}  // namespace ringtrain
+
+int main(int argc, char** argv) {
+  using namespace ringtrain;
+  Options o;
+  if (const int status = parseOptions(argc, argv, o); status != 0) return status < 0 ? 0 : status;
+  models::keepMatrixProductsOnOneThread();
+  fmt::print(
+      "# product_perf: one thread, products by {}; median (range) of {} rounds of at least "
+      "{} s a figure\n",
+      models::matrixProducts().name, o.repeats, o.seconds);
+  const std::vector<Shape> shapes = shapesOf(o);
+  report(shapes, measure(shapes, o), o);
+  return 0;
+}

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# scripts/bench/products.sh on the CNN, two short rounds: a table row and a JSON line for each of
+# its twelve products and its step, with positive GFLOP/s through models::product() and through
+# cblas_sgemm (where the build links a BLAS); the FMA peak measured in the widest vectors
+# /proc/cpuinfo lists (avx512f, else avx2 with fma); bad options exit 2 with one line. Judges no
+# speed: benchmarks are not timed tests.
+#   products_test.sh PRODUCTS_SH BUILD_DIR
+# shellcheck source=../../scripts/lib/args.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/args.sh"
+ringtrain_test_start checks
+script="$1"
+build_dir="$2"
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+unset OPENBLAS_CORETYPE
+
+if timeout 300 bash "$script" --build "$build_dir" --models cnn --rounds 2 --seconds 0.01 \
+  --json "$work/p.jsonl" >"$work/p.out" 2>"$work/p.err"; then
+  ok "two rounds: exit status 0"
+else
+  fail "two rounds: exit status $?" "$(cat "$work/p.out" "$work/p.err")"
+fi
+for layer in conv1 conv2 fc1 fc2; do
+  for what in forward "weight grad" "input grad"; do
+    grep -qE "^\| cnn \| $layer $what \| [0-9]+ x [0-9]+ x [0-9]+ \| 1 \| [0-9.]+ \(" "$work/p.out" &&
+      ok "row $layer $what" || fail "no row $layer $what" "$(cat "$work/p.out")"
+  done
+done
+grep -qE "^\| cnn \| step \(all products\) \| [0-9.]+ GFLOP \|" "$work/p.out" && ok "the step row" ||
+  fail "no step row" "$(cat "$work/p.out")"
+want=none
+grep -qw avx512f /proc/cpuinfo && want=avx512
+[ "$want" = none ] && grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && want=avx2
+grep -qE "^\| FMA peak, one core \| $want \|" "$work/p.out" && ok "the peak in $want" ||
+  fail "the peak is not in $want" "$(cat "$work/p.out")"
+blas=0
+grep -q "products by OpenBLAS" "$work/p.out" && blas=1
+python3 - "$work/p.jsonl" "$want" "$blas" <<'PY' && ok "JSON: 13 rows" || fail "JSON" "$(cat "$work/p.jsonl")"
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+assert len(rows) == 13, len(rows)
+for r in rows:
+    assert r["model"] == "cnn" and r["ringtrain_gflops"] > 0, r
+    assert (r["sgemm_gflops"] > 0) == (sys.argv[3] == "1"), r
+    assert r["peak_isa"] == sys.argv[2] and (r["peak_gflops"] > 0) == (sys.argv[2] != "none"), r
+assert rows[-1]["product"] == "step (all products)", rows[-1]
+PY
+
+for bad in "--rounds 0" "--seconds x" "--models cnn,nosuch" "--no-such-option 1"; do
+  # shellcheck disable=SC2086
+  timeout 60 bash "$script" --build "$build_dir" $bad >"$work/bad.out" 2>&1
+  status=$?
+  [ "$status" -eq 2 ] && ok "$bad: exit status 2" || fail "$bad: exit status $status, want 2" "$(cat "$work/bad.out")"
+done
+
+[ "$failures" -eq 0 ] || { echo "$failures check(s) failed"; exit 1; }
+echo "all checks passed"
