@@ -202,7 +202,7 @@ gpt_peak_setup() {
     peak_source="not measured (no OpenBLAS in the build, no PyTorch)"
   fi
   peak_n=1024 peak_seconds=0.5 peak_repeats=3
-  [ "$quick" = 1 ] && peak_n=256 peak_seconds=0.1 peak_repeats=1
+  if [ "$quick" = 1 ]; then peak_n=256 peak_seconds=0.1 peak_repeats=1; fi
 }
 
 # record_gpt ROUND CONFIG LOG: the run's JSON line.
