@@ -51,7 +51,7 @@ ringtrain_opt --json json "" "the results (default OUT/memory.json)"
 ringtrain_flag --no-pytorch no_pytorch "ringtrain's points only"
 ringtrain_parse_args "$@"
 ringtrain_fair_malloc  # for PyTorch and ringtrain alike, said in the output
-echo "# $RINGTRAIN_MALLOC_NOTE"
+echo "# $ringtrain_malloc_note"
 
 bad() { echo "memory.sh: $*" >&2; exit 2; }
 for m in $models; do [[ "$m" =~ ^(gpt-mini|gpt2-124m)$ ]] || bad "--models: '$m' is not gpt-mini or gpt2-124m"; done

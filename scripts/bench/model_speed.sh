@@ -73,7 +73,7 @@ ringtrain_opt --seconds seconds "" "cnn: the shortest step round, seconds (defau
 ringtrain_opt --repeats repeats "" "cnn: step rounds per round (default 3)"
 ringtrain_parse_args "$@"
 ringtrain_fair_malloc  # for PyTorch and ringtrain alike, said in the output
-echo "# $RINGTRAIN_MALLOC_NOTE"
+echo "# $ringtrain_malloc_note"
 pytorch=$((1 - no_pytorch))
 two_ranks=$((1 - one_rank))
 

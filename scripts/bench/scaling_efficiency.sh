@@ -33,7 +33,7 @@ ringtrain_flag --pytorch pytorch "PyTorch DDP (gloo) in each round"
 ringtrain_rest extra "more ringtrain train options"
 ringtrain_parse_args "$@"
 ringtrain_fair_malloc  # for PyTorch and ringtrain alike, said in the output
-echo "# $RINGTRAIN_MALLOC_NOTE"
+echo "# $ringtrain_malloc_note"
 ringtrain="${RINGTRAIN_BIN:-$root/build/bin/ringtrain}"
 [ -x "$ringtrain" ] || { echo "scaling_efficiency.sh: no $ringtrain (build first)" >&2; exit 2; }
 if [ -n "$compare" ] && [ ! -x "$compare" ]; then

@@ -47,7 +47,7 @@ run() {
 }
 
 ringtrain_fair_malloc
-echo "torch_collectives: $ranks ranks, ops $ops, $rounds round(s), $seconds s a point; $(nproc) cores; logs in $out; $RINGTRAIN_MALLOC_NOTE" >&2
+echo "torch_collectives: $ranks ranks, ops $ops, $rounds round(s), $seconds s a point; $(nproc) cores; logs in $out; $ringtrain_malloc_note" >&2
 for ((round = 1; round <= rounds; ++round)); do
   if ((round % 2)); then order="ringtrain gloo"; else order="gloo ringtrain"; fi
   for way in $order; do run "$way"; done

@@ -86,8 +86,8 @@ ringtrain_install_torch() {
 # from fresh mmap'd pages (up to 4 GiB; glibc honours this through the environment, whereas
 # mallopt() caps it at 32 MiB), and the heap is never trimmed. Without it glibc hands PyTorch's
 # large blocks back to the kernel every step and faults them in again (~17 us a page on some
-# VMs). Exported, so that mpirun passes it on; RINGTRAIN_MALLOC_NOTE says so in a table.
-RINGTRAIN_MALLOC_NOTE="glibc malloc: MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736 in every run"
+# VMs). Exported, so that mpirun passes it on; ringtrain_malloc_note says so in a table.
+ringtrain_malloc_note="glibc malloc: MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736 in every run"
 ringtrain_fair_malloc() {
   export MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736
 }
