@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "models/exponentials.h"
+
 namespace ringtrain::models {
 void checkClassLabels(std::span<const std::int32_t> labels, Index classes, Index batch) {
   if (static_cast<Index>(labels.size()) != batch)
@@ -18,52 +20,42 @@ void checkClassLabels(std::span<const std::int32_t> labels, Index classes, Index
 }
 
 template <class Scalar>
-void SoftmaxCrossEntropy<Scalar>::reserve(Index outputs, Index batch) {
-  exponentials_.reserve((outputs + 3) * batch);
+void SoftmaxCrossEntropy<Scalar>::reserve(Index outputs, Index /*batch*/) {
+  exponentials_.reserve(outputs);
 }
 
+// Column by column: one sample's C exponentials (200 KB for GPT-2's vocabulary) stay in cache
+// from the exponential to the sum and the scaling, where whole-batch passes went to memory each.
 template <class Scalar>
 LossTotals SoftmaxCrossEntropy<Scalar>::compute(ConstBatchView<Scalar> logits,
                                                 const Targets<Scalar>& targets,
                                                 BatchView<Scalar>* gradient) {
-  using Row = Eigen::Map<Eigen::Array<Scalar, 1, Eigen::Dynamic>>;
   const Index classes = logits.rows();
   const Index batch = logits.cols();
   checkClassLabels(targets.labels, classes, batch);
-
-  // The exponentials go straight into the gradient buffer when there is one: the gradient is
-  // those same values, scaled, with 1/B taken off at each label.
-  Scalar* scratch = exponentials_.reserve((classes + 3) * batch);
-  BatchView<Scalar> exps(gradient != nullptr ? gradient->data() : scratch + 3 * batch, classes,
-                         batch);
-  Row maxima(scratch, batch);
-  Row sums(scratch + batch, batch);
-  Row logSums(scratch + 2 * batch, batch);
-
-  // Whole-batch expressions: each runs over all B·C values in vector registers.
-  maxima = logits.colwise().maxCoeff().array();
-  exps.array() = (logits.array().rowwise() - maxima).exp();
-  sums = exps.colwise().sum().array();
-  logSums = sums.log();
+  Scalar* scratch = exponentials_.reserve(classes);
+  const Scalar inverseBatch = Scalar(1) / static_cast<Scalar>(batch);
 
   LossTotals totals;
   for (Index b = 0; b < batch; ++b) {
+    const auto z = logits.col(b);
+    // The exponentials go straight into the gradient when there is one: the gradient is those
+    // same values, scaled, with 1/B taken off at the label.
+    VectorView<Scalar> exps(gradient != nullptr ? gradient->col(b).data() : scratch, classes);
+    const Scalar maximum = z.maxCoeff();
+    shiftedExponentials(z.data(), exps.data(), classes, maximum);
+    const Scalar sum = exps.sum();
     const Index label = targets.labels[static_cast<std::size_t>(b)];
-    const Scalar z = logits(label, b);
     // (m − z) first: both are large when the logits are, their difference is not, and adding
     // log Σ to m first would round it away (1001 + 0.31 in float keeps only ~4 decimals).
-    totals.loss += static_cast<double>(maxima(b) - z) + static_cast<double>(logSums(b));
+    totals.loss += static_cast<double>(maximum - z(label)) + static_cast<double>(std::log(sum));
     // Correct when the label holds the maximum and no earlier class ties it (the first maximum
     // wins, as in argmax), so all-equal logits count as class 0, not as every label.
-    if (z == maxima(b) && (logits.col(b).head(label).array() < z).all()) ++totals.correct;
-  }
-
-  if (gradient != nullptr) {
-    const Scalar inverseBatch = Scalar(1) / static_cast<Scalar>(batch);
-    sums = inverseBatch / sums;
-    exps.array().rowwise() *= sums;
-    for (Index b = 0; b < batch; ++b)
-      exps(targets.labels[static_cast<std::size_t>(b)], b) -= inverseBatch;
+    if (z(label) == maximum && (z.head(label).array() < z(label)).all()) ++totals.correct;
+    if (gradient != nullptr) {
+      exps *= inverseBatch / sum;
+      exps(label) -= inverseBatch;
+    }
   }
   return totals;
 }

@@ -28,7 +28,7 @@ class SoftmaxCrossEntropy final : public Loss<Scalar> {
                      BatchView<Scalar>* gradient) override;
 
  private:
-  Workspace<Scalar> exponentials_;  // exp(z − m), when no gradient buffer is given to hold them
+  Workspace<Scalar> exponentials_;  // one sample's exp(z − m), when no gradient buffer holds them
 };
 
 extern template class SoftmaxCrossEntropy<float>;

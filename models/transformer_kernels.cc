@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "models/exponentials.h"
 #include "models/matrix_products.h"
 
 namespace ringtrain::models {
@@ -85,9 +86,9 @@ void geluBackward(const Scalar* h, const Scalar* dg, Scalar* dh, Index count) {
   const auto s = static_cast<Scalar>(kGeluScale);
   const auto c = static_cast<Scalar>(kGeluCubic);
   const Array t = (s * (x + c * x.cube())).tanh();
-  const Array slope = Scalar(0.5) * (Scalar(1) + t) +
-                      Scalar(0.5) * x * (Scalar(1) - t.square()) * s *
-                          (Scalar(1) + Scalar(3) * c * x.square());
+  const Array slope = Scalar(0.5) * (Scalar(1) + t) + Scalar(0.5) * x * (Scalar(1) - t.square()) *
+                                                          s *
+                                                          (Scalar(1) + Scalar(3) * c * x.square());
   Eigen::Map<Array>(dh, count) = Eigen::Map<const Array>(dg, count) * slope;
 }
 
@@ -107,7 +108,7 @@ void causalSoftmax(BatchView<Scalar> scores, Scalar scale) {
   for (Index i = 0; i < t; ++i) {
     auto visible = scores.col(i).head(i + 1).array();
     visible *= scale;
-    visible = (visible - visible.maxCoeff()).exp();
+    shiftedExponentials(visible.data(), visible.data(), i + 1, visible.maxCoeff());
     visible /= visible.sum();
     scores.col(i).tail(t - i - 1).setZero();
   }

@@ -1,0 +1,76 @@
+// The softmaxes' exponential: float within 1 ulp of std::exp over its normal range, 0 below it,
+// NaN kept, in place allowed, and every element of an array whose length is no multiple of a
+// vector.
+#include "models/exponentials.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace ringtrain::models {
+namespace {
+
+std::int64_t ulpDistance(float a, float b) {
+  return std::abs(static_cast<std::int64_t>(std::bit_cast<std::int32_t>(a)) -
+                  std::bit_cast<std::int32_t>(b));
+}
+
+TEST(ExponentialsTest, FloatIsWithinOneUlpOfStdExpOverTheNormalRange) {
+  std::vector<float> x;
+  for (float v = -87.3F; v < 88.3F; v += 0.00137F)
+    x.push_back(v);
+  std::vector<float> y(x.size());
+  shiftedExponentials(x.data(), y.data(), static_cast<Index>(x.size()), 0.0F);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    ASSERT_LE(ulpDistance(y[i], std::exp(x[i])), 1) << "exp(" << x[i] << ")";
+}
+
+TEST(ExponentialsTest, TheShiftIsTakenOffFirstAndZeroIsExact) {
+  const std::vector<float> x{3.0F, 2.0F, -1.0F, 3.0F, 90.5F};
+  std::vector<float> y(x.size());
+  shiftedExponentials(x.data(), y.data(), static_cast<Index>(x.size()), 3.0F);
+  EXPECT_EQ(y[0], 1.0F);
+  EXPECT_EQ(y[3], 1.0F);
+  EXPECT_LE(ulpDistance(y[1], std::exp(-1.0F)), 1);
+  EXPECT_LE(ulpDistance(y[2], std::exp(-4.0F)), 1);
+  EXPECT_LE(ulpDistance(y[4], std::exp(87.5F)), 1);
+}
+
+TEST(ExponentialsTest, BelowTheNormalRangeIsZeroAndNanStaysNan) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> x{-87.4F, -1000.0F, -std::numeric_limits<float>::infinity(), nan};
+  shiftedExponentials(x.data(), x.data(), static_cast<Index>(x.size()), 0.0F);  // in place
+  EXPECT_EQ(x[0], 0.0F);
+  EXPECT_EQ(x[1], 0.0F);
+  EXPECT_EQ(x[2], 0.0F);
+  EXPECT_TRUE(std::isnan(x[3]));
+}
+
+TEST(ExponentialsTest, EveryLengthGetsEveryElement) {
+  for (Index n = 0; n <= 37; ++n) {
+    std::vector<float> x(static_cast<std::size_t>(n));
+    for (Index i = 0; i < n; ++i)
+      x[static_cast<std::size_t>(i)] = -0.25F * static_cast<float>(i);
+    std::vector<float> y(x.size(), -1.0F);
+    shiftedExponentials(x.data(), y.data(), n, 0.5F);
+    for (Index i = 0; i < n; ++i) {
+      const auto k = static_cast<std::size_t>(i);
+      ASSERT_LE(ulpDistance(y[k], std::exp(x[k] - 0.5F)), 1) << "n " << n << ", i " << i;
+    }
+  }
+}
+
+TEST(ExponentialsTest, DoubleIsStdExp) {
+  const std::vector<double> x{-700.0, -1.0, 0.0, 2.5};
+  std::vector<double> y(x.size());
+  shiftedExponentials(x.data(), y.data(), static_cast<Index>(x.size()), 1.0);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    EXPECT_EQ(y[i], std::exp(x[i] - 1.0));
+}
+
+}  // namespace
+}  // namespace ringtrain::models
