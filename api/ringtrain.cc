@@ -5,6 +5,7 @@
 
 #include "api/element_math.h"
 #include "api/named_operations.h"
+#include "api/point_to_point.h"
 #include "api/runtime.h"
 #include "collectives/data_type.h"
 
@@ -22,6 +23,7 @@ void shutdownRuntime(std::optional<api::Runtime>& runtime) {
   runtime->watchdog.reset();
   runtime->control.reset();
   runtime->operations.reset();
+  runtime->pointToPoint.reset();
   runtime.reset();  // the environment last: it finalises MPI if start() initialised it
 }
 
@@ -92,6 +94,7 @@ void startRuntime(api::Runtime& runtime, const Options& options) {
   }
   runtime.operations =
       std::make_shared<api::NamedOperations>(runtime, resolved.stallTimeoutSeconds);
+  runtime.pointToPoint = std::make_shared<api::PointToPoint>(runtime.environment->world());
 }
 
 }  // namespace
@@ -166,6 +169,20 @@ void allgather(const void* send, void* recv, std::size_t countPerRank, DataType 
 void barrier() {
   collectives::Communicator& comm = *api::startedRuntime("barrier").control;
   api::translated([&] { comm.barrier(); });
+}
+
+std::int64_t startSend(const void* data, std::size_t bytes, int destination, int tag) {
+  return api::startedRuntime("startSend").pointToPoint->startSend(data, bytes, destination, tag);
+}
+
+std::int64_t startReceive(void* data, std::size_t bytes, int source, int tag) {
+  return api::startedRuntime("startReceive").pointToPoint->startReceive(data, bytes, source, tag);
+}
+
+void waitTransfer(std::int64_t handle) {
+  // A copy of the pointer: shutdown() on another thread must not free it under the wait.
+  const std::shared_ptr<api::PointToPoint> p2p = api::startedRuntime("waitTransfer").pointToPoint;
+  p2p->wait(handle);
 }
 
 std::int64_t submit(const Operation& operation) {

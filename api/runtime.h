@@ -16,6 +16,7 @@
 namespace ringtrain::api {
 
 class NamedOperations;
+class PointToPoint;
 
 // Something start() made that shutdown() must close before MPI goes: an open GradientExchange.
 class Closable {
@@ -34,6 +35,7 @@ struct Runtime {
   std::optional<collectives::StallWatchdog> watchdog;
   std::vector<Closable*> open;
   std::shared_ptr<NamedOperations> operations;  // submit()'s thread, started by start()
+  std::shared_ptr<PointToPoint> pointToPoint;   // startSend(), startReceive()
 };
 
 // The runtime of a started job; throws Error "ringtrain::<call> called before ringtrain::start()"

@@ -98,6 +98,19 @@ void bindCollectives(py::module_& m) {
       },
       released);
   m.def("barrier", &ringtrain::barrier, released);
+  m.def(
+      "start_send",
+      [](Address data, std::size_t bytes, int destination, int tag) {
+        return ringtrain::startSend(pointer(data), bytes, destination, tag);
+      },
+      released);
+  m.def(
+      "start_receive",
+      [](Address data, std::size_t bytes, int source, int tag) {
+        return ringtrain::startReceive(pointer(data), bytes, source, tag);
+      },
+      released);
+  m.def("wait_transfer", &ringtrain::waitTransfer, released);
 }
 
 // A finished operation's result: (shape, a uint8 NumPy array over its bytes, which owns them,

@@ -105,6 +105,16 @@ void broadcast(void* data, std::size_t count, DataType type, int root);
 void allgather(const void* send, void* recv, std::size_t countPerRank, DataType type);
 void barrier();
 
+// Point to point, not collective: `bytes` bytes to rank `destination`, or from rank `source`,
+// under `tag` (0 to at least 32767). Both return a handle at once; waitTransfer(handle) returns
+// once the transfer is done (a send's buffer may be reused; a receive's holds the message) and
+// throws Error for a message of another length. Messages from one rank to another under one tag
+// arrive in the order sent (MPI's rule); they never meet the collectives' (a communicator of
+// their own). InvalidArgument for a rank or tag out of range.
+std::int64_t startSend(const void* data, std::size_t bytes, int destination, int tag);
+std::int64_t startReceive(void* data, std::size_t bytes, int source, int tag);
+void waitTransfer(std::int64_t handle);
+
 // Named operations, Horovod's model: each rank submits an operation under a name and goes on; a
 // thread of the engine matches the ranks' submissions by name (they may come in any order),
 // checks that they agree, runs each once every rank of its process set has submitted it (the
