@@ -5,8 +5,8 @@ prints img/sec per rank and in total as "mean +-1.96 sigma", as Horovod's does.
     mpirun -np 2 python3 examples/pytorch_synthetic_benchmark.py --model resnet50
 
 --mode picks how the gradients are averaged: ringtrain's DistributedOptimizer (Horovod's way),
-DistributedDataParallel with ringtrain's communication hook, DDP with gloo's all-reduce, or not at
-all (local: each rank trains alone; with one rank, the reference that scaling is measured against).
+DistributedDataParallel with ringtrain's communication hook, DDP on torch.distributed's backend
+"ringtrain" (no hook), DDP with gloo's all-reduce, or not at all (local: each rank trains alone; with one rank, the reference that scaling is measured against).
 Models: examples/pytorch_models.py (resnet50 needs python3-torchvision).
 """
 import argparse
@@ -20,7 +20,7 @@ import torch.nn.functional as F
 import pytorch_models
 import ringtrain.torch as hvd
 
-MODES = ("optimizer", "ddp-hook", "ddp-gloo", "local")
+MODES = ("optimizer", "ddp-hook", "ddp-gloo", "ddp-ringtrain", "local")
 
 
 def positive(text):
@@ -41,8 +41,8 @@ def arguments():
                         help="gradients cross the wire in float16")
     parser.add_argument("--mode", default="optimizer", choices=MODES,
                         help="optimizer: hvd.DistributedOptimizer; ddp-hook: DDP with "
-                             "hvd.allreduce_hook; ddp-gloo: DDP with gloo's all-reduce; local: "
-                             "no averaging")
+                             "hvd.allreduce_hook; ddp-ringtrain: DDP on the backend \"ringtrain\"; "
+                             "ddp-gloo: DDP with gloo's all-reduce; local: no averaging")
     parser.add_argument("--bucket-view", action="store_true",
                         help="DDP: gradients as views of its buckets (gradient_as_bucket_view), "
                              "with no copies into the buckets and back")
@@ -65,7 +65,10 @@ def distributed(model, optimizer, args):
         hvd.broadcast_optimizer_state(optimizer, root_rank=0)
         return model, optimizer
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-    hvd.init_process_group()
+    if args.mode == "ddp-ringtrain":
+        torch.distributed.init_process_group("ringtrain")  # the backend: DDP unchanged
+    else:
+        hvd.init_process_group()  # gloo, beside the hook
     # broadcasts rank 0's parameters
     ddp = torch.nn.parallel.DistributedDataParallel(model,
                                                     gradient_as_bucket_view=args.bucket_view)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC2154  # the options' variables are set by ringtrain_opt (args.sh)
-# PyTorch models trained on 2 ranks three ways: DistributedDataParallel with gloo's all-reduce
-# (ddp-gloo), DDP with ringtrain's communication hook (ddp-hook), and ringtrain.torch's
-# DistributedOptimizer (optimizer), each run by examples/pytorch_synthetic_benchmark.py, beside
+# PyTorch models trained on 2 ranks four ways: DistributedDataParallel with gloo's all-reduce
+# (ddp-gloo), DDP with ringtrain's communication hook (ddp-hook), DDP on torch.distributed's
+# backend "ringtrain" (ddp-ringtrain), and ringtrain.torch's DistributedOptimizer (optimizer), each run by examples/pytorch_synthetic_benchmark.py, beside
 # one rank on one core with no averaging (the reference: 2 ranks cannot pass twice its speed) and
 # 2 ranks each training alone at once (2 alone: no averaging, but the cores' shared memory
 # bandwidth and caches, so the most any way can reach on this machine).
@@ -17,7 +17,7 @@
 # (ringtrain_fair_malloc, scripts/lib/common.sh): with glibc's adaptive defaults
 # PyTorch's activations are unmapped and faulted back in every step, by an amount that depends on
 # each way's earlier allocations (docs/api.md); --malloc glibc keeps the defaults.
-# --ddp-buckets views (the default) builds both DDP ways with gradient_as_bucket_view=True, DDP's
+# --ddp-buckets views (the default) builds the DDP ways with gradient_as_bucket_view=True, DDP's
 # documented setting that spares copying each gradient into its bucket and back; copies keeps
 # DDP's default.
 # Each run warms up --warmup steps, then times --iters timings of --batches steps. Installs
@@ -66,7 +66,7 @@ ringtrain_allow_mpirun_as_root
 [ -f "$build/python/ringtrain/__init__.py" ] || ringtrain_build "$build"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-ways=(ddp-gloo ddp-hook optimizer)
+ways=(ddp-gloo ddp-hook ddp-ringtrain optimizer)
 
 # run WAY RANKS ARGS...: one run of the benchmark; appends its samples/s to runs.jsonl.
 run() {
@@ -86,8 +86,8 @@ for round in $(seq "$rounds"); do
   for model in "${model_list[@]}"; do
     run one-rank 1 --mode local --threads 1
     run two-alone 2 --mode local
-    for i in 0 1 2; do
-      way="${ways[$(((i + round - 1) % 3))]}"
+    for i in "${!ways[@]}"; do
+      way="${ways[$(((i + round - 1) % ${#ways[@]}))]}"
       if [ "$way" = optimizer ]; then run "$way" 2 --mode "$way"; else run "$way" 2 --mode "$way" "${ddp_flags[@]}"; fi
     done
   done
@@ -96,7 +96,7 @@ done
 "$python" - "$work/runs.jsonl" "$json" "$malloc" "$ddp_buckets" <<'PY'
 import collections, json, statistics, sys
 runs = [json.loads(line) for line in open(sys.argv[1])]
-WAYS = ("ddp-gloo", "ddp-hook", "optimizer")
+WAYS = ("ddp-gloo", "ddp-hook", "ddp-ringtrain", "optimizer")
 speed = collections.defaultdict(dict)  # (model, way) -> {round: samples/s}
 batch = {}
 for r in runs:

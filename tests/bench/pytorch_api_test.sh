@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/bench/pytorch_api.sh on one short round of the tiny MLP: a table row and a JSON entry
-# per way (ddp-gloo, ddp-hook, optimizer), each with its samples per second and its ratios to
+# per way (ddp-gloo, ddp-hook, ddp-ringtrain, optimizer), each with its samples per second and its ratios to
 # ddp-gloo, to twice the one rank's and to 2 ranks alone's; the one rank's and 2 alone's rows and
 # the ceiling line; then bad options (exit status 2). No speed is judged: benchmarks are not
 # timed tests. SKIP (77) without python3-torch (the script would install it).
@@ -22,7 +22,7 @@ if timeout 300 bash "$script" --build "$build_dir" --rounds 1 --models tiny-mlp 
 else
   fail "one round: exit status $?" "$(cat "$work/s.out" "$work/s.err")"
 fi
-for way in ddp-gloo ddp-hook optimizer; do
+for way in ddp-gloo ddp-hook ddp-ringtrain optimizer; do
   grep -qE "^ *tiny-mlp +8 +$way +[0-9.]+ \([0-9.]+-[0-9.]+\) +[0-9.]+ \(" "$work/s.out" &&
     ok "row tiny-mlp $way" || fail "no row tiny-mlp $way" "$(cat "$work/s.out")"
 done
@@ -36,14 +36,14 @@ grep -q "^malloc: fixed; DDP's buckets: views$" "$work/s.out" && ok "the malloc 
   fail "no malloc and buckets line" "$(cat "$work/s.out")"
 grep -q "^goal (mlp-28m at least 1.3, every model at least 1.0): " "$work/s.out" &&
   ok "the goal line" || fail "no goal line" "$(cat "$work/s.out")"
-"$RINGTRAIN_PYTHON" - "$work/s.json" <<'PY' && ok "JSON: 3 ways, one round" || fail "JSON" "$(cat "$work/s.json")"
+"$RINGTRAIN_PYTHON" - "$work/s.json" <<'PY' && ok "JSON: 4 ways, one round" || fail "JSON" "$(cat "$work/s.json")"
 import json, sys
 s = json.load(open(sys.argv[1]))
 assert s["rounds"] == 1 and s["ranks"] == 2 and s["malloc"] == "fixed", s
 assert s["ddp_buckets"] == "views", s
 assert [m["model"] for m in s["models"]] == ["tiny-mlp"], s
 for m in s["models"]:
-    assert set(m["ways"]) == {"ddp-gloo", "ddp-hook", "optimizer"}, m
+    assert set(m["ways"]) == {"ddp-gloo", "ddp-hook", "ddp-ringtrain", "optimizer"}, m
     gloo = m["ways"]["ddp-gloo"]["samples_per_s"][0]
     alone, two = m["one_rank_samples_per_s"], m["two_alone_samples_per_s"]
     assert len(alone) == 1 and alone[0] > 0 and len(two) == 1 and two[0] > 0, m

@@ -10,8 +10,11 @@ The collectives (mpi_ops) are matched across ranks by name, as Horovod's are. Di
 (optimizer) hooks each parameter's gradient: as backward finishes it, its bucket goes to the
 engine's communication thread, which averages while backward goes on; step() waits for the
 averages and then steps. CPU tensors only (the binding has no GPU path). A script that keeps
-DistributedDataParallel calls init_process_group() and registers allreduce_hook instead (ddp).
+DistributedDataParallel calls init_process_group() and registers allreduce_hook instead (ddp),
+or uses torch.distributed's backend "ringtrain" that this import registers (c10d).
 """
+import torch.distributed as _torch_distributed
+
 import ringtrain as _ringtrain
 
 from .compression import Compression  # noqa: F401
@@ -22,6 +25,10 @@ from .mpi_ops import *  # noqa: F401,F403
 from .mpi_ops import Error  # noqa: F401
 from .optimizer import DistributedOptimizer, _optimizers  # noqa: F401
 from .sync_batch_norm import SyncBatchNorm  # noqa: F401
+
+if _torch_distributed.is_available():  # the backend "ringtrain" of torch.distributed (c10d)
+    from . import c10d as _c10d
+    _c10d._register()
 
 
 def shutdown():
