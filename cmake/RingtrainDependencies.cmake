@@ -1,6 +1,6 @@
 # Finds every library ringtrain uses and records what was found for the configure summary.
 # Required: MPI, Boost.Program_options, fmt, nlohmann_json (and GoogleTest with the tests).
-# Eigen, HDF5, zlib and PCRE2 are required by models/ and data/, protobuf by src/storage/, which
+# Eigen, HDF5, zlib and PCRE2 are required by models/ and data/, protobuf by storage/, which
 # check for them.
 # CUDA and NCCL are optional (RINGTRAIN_CUDA).
 

@@ -14,7 +14,7 @@
 
 #include "collectives/communicator.h"
 #include "models/model.h"
-#include "src/storage/checkpoint.h"
+#include "storage/checkpoint.h"
 #include "src/trainer/config.h"
 #include "src/trainer/optimizer.h"
 #include "engine/timeline.h"

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "base/exit_status.h"
-#include "src/storage/checkpoint_model.h"
+#include "storage/checkpoint_model.h"
 #include "src/trainer/subcommand.h"
 
 namespace ringtrain {

@@ -1,4 +1,4 @@
-// A model's weights as a safetensors file (src/storage/safetensors.h) other tools read:
+// A model's weights as a safetensors file (storage/safetensors.h) other tools read:
 // `ringtrain export --format safetensors CHECKPOINT OUT` writes one, `ringtrain train --init-from
 // FILE` starts from one.
 //
@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "models/model.h"
-#include "src/storage/checkpoint.h"
-#include "src/storage/safetensors.h"
+#include "storage/checkpoint.h"
+#include "storage/safetensors.h"
 
 namespace ringtrain {
 

@@ -15,7 +15,7 @@
 #include "models/initialization.h"
 #include "models/model.h"
 #include "models/model_factory.h"
-#include "src/storage/checkpoint.h"
+#include "storage/checkpoint.h"
 #include "src/trainer/config.h"
 
 namespace ringtrain {

@@ -15,7 +15,7 @@
 #include "collectives/communicator.h"
 #include "engine/gradient_exchange.h"
 #include "models/model.h"
-#include "src/storage/tensorboard_writer.h"
+#include "storage/tensorboard_writer.h"
 #include "src/trainer/optimizer.h"
 
 namespace ringtrain {

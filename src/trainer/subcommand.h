@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "src/storage/checkpoint.h"
+#include "storage/checkpoint.h"
 
 namespace ringtrain {
 

@@ -34,7 +34,7 @@
 #include "models/model.h"
 #include "models/model_factory.h"
 #include "src/common/consistency_check.h"
-#include "src/storage/tensorboard_writer.h"
+#include "storage/tensorboard_writer.h"
 #include "src/trainer/batch_prefetcher.h"
 #include "src/trainer/batch_source.h"
 #include "src/trainer/checkpoint_policy.h"

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "data/random.h"
-#include "src/storage/checkpoint_model.h"
+#include "storage/checkpoint_model.h"
 
 namespace ringtrain {
 namespace {

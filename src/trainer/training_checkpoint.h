@@ -1,4 +1,4 @@
-// Between a training run and its checkpoints (src/storage/checkpoint.h): what goes into one, and
+// Between a training run and its checkpoints (storage/checkpoint.h): what goes into one, and
 // how a saved run continues here -- exactly on the same number of ranks, re-sharded on another.
 //
 // The state of a run is: the parameters, the optimiser's buffers and step count, the step, and
@@ -28,7 +28,7 @@
 
 #include "data/sharded_sampler.h"
 #include "models/model.h"
-#include "src/storage/checkpoint.h"
+#include "storage/checkpoint.h"
 #include "src/trainer/config.h"
 #include "src/trainer/optimizer.h"
 

@@ -10,7 +10,7 @@
 
 #include "collectives/communicator.h"
 #include "models/model.h"
-#include "src/storage/tensorboard_writer.h"
+#include "storage/tensorboard_writer.h"
 #include "src/trainer/batch_source.h"
 #include "src/trainer/config.h"
 #include "src/trainer/loss_watch.h"

@@ -1,4 +1,4 @@
-// Shared pieces of the tests of files (formats/, data/, src/storage/): a temporary folder, raw
+// Shared pieces of the tests of files (formats/, data/, storage/): a temporary folder, raw
 // file writes and reads (for files no writer of ours would produce), a check of bad-input error
 // messages, a bitwise CRC-32C written independently of the library's table-driven one, and raw
 // HDF5 files of any shape and type.

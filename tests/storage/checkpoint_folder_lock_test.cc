@@ -1,6 +1,6 @@
 // The checkpoint folder's lock: one holder at a time, a refusal that names the holder, a lock file
 // of a killed holder that blocks nobody, and a folder that cannot be written refused at once.
-#include "src/storage/checkpoint_folder_lock.h"
+#include "storage/checkpoint_folder_lock.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@
 #include <sstream>
 #include <string>
 
-#include "src/storage/checkpoint.h"
+#include "storage/checkpoint.h"
 #include "tests/formats/format_test_support.h"
 
 namespace ringtrain::storage {

@@ -1,7 +1,7 @@
 // Checkpoints: round trips, the folder's bookkeeping (file names, `latest`, keep-N, stale
 // temporaries), one exact message for every way a file can be damaged, auto resume past bad
 // files, and a writer killed at every stage of a write leaving a resumable folder.
-#include "src/storage/checkpoint.h"
+#include "storage/checkpoint.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -20,7 +20,7 @@
 
 #include "formats/hdf5_support.h"
 #include "models/model_factory.h"
-#include "src/storage/checkpoint_model.h"
+#include "storage/checkpoint_model.h"
 #include "tests/formats/format_test_support.h"
 
 namespace ringtrain::storage {

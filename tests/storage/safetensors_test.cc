@@ -1,7 +1,7 @@
 // safetensors files: the bytes as the specification lays them out (read back here with a JSON
 // parser and memcpy, not with the library's reader), round trips, and one message naming the
 // file for every way a file can break the specification.
-#include "src/storage/safetensors.h"
+#include "storage/safetensors.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -3,7 +3,7 @@
 // record's bytes are then decoded by `protoc --decode_raw` (no schema at all) and by the generated
 // Event class; the tags, steps and values must be the ones written. metrics.jsonl is parsed as
 // JSON.
-#include "src/storage/tensorboard_writer.h"
+#include "storage/tensorboard_writer.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

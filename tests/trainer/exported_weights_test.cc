@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "models/model_factory.h"
-#include "src/storage/checkpoint_model.h"
+#include "storage/checkpoint_model.h"
 
 namespace ringtrain {
 namespace {

@@ -22,7 +22,7 @@
 #include "data/synthetic_token_dataset.h"
 #include "models/flush_to_zero.h"
 #include "models/matrix_products.h"
-#include "src/storage/tensorboard_writer.h"
+#include "storage/tensorboard_writer.h"
 #include "src/trainer/batch_source.h"
 #include "src/trainer/lr_schedule.h"
 #include "src/trainer/trainer.h"

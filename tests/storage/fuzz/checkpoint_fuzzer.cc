@@ -1,4 +1,4 @@
-// libFuzzer target: the checkpoint reader (src/storage/checkpoint.h) on arbitrary bytes, twice:
+// libFuzzer target: the checkpoint reader (storage/checkpoint.h) on arbitrary bytes, twice:
 // as they are -- where the header and its CRC-32C stop nearly everything -- and with the header
 // rewritten to be valid for them (length and CRC of what follows), so that mutations reach the
 // HDF5 part and the reader's checks of its contents, as a deliberately forged file would. Any
@@ -12,7 +12,7 @@
 
 #include "formats/crc32c.h"
 #include "formats/format_error.h"
-#include "src/storage/checkpoint.h"
+#include "storage/checkpoint.h"
 #include "tests/storage/fuzz/fuzz_target.h"
 #include "tests/storage/fuzz/hdf5_open_objects.h"
 

@@ -14,8 +14,8 @@
 #include "data/idx_writer.h"
 #include "data/token_file.h"
 #include "formats/file_bytes.h"
-#include "src/storage/checkpoint.h"
-#include "src/storage/safetensors.h"
+#include "storage/checkpoint.h"
+#include "storage/safetensors.h"
 
 namespace {
 

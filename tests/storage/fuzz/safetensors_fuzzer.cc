@@ -1,11 +1,11 @@
-// libFuzzer target: the safetensors reader (src/storage/safetensors.h) on arbitrary bytes, the
+// libFuzzer target: the safetensors reader (storage/safetensors.h) on arbitrary bytes, the
 // weights file `ringtrain train --init-from` takes from outside. Any answer but a FormatError
 // (CheckpointError is one) is a finding.
 #include <cstdint>
 #include <span>
 
 #include "formats/format_error.h"
-#include "src/storage/safetensors.h"
+#include "storage/safetensors.h"
 #include "tests/storage/fuzz/fuzz_target.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "formats/hdf5_support.h"
-#include "src/storage/checkpoint_format.h"
+#include "storage/checkpoint_format.h"
 
 namespace ringtrain::storage::checkpoint_format {
 namespace {

@@ -1,6 +1,6 @@
 // What the three source files of checkpoint.h share: checkpoint_file.cc (the header, one file
 // encoded, read and parsed), checkpoint_hdf5.cc (the HDF5 part: the schema, written and read) and
-// checkpoint.cc (the folder: writing, pruning, resuming). Not for use outside src/storage.
+// checkpoint.cc (the folder: writing, pruning, resuming). Not for use outside storage.
 #pragma once
 
 #include <cstddef>
@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "src/storage/checkpoint.h"
+#include "storage/checkpoint.h"
 
 namespace ringtrain::storage::checkpoint_format {
 

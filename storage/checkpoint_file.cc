@@ -19,8 +19,8 @@
 #include "formats/crc32c.h"
 #include "formats/format_error.h"
 #include "formats/separate_check.h"
-#include "src/storage/checkpoint.h"
-#include "src/storage/checkpoint_format.h"
+#include "storage/checkpoint.h"
+#include "storage/checkpoint_format.h"
 
 namespace ringtrain::storage {
 

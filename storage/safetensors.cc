@@ -1,4 +1,4 @@
-#include "src/storage/safetensors.h"
+#include "storage/safetensors.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "src/storage/checkpoint.h"
+#include "storage/checkpoint.h"
 
 namespace ringtrain::storage {
 

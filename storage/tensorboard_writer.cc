@@ -1,4 +1,4 @@
-#include "src/storage/tensorboard_writer.h"
+#include "storage/tensorboard_writer.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "src/storage/checkpoint_folder_lock.h"
+#include "storage/checkpoint_folder_lock.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 #include <string_view>
 #include <thread>
 
-#include "src/storage/checkpoint.h"
+#include "storage/checkpoint.h"
 
 namespace ringtrain::storage {
 namespace {

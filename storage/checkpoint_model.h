@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "src/storage/checkpoint.h"
+#include "storage/checkpoint.h"
 
 namespace ringtrain::storage {
 

@@ -1,4 +1,4 @@
-#include "src/storage/checkpoint.h"
+#include "storage/checkpoint.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -15,7 +15,7 @@
 #include "base/file_checks.h"
 #include "formats/durable_io.h"
 #include "formats/format_error.h"
-#include "src/storage/checkpoint_format.h"
+#include "storage/checkpoint_format.h"
 
 namespace ringtrain::storage {
 namespace {
