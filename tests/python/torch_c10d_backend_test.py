@@ -12,6 +12,7 @@ Mode `bad-rank`: a rank argument that is not MPI's is one ValueError on every ra
 Exits 77 (SKIP) without python3-torch."""
 import copy
 import os
+import re
 import socket
 import sys
 
@@ -198,15 +199,22 @@ def point_to_point(gloo):
 
 
 def disagreement():
-    """Ranks whose n-th calls differ (lengths 4 and 5): one error on every rank, no hang."""
-    try:
-        dist.all_reduce(torch.ones(4 + rt.rank() % 2))
-    except RuntimeError as error:
-        check(str(error).endswith("rank 0 has allreduce of float32 [4] sum where rank 1 has "
-                                  "allreduce of float32 [5] sum"), f"the error: {error}")
-        return str(error).splitlines()[0]
-    check(False, "all_reduce of 4 and 5 elements on different ranks raised nothing")
-    return ""
+    """Ranks whose n-th calls differ (lengths 4 and 5): one error on every rank, no hang, on the
+    plain all-reduce's path (the world's all_reduce) and on the named operations' (broadcast)."""
+    lines = []
+    for call, want in ((dist.all_reduce, r"ranks disagree on the collective: rank 0 calls "
+                        r"all-reduce #\d+ of 4 float32 \(sum\), rank 1 calls all-reduce #\d+ of 5 "
+                        r"float32 \(sum\)"),
+                       (lambda t: dist.broadcast(t, 0), r"rank 0 has broadcast of float32 \[4\] from "
+                        r"root 0 where rank 1 has broadcast of float32 \[5\] from root 0")):
+        try:
+            call(torch.ones(4 + rt.rank() % 2))
+        except RuntimeError as error:
+            check(re.search(want, str(error)), f"the error: {error}")
+            lines.append(str(error).splitlines()[0])
+            continue
+        check(False, f"{want}: raised nothing")
+    return "; ".join(lines)
 
 
 def _world(group_rank):

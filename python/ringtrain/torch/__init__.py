@@ -18,7 +18,8 @@ import torch.distributed as _torch_distributed
 import ringtrain as _ringtrain
 
 from .compression import Compression  # noqa: F401
-from .ddp import _stop_hook_worker, allreduce_hook, init_process_group  # noqa: F401
+from . import _worker
+from .ddp import allreduce_hook, init_process_group  # noqa: F401
 from .functions import (allgather_object, broadcast_object, broadcast_optimizer_state,  # noqa: F401
                         broadcast_parameters)
 from .mpi_ops import *  # noqa: F401,F403
@@ -33,7 +34,7 @@ if _torch_distributed.is_available():  # the backend "ringtrain" of torch.distri
 
 def shutdown():
     """Ends the job's use of ringtrain (Horovod's hvd.shutdown())."""
-    _stop_hook_worker()
+    _worker.stop()
     for optimizer in list(_optimizers):
         optimizer._rt_release_views()
     _ringtrain.shutdown()

@@ -6,21 +6,20 @@
 Every collective of a group is one of the engine's named operations, named by the group and
 the call's number in that group, so the n-th calls of the ranks meet as torch.distributed
 requires, and ranks whose n-th calls disagree (kind, type, shape, op, root) get one error each
-instead of a hang. send and recv are MPI's, beside them (ringtrain.h's startSend). A Python
-ProcessGroup (torch 1.13 drives one from C++, DDP included): each call submits, and a thread of
-its own completes the Work's future.
+instead of a hang. The world's all-reduces of the plain types (DDP's buckets) take the job's plain
+all-reduce instead, in place and in call order, which compares the ranks' calls too. send and
+recv are MPI's, beside them (ringtrain.h's startSend). A Python ProcessGroup (torch 1.13 drives
+one from C++, DDP included): each call submits, and the worker thread (_worker) runs the plain
+collectives and completes the Works, in call order.
 
 torch's init_process_group needs a store only for its own barrier after creating a group: a store
 given is used for that (and for other backends' groups beside); without one (an init_method is
 accepted and unused), the backend's own store answers that barrier with an all-reduce over the
-job, so no MASTER_ADDR is needed. new_group
-is wrapped, since every rank must take part in creating the engine's process set while torch
-asks only the members' backend.
+job, so no MASTER_ADDR is needed. new_group is wrapped, since every rank must take part in
+creating the engine's process set while torch asks only the members' backend.
 """
 import functools
 import itertools
-import queue
-import threading
 
 import torch
 import torch.distributed as dist
@@ -28,6 +27,7 @@ from torch._C._distributed_c10d import ProcessGroup, Work
 
 from ringtrain import _ringtrain as _ext
 
+from . import _worker
 from . import mpi_ops as _ops
 
 NAME = "ringtrain"
@@ -71,6 +71,17 @@ def _copy_into(targets, flat, call):
     for target in targets:
         target.view(-1).copy_(flat[offset:offset + target.numel()])
         offset += target.numel()
+
+
+# The types of ringtrain.h's plain all-reduce (sum, average, min, max).
+_PLAIN = (torch.float32, torch.float64, torch.int32, torch.int64)
+
+
+def _plain_allreduce(tensor, op):
+    """The job's plain all-reduce in place (on the worker thread only: it is matched across
+    ranks by call order, and compared: ranks that disagree get one error each)."""
+    _ext.allreduce_address(tensor.data_ptr(), tensor.numel(), _ops._TYPES[tensor.dtype], op)
+    return tensor
 
 
 def _raise_failure(future):
@@ -123,41 +134,27 @@ class _Work(Work):
 _alive = set()
 
 
-class _Completer:
-    """One thread that waits for submitted operations in order and completes their futures
-    (the binding releases the GIL while it waits)."""
-
-    def __init__(self):
-        self._queue = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="ringtrain-c10d", daemon=True)
-        self._thread.start()
-
-    def _run(self):
-        while True:
-            finish, future = self._queue.get()
-            try:
-                result = finish()
-            except BaseException as error:  # noqa: B902 - handed to whoever waits
-                result = error
-            future.set_result(result)
-
-    def work(self, finish):
-        future = torch.futures.Future()
-        work = _Work(future)
-        self._queue.put((finish, future))
-        return work
-
-
-_completer = None
-_lock = threading.Lock()
-
-
 def _work(finish):
-    global _completer
-    with _lock:
-        if _completer is None:
-            _completer = _Completer()
-    return _completer.work(finish)
+    """A Work completed on the worker thread (_worker) by finish()'s result, or its error."""
+    future = torch.futures.Future()
+    work = _Work(future)
+
+    def job():
+        try:
+            result = finish()
+        except BaseException as error:  # noqa: B902 - handed to whoever waits
+            result = error
+        future.set_result(result)
+    _worker.submit(job)
+    return work
+
+
+def _on_worker(call):
+    """call() run on the worker thread, the caller waiting: the plain collectives run there."""
+    value = _work(call)._raw.wait()
+    if isinstance(value, BaseException):
+        raise value
+    return value
 
 
 class RingtrainProcessGroup(ProcessGroup):
@@ -187,6 +184,10 @@ class RingtrainProcessGroup(ProcessGroup):
     def allreduce(self, tensors, opts=None):
         op = _reduce_op(getattr(opts, "reduceOp", dist.ReduceOp.SUM), "allreduce")
         tensor = _dense(_one(tensors, "allreduce"), "allreduce")
+        if self._index == 0 and op != _ops.Product and tensor.dtype in _PLAIN:
+            # The job's plain all-reduce, in place, in call order on the worker thread: what
+            # DDP's buckets take (the named operation's fusion buffer would copy them twice).
+            return _work(lambda: [_plain_allreduce(tensor, op)])
         handle = _ops.allreduce_async_(tensor, name=self._name(), op=op, process_set=self._set)
         return _work(lambda: [_ops.synchronize(handle)])
 
@@ -358,8 +359,7 @@ class _JobStore(dist.Store):
 
     def add(self, key, value):
         if value:
-            total = torch.tensor([value], dtype=torch.int64)
-            _ext.allreduce_address(total.data_ptr(), 1, _ops._TYPES[torch.int64], _ops.Sum)
+            total = _on_worker(lambda: _plain_allreduce(torch.tensor([value]), _ops.Sum))
             self._counts[key] = self._counts.get(key, 0) + int(total)
         return self._counts.get(key, 0)
 
@@ -395,7 +395,7 @@ def _agree(problem):
     """Collective: raises on every rank if any rank has a problem, naming the ranks."""
     flags = torch.zeros(_ops.size(), dtype=torch.int64)
     flags[_ops.rank()] = 1 if problem else 0
-    _ext.allreduce_address(flags.data_ptr(), flags.numel(), _ops._TYPES[torch.int64], _ops.Sum)
+    _on_worker(lambda: _plain_allreduce(flags, _ops.Sum))
     if problem:
         raise ValueError(problem)
     if flags.any():
