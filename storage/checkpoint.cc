@@ -233,13 +233,13 @@ CheckpointWriteResult CheckpointWriter::write(const CheckpointContent& content,
   return result;
 }
 
-std::vector<std::int64_t> checkpointSteps(const fs::path& dir) {
+std::vector<CheckpointFile> checkpointFiles(const fs::path& dir) {
   std::error_code ec;
   if (!fs::exists(dir, ec)) return {};
-  std::vector<std::int64_t> steps;
+  std::vector<CheckpointFile> files;
   for (const Listed& listed : listCheckpoints(dir))
-    steps.push_back(listed.step);
-  return steps;
+    files.push_back({listed.step, listed.path});
+  return files;
 }
 
 std::optional<ResumePlan> findCheckpointToResume(const fs::path& dir,
@@ -256,6 +256,12 @@ std::optional<ResumePlan> findCheckpointToResume(const fs::path& dir,
   for (const Listed& candidate : candidates) {
     try {
       plan.content = readCheckpoint(candidate.path, expectedModelLayout);
+      if (plan.content.step != candidate.step) {  // renamed or copied in: never this run's start
+        plan.skipped.push_back(candidate.path.string() + ": its step inside is " +
+                               std::to_string(plan.content.step) + ", not the " +
+                               std::to_string(candidate.step) + " of its name (another run's?)");
+        continue;
+      }
       if (take) take(plan.content, candidate.path);
       plan.path = candidate.path;
       return plan;

@@ -136,9 +136,13 @@ class CheckpointWriter {
 // "ckpt-00001234.h5".
 std::string checkpointFileName(std::int64_t step);
 
-// The steps of dir's checkpoint files (by name, unread), the highest first; empty when dir does
-// not exist. Throws CheckpointError when dir cannot be listed.
-std::vector<std::int64_t> checkpointSteps(const std::filesystem::path& dir);
+struct CheckpointFile {
+  std::int64_t step;  // by its name
+  std::filesystem::path path;
+};
+// dir's checkpoint files (by name, unread), the highest step first; empty when dir does not
+// exist. Throws CheckpointError when dir cannot be listed.
+std::vector<CheckpointFile> checkpointFiles(const std::filesystem::path& dir);
 
 // The checkpoint encoded as a file (header and HDF5 part), as writeCheckpoint writes it.
 std::vector<std::uint8_t> encodeCheckpoint(const CheckpointContent& content);
@@ -165,7 +169,8 @@ struct ResumePlan {
   std::string latest;                // what `latest` named ("" when missing)
 };
 
-// The newest checkpoint of `dir` that reads cleanly, has the expected layout (if given) and that
+// The newest checkpoint of `dir` that reads cleanly, has the expected layout (if given), holds the
+// step its name says (a file renamed or copied in from another run does not) and that
 // `take` (if given) accepts, trying ckpt-*.h5 from the highest step down; the ones passed over
 // are listed in `skipped` with the reason. nullopt when dir does not exist or holds no checkpoint
 // file at all: a fresh start. Throws CheckpointError, listing every file and its problem, when

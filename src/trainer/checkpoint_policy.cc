@@ -177,12 +177,13 @@ void CheckpointPolicy::refuseNewerCheckpoints(std::int64_t start, bool searchedT
   // Checkpoints of --checkpoint-dir newer than this run's start would be taken for this run's by
   // a later --resume auto (and keep-N would prune this run's first).
   if (config_.checkpointDir.empty() || searchedTheFolder) return;
-  const std::vector<std::int64_t> steps = storage::checkpointSteps(config_.checkpointDir);
-  if (!steps.empty() && steps.front() > start) {
+  const std::vector<storage::CheckpointFile> files =
+      storage::checkpointFiles(config_.checkpointDir);
+  if (!files.empty() && files.front().step > start) {
     throw storage::CheckpointError(fmt::format(
         "--checkpoint-dir {} already holds checkpoints up to step {} ({}), newer than this "
         "run's start at step {}: continue them with --resume auto, or move them away",
-        config_.checkpointDir, steps.front(), storage::checkpointFileName(steps.front()), start));
+        config_.checkpointDir, files.front().step, files.front().path.filename().string(), start));
   }
 }
 

@@ -538,6 +538,26 @@ TEST(ResumeTest, AutoSkipsCheckpointsOfAnotherLayout) {
   EXPECT_THAT(plan->skipped, ElementsAre(HasSubstr("saved from another model layout: line 1")));
 }
 
+// A file copied in from another run under a higher-numbered name (step 50 inside, 999999 in its
+// name) is passed over, so it never becomes this run's start; checkpointFiles names it as it is.
+TEST(ResumeTest, AutoSkipsAFileWhoseStepIsNotItsName) {
+  TempFolder folder;
+  writeOne(folder.path(), sampleContent(250));
+  TempFolder other;
+  writeOne(other.path(), sampleContent(50));
+  fs::copy_file(other / "ckpt-00000050.h5", folder / "ckpt-999999.h5");
+  const auto plan = findCheckpointToResume(folder.path(), kLayout);
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->path, folder / "ckpt-00000250.h5");
+  EXPECT_THAT(plan->skipped, ElementsAre((folder / "ckpt-999999.h5").string() +
+                                         ": its step inside is 50, not the 999999 of its name "
+                                         "(another run's?)"));
+  const std::vector<CheckpointFile> files = checkpointFiles(folder.path());
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files[0].step, 999999);
+  EXPECT_EQ(files[0].path, folder / "ckpt-999999.h5");
+}
+
 // What the run refuses while taking a checkpoint (another optimiser, here) is passed over like a
 // damaged file, and listed; named as a file, the same checkpoint is refused.
 TEST(ResumeTest, AutoSkipsCheckpointsTheRunDoesNotTake) {
