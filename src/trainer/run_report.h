@@ -8,13 +8,13 @@
 #include <vector>
 
 #include "src/trainer/config.h"
-#include "src/trainer/trainer.h"
+#include "src/trainer/training_summary.h"
 
 namespace ringtrain {
 
 // What the report says beside the summary.
 struct RunFacts {
-  bool classification = true;  // accuracy; otherwise the test loss
+  bool classification = true;        // accuracy; otherwise the test loss
   std::int64_t tokensPerSample = 0;  // > 0: a language model (validation loss, tokens/s)
   // --model linreg: the learned slope and intercept.
   std::span<const float> parameters;
@@ -32,7 +32,7 @@ struct Progress {
   std::int64_t epochs = 1;
   double loss = 0;
   double learningRate = 0;
-  double samplesPerSecond = 0;  // all ranks
+  double samplesPerSecond = 0;       // all ranks
   std::int64_t tokensPerSample = 0;  // > 0: a language model's rate is told in tokens
   int ranks = 1;
   double elapsedSeconds = 0;  // since this run started
