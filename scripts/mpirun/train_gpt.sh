@@ -16,7 +16,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 source "$root/scripts/lib/common.sh"
 
 build_dir="${RINGTRAIN_BUILD_DIR:-$root/build}"
-ringtrain_set_up "$build_dir"
+ringtrain_set_up "$build_dir" ringtrain gpt2_tokenize
 
 vocabulary="$root/data/gpt2"
 data_dir="${RINGTRAIN_GPT_DATA:-$root/data/fortunes}"
