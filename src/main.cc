@@ -15,24 +15,22 @@
 #include <vector>
 
 #include "base/exit_status.h"
+#include "base/log.h"
 #include "collectives/communicator.h"
 #include "collectives/environment.h"
-#include "base/log.h"
 #include "collectives/mpi_check.h"
 #include "collectives/stall_watchdog.h"
 #include "data/hdf5_dataset.h"
+#include "engine/timeline.h"
 #include "formats/separate_check.h"
 #include "models/flush_to_zero.h"
 #include "models/matrix_products.h"
 #include "src/bench/bench_config.h"
 #include "src/bench/profile_bench.h"
+#include "src/common/consistency_check.h"
 #include "src/common/startup_errors.h"
-#include "storage/checkpoint.h"
-#include "storage/checkpoint_folder_lock.h"
-#include "storage/tensorboard_writer.h"
 #include "src/trainer/batch_source.h"
 #include "src/trainer/config.h"
-#include "src/common/consistency_check.h"
 #include "src/trainer/data_sources.h"
 #include "src/trainer/device_choice.h"
 #include "src/trainer/eval_command.h"
@@ -40,9 +38,12 @@
 #include "src/trainer/generation.h"
 #include "src/trainer/model_memory.h"
 #include "src/trainer/run_report.h"
+#include "src/trainer/script_variables.h"
 #include "src/trainer/sigterm_handler.h"
-#include "engine/timeline.h"
 #include "src/trainer/trainer.h"
+#include "storage/checkpoint.h"
+#include "storage/checkpoint_folder_lock.h"
+#include "storage/tensorboard_writer.h"
 
 namespace ringtrain {
 namespace {
@@ -84,23 +85,21 @@ std::optional<TrainConfig> settledConfig(int argc, char** argv, collectives::Mpi
   // Before anything else is logged; a file one rank cannot open ends the job on every rank.
   setLogLevel(config.logLevel);
   if (!config.logFile.empty()) {
-    error =
-        openLogFile(config.logFile, env.worldRank(), env.worldSize(), env.hostName());
+    error = openLogFile(config.logFile, env.worldRank(), env.worldSize(), env.hostName());
   }
   exitEverywhereOnError(error);
   if (!config.logFile.empty()) {  // every rank's file starts with a line
-    info(fmt::format(
-        "ringtrain {}, pid {}: --log-level {}, --log-file {}", RINGTRAIN_VERSION, ::getpid(),
-        nameIn(kLogLevelNames, config.logLevel),
-        expandLogPattern(config.logFile, env.worldRank(), env.hostName())));
+    info(fmt::format("ringtrain {}, pid {}: --log-level {}, --log-file {}", RINGTRAIN_VERSION,
+                     ::getpid(), nameIn(kLogLevelNames, config.logLevel),
+                     expandLogPattern(config.logFile, env.worldRank(), env.hostName())));
   }
   warnOnRankZero(config.parseWarnings, env.worldRank());
   // Before anything collective that an option shapes (the tuning table, the timeline, the first
   // checkpoint): ranks told different things stop here, naming the rank and the option.
   exitEverywhereOnError(findDisagreement(env.world(), comparableOptions(config)));
   logLine(LogLevel::kDebug,
-                       fmt::format("node {} of {}, local rank {} of {}, pid {}", env.nodeIndex(),
-                                   env.nodeCount(), env.localRank(), env.localSize(), ::getpid()));
+          fmt::format("node {} of {}, local rank {} of {}, pid {}", env.nodeIndex(),
+                      env.nodeCount(), env.localRank(), env.localSize(), ::getpid()));
   // A launcher that starts every rank as a job of its own (Open MPI 5 ignores the MPI operator's
   // OMPI_MCA_orte_* settings and runs all ranks on the launcher pod) would train N separate
   // models without a word; --expect-world-size turns that into an error.
@@ -120,11 +119,10 @@ std::optional<TrainConfig> settledConfig(int argc, char** argv, collectives::Mpi
   exitEverywhereOnError(settleTuningFile(config.tuningFile, config.backend, env.world()));
   if (env.worldRank() == 0 && !config.tuningFile.empty() &&
       config.backend != engine::ExchangeBackend::kTuned) {
-    logLine(
-        LogLevel::kWarn,
-        fmt::format("--tuning-file {} is not used: backend {} takes no tuning table "
-                    "(only tuned does)",
-                    config.tuningFile, engine::name(*config.backend)));
+    logLine(LogLevel::kWarn,
+            fmt::format("--tuning-file {} is not used: backend {} takes no tuning table "
+                        "(only tuned does)",
+                        config.tuningFile, engine::name(*config.backend)));
   }
   if (env.worldRank() == 0) {
     info(fmt::format("ringtrain train: {} rank(s) on {} node(s); {}", env.worldSize(),
@@ -228,8 +226,7 @@ int trainAndReport(const TrainConfig& config, const Sources& sources, RunService
     summary = trainer->run();
   } catch (const TrainingStopped& stopped) {
     // Every rank stopped at the same step for the same reason; one says so.
-    if (env.worldRank() == 0)
-      logLine(LogLevel::kError, std::string("error: ") + stopped.what());
+    if (env.worldRank() == 0) logLine(LogLevel::kError, std::string("error: ") + stopped.what());
     return kExitTrainingStopped;
   } catch (const std::exception& e) {
     abortOn(e);
@@ -344,7 +341,9 @@ int main(int argc, char** argv) {
     std::cout << "ringtrain " << RINGTRAIN_VERSION << "\n";
     return ringtrain::kExitOk;
   }
-  // The programs share the RINGTRAIN_* variables: one's variable is no misspelling in another.
+  // The programs share the RINGTRAIN_* variables: one's variable is no misspelling in another,
+  // nor is a script's.
+  ringtrain::options::registerKnownVariables(ringtrain::scriptVariables());
   for (auto&& specs : {ringtrain::options::specsOf(ringtrain::trainOptionTable()),
                        ringtrain::options::specsOf(ringtrain::bench::benchOptionTable()),
                        ringtrain::options::specsOf(ringtrain::generateOptionTable())})

@@ -121,71 +121,6 @@ std::string variableNameOf(std::string_view option) {
   return name;
 }
 
-const std::vector<std::string_view>& scriptVariables() {
-  // The variables scripts/, data/ and k8s/ read or export (a test checks this list against
-  // them), and those of the tests themselves.
-  static const std::vector<std::string_view> kNames = {"RINGTRAIN_ARCH",
-                                                       "RINGTRAIN_BIN",
-                                                       "RINGTRAIN_BLAS",
-                                                       "RINGTRAIN_BUILD_DIR",
-                                                       "RINGTRAIN_BUILD_TESTS",
-                                                       "RINGTRAIN_CLUSTER_HOSTS",
-                                                       "RINGTRAIN_CLUSTER_SLOTS",
-                                                       "RINGTRAIN_CMAKE_CUDA",
-                                                       "RINGTRAIN_CUDA",
-                                                       "RINGTRAIN_CUDA_ARCHITECTURES",
-                                                       "RINGTRAIN_CUDA_CHECK",
-                                                       "RINGTRAIN_DATA",
-                                                       "RINGTRAIN_DRY_RUN",
-                                                       "RINGTRAIN_FAILURE_MATRIX",
-                                                       "RINGTRAIN_FORWARD_SIGTERM",
-                                                       "RINGTRAIN_FUZZ",
-                                                       "RINGTRAIN_FUZZ_BUILD_DIR",
-                                                       "RINGTRAIN_FUZZ_TARGETS",
-                                                       "RINGTRAIN_GENERATOR",
-                                                       "RINGTRAIN_GPT2_TARBALL",
-                                                       "RINGTRAIN_GPT_CHECKPOINTS",
-                                                       "RINGTRAIN_GPT_DATA",
-                                                       "RINGTRAIN_GPT_PROMPT",
-                                                       "RINGTRAIN_GPT_SAMPLE",
-                                                       "RINGTRAIN_GPT_TEXTS",
-                                                       "RINGTRAIN_HAVE_NCCL",
-                                                       "RINGTRAIN_HOSTFILE",
-                                                       "RINGTRAIN_IFACE",
-                                                       "RINGTRAIN_IMAGE_DRIVER",
-                                                       "RINGTRAIN_IMAGE_WORK",
-                                                       "RINGTRAIN_LAUNCH",
-                                                       "RINGTRAIN_MNIST_TARBALL",
-                                                       "RINGTRAIN_MNIST_URLS",
-                                                       "RINGTRAIN_MPICH_BUILD_DIR",
-                                                       "RINGTRAIN_MPI_CHECK",
-                                                       "RINGTRAIN_NCCL_CHECK",
-                                                       "RINGTRAIN_NETNS_KEEP_ENV",
-                                                       "RINGTRAIN_NETNS_PREFIX",
-                                                       "RINGTRAIN_NETNS_PROBE",
-                                                       "RINGTRAIN_NETNS_QUEUE",
-                                                       "RINGTRAIN_OPENBLAS_SERIAL",
-                                                       "RINGTRAIN_PACKAGES",
-                                                       "RINGTRAIN_PYTHON",
-                                                       "RINGTRAIN_PROFILE_DIR",
-                                                       "RINGTRAIN_RANKS",
-                                                       "RINGTRAIN_REQUEUE",
-                                                       "RINGTRAIN_SANITIZE_BUILD_DIR",
-                                                       "RINGTRAIN_SANITIZE_FLAGS",
-                                                       "RINGTRAIN_SRUN_MPI",
-                                                       "RINGTRAIN_SSH_PORT",
-                                                       "RINGTRAIN_TEST_MODEL",
-                                                       "RINGTRAIN_TEST_TAG",
-                                                       "RINGTRAIN_TORCH_PACKAGES",
-                                                       "RINGTRAIN_TORCH_PYTHON",
-                                                       "RINGTRAIN_TSAN_BUILD_DIR",
-                                                       "RINGTRAIN_TSAN_FLAGS",
-                                                       "RINGTRAIN_WAIT_SECONDS",
-                                                       "RINGTRAIN_WERROR",
-                                                       "RINGTRAIN_WORKDIR"};
-  return kNames;
-}
-
 namespace {
 
 // About 60 characters of `text`, bytes that are not printable as \xNN: a binary file's line
@@ -304,6 +239,11 @@ std::vector<std::string>& registeredOptionNames() {
   return names;
 }
 
+std::vector<std::string>& registeredVariables() {
+  static std::vector<std::string> names;
+  return names;
+}
+
 // An option of another program (registerProgramOptions).
 bool otherProgramsOption(const std::string& name) {
   const auto& registered = registeredOptionNames();
@@ -315,7 +255,7 @@ void gatherEnvironment(const Program& program, const std::vector<Spec>& specs, G
   for (const Spec& spec : specs) {
     if (!spec.hidden) names.insert(spec.name);
   }
-  const auto& scripts = scriptVariables();
+  const auto& quiet = registeredVariables();
   for (char** entry = environ; *entry != nullptr; ++entry) {
     const std::string_view variable(*entry);
     if (!variable.starts_with("RINGTRAIN_")) continue;
@@ -326,7 +266,7 @@ void gatherEnvironment(const Program& program, const std::vector<Spec>& specs, G
       if (gathered.configFile.empty()) gathered.configFile = value;
     } else if (names.count(name)) {
       gathered.given.emplace(name, Given{value, fmt::format("{}={}: ", key, excerpt(value))});
-    } else if (std::find(scripts.begin(), scripts.end(), key) == scripts.end() &&
+    } else if (std::find(quiet.begin(), quiet.end(), key) == quiet.end() &&
                !otherProgramsOption(name)) {
       gathered.warnings.push_back(unknownVariableWarning(key, program, specs));
     }
@@ -390,6 +330,11 @@ std::optional<std::string> gather(const Program& program, const std::vector<Spec
   gatherEnvironment(program, specs, gathered);
   if (!gathered.configFile.empty()) return gatherConfigFile(specs, gathered);
   return std::nullopt;
+}
+
+void registerKnownVariables(const std::vector<std::string_view>& names) {
+  for (std::string_view name : names)
+    registeredVariables().emplace_back(name);
 }
 
 void registerProgramOptions(const std::vector<Spec>& specs) {

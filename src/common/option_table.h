@@ -128,8 +128,9 @@ std::optional<std::string> gather(const Program& program, const std::vector<Spec
 std::string optionNameOf(std::string_view variable);
 // batch-size -> RINGTRAIN_BATCH_SIZE.
 std::string variableNameOf(std::string_view option);
-// The RINGTRAIN_* variables the scripts read (RINGTRAIN_RANKS, ...): no option, no misspelling.
-const std::vector<std::string_view>& scriptVariables();
+// RINGTRAIN_* variables that name no option and are no misspelling either (the scripts', e.g.
+// RINGTRAIN_RANKS): never warned about. The program registers them before parsing.
+void registerKnownVariables(const std::vector<std::string_view>& names);
 // The binary's programs share the RINGTRAIN_* variables: a variable naming an option of any program
 // registered here is no misspelling in another. main.cc registers every program's table before
 // parsing (the programs' libraries do not know each other).
