@@ -16,7 +16,7 @@ Two ways to start it:
       scripts/bench/model_speed.sh does)
   /usr/bin/python3 scripts/bench/gpt_pytorch_ddp_reference.py --nprocs 2 [--bind]
       (torch.multiprocessing.spawn; --bind pins rank r to CPU r modulo the CPUs it may use)
-The ranks meet over TCP on 127.0.0.1:--port.
+The ranks meet in a file (rendezvous.py): --rendezvous FILE, or one named after the mpirun job.
 
 --warmup steps run first, untimed; the time runs from a barrier after them to a barrier after the
 last step. Rank 0 prints one table line and one JSON line (also written to --json FILE): tokens/s
@@ -33,10 +33,12 @@ import os
 import resource
 import statistics
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpt_pytorch_reference as reference  # noqa: E402  (model, AdamW, FLOPs, options)
+import rendezvous  # noqa: E402
 
 
 def parse_args():
@@ -45,7 +47,8 @@ def parse_args():
     p.add_argument("--nprocs", type=int, default=0,
                    help="ranks to spawn (default: mpirun's, or 1 when not under mpirun)")
     p.add_argument("--bind", action="store_true", help="with spawn: pin rank r to one CPU")
-    p.add_argument("--port", type=int, default=29519, help="rendezvous port on 127.0.0.1")
+    p.add_argument("--rendezvous", metavar="FILE",
+                   help="a new file where the ranks meet (default: named after the mpirun job)")
     p.add_argument("--json", help="rank 0 writes the result here")
     p.add_argument("--zero", action="store_true",
                    help="shard AdamW's state with ZeroRedundancyOptimizer")
@@ -58,7 +61,7 @@ def train(rank, ranks, args, torch):
     torch.set_num_threads(1)
     torch.set_flush_denormal(True)
     if ranks > 1 or args.zero:
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=rank,
+        dist.init_process_group("gloo", init_method=rendezvous.init_method(args.rendezvous), rank=rank,
                                 world_size=ranks)
     model = reference.build(torch, args)  # the same seed on every rank
     parameters = sum(p.numel() for p in model.parameters())
@@ -199,7 +202,9 @@ def main():
             return 2
         train(int(os.environ["OMPI_COMM_WORLD_RANK"]), mpi_size, args, torch)
     elif args.nprocs > 1:
-        torch.multiprocessing.spawn(spawned, args=(args.nprocs, args), nprocs=args.nprocs)
+        with tempfile.TemporaryDirectory(prefix="torch-rendezvous-") as folder:
+            args.rendezvous = args.rendezvous or os.path.join(folder, "store")
+            torch.multiprocessing.spawn(spawned, args=(args.nprocs, args), nprocs=args.nprocs)
     else:
         spawned(0, 1, args)
     return 0

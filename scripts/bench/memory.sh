@@ -228,8 +228,9 @@ point() {
     command=(mpirun --oversubscribe -np "$np" "$torch_python" "$bench/gpt_pytorch_ddp_reference.py"
       --layers "$layers" --heads "$heads" --width "$width" --context "$context" --vocab "$vocab"
       --batch "$point_batch" --steps "$steps" --warmup 0 --precision "$precision"
-      --port $((20000 + RANDOM % 20000)) "${extra[@]}")
+      --rendezvous "$log.rendezvous" "${extra[@]}")
   fi
+  rm -f "$log.rendezvous"  # where PyTorch's ranks meet: never one left from an earlier run
   if ! "${command[@]}" >"$log" 2>&1; then
     echo "memory.sh: $name failed, see $log" >&2
     tail -3 "$log" >&2

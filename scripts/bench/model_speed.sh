@@ -156,10 +156,12 @@ results="$out/results.jsonl"
 : >"$results"
 
 # run ROUND CONFIG COMMAND...: runs it, keeps its log, appends its JSON line(s) to $results.
+# PyTorch's ranks meet in LOG.rendezvous, which must not be left from an earlier run.
 run() {
   local round="$1" config="$2" log
   shift 2
   log="$out/r$round-$config.log"
+  rm -f "$log.rendezvous"
   echo "# round $round: $config" >&2
   "$@" >"$log" 2>&1 || { echo "model_speed.sh: $config failed, see $log" >&2; tail -5 "$log" >&2; exit 1; }
   "record_$family" "$round" "$config" "$log" >>"$results"
@@ -308,7 +310,7 @@ gpt_rounds() {
       if [ "$pytorch" = 1 ]; then
         run "$round" pytorch-ddp-2 "${mpirun_cmd[@]}" -np 2 "$torch_python" \
           "$bench/gpt_pytorch_ddp_reference.py" "${shape[@]}" --batch "$batch" --steps "$steps" \
-          --warmup "$warmup" --port $((20000 + RANDOM % 20000)) --precision "$precision"
+          --warmup "$warmup" --rendezvous "$out/r$round-pytorch-ddp-2.log.rendezvous" --precision "$precision"
       fi
     fi
     peak_run "$round"
@@ -458,7 +460,7 @@ cnn_rounds() {
     if [ "$pytorch" = 1 ]; then
       run "$round" pytorch-ddp-2 "${mpirun_cmd[@]}" -np 2 "$torch_python" \
         "$bench/pytorch_ddp_reference.py" --model cnn --batch-size "$batch" --steps "$steps" \
-        --warmup "$warmup" --lr 0.01 --port $((20000 + RANDOM % 20000))
+        --warmup "$warmup" --lr 0.01 --rendezvous "$out/r$round-pytorch-ddp-2.log.rendezvous"
     fi
   done
   python3 "$bench/cnn_speed_summary.py" "$results" "$json" "$batch" "$steps" "$backend"

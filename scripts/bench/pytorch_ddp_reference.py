@@ -11,8 +11,8 @@ ringtrain's one rank trains without an exchange.
 With --precision bf16 the forward runs under torch.autocast("cpu", dtype=torch.bfloat16).
 
 Started by mpirun, as ringtrain is, so that both are placed on the cores the same way; the rank
-and the number of ranks come from Open MPI's environment and the ranks meet over TCP on
-127.0.0.1:--port:
+and the number of ranks come from Open MPI's environment and the ranks meet in a file
+(rendezvous.py: --rendezvous FILE, or one named after the mpirun job):
 
   mpirun -np 2 --bind-to core /usr/bin/python3 scripts/bench/pytorch_ddp_reference.py --steps 1500
 
@@ -26,6 +26,8 @@ import json
 import os
 import sys
 import time
+
+import rendezvous
 
 
 # What one sample looks like to each model: flat pixels for the mlp, an image for the cnn.
@@ -62,7 +64,8 @@ def parse_args():
     p.add_argument("--warmup", type=int, default=50, help="untimed steps before them")
     p.add_argument("--samples", type=int, default=60000, help="synthetic training samples")
     p.add_argument("--lr", type=float, default=0.1)
-    p.add_argument("--port", type=int, default=29517, help="rendezvous port on 127.0.0.1")
+    p.add_argument("--rendezvous", metavar="FILE",
+                   help="a new file where the ranks meet (default: named after the mpirun job)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
                    help="bf16: forward under torch.autocast('cpu', dtype=torch.bfloat16), as "
@@ -105,7 +108,7 @@ def main():
 
     model = build_model(nn, args.model, hidden)
     if ranks > 1:
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=rank,
+        dist.init_process_group("gloo", init_method=rendezvous.init_method(args.rendezvous), rank=rank,
                                 world_size=ranks)
         # DDP broadcasts rank 0's parameters, as ringtrain does.
         model = nn.parallel.DistributedDataParallel(model)

@@ -66,11 +66,12 @@ run() {
   local log="$out/r$round-np$np-$label.log" command
   if [ "$backend" = pytorch ]; then
     command=(/usr/bin/python3 "$root/scripts/bench/pytorch_ddp_reference.py" --steps "$steps"
-      --port $((20000 + RANDOM % 20000)) "${pytorch_args[@]}")
+      --rendezvous "$log.rendezvous" "${pytorch_args[@]}")
   else
     command=("$binary" train --synthetic --steps "$steps" --log-every 0 --backend "$backend"
       "${extra[@]}")
   fi
+  rm -f "$log.rendezvous"  # where PyTorch's ranks meet: never one left from an earlier run
   mpirun -np "$np" --bind-to core "${command[@]}" >"$log" 2>&1 ||
     { echo "scaling_efficiency.sh: run failed, see $log" >&2; exit 1; }
   python3 - "$log" "$round" "$np" "$label" >>"$results" <<'EOF'

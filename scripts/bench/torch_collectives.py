@@ -13,6 +13,8 @@ import time
 
 import torch
 
+import rendezvous
+
 way, round_, sizes, ops, seconds = (sys.argv[1], int(sys.argv[2]), [int(s) for s in sys.argv[3].split(",")],
                                     sys.argv[4].split(","), float(sys.argv[5]))
 GROUP = 64  # tensors in the grouped all-reduce
@@ -25,7 +27,7 @@ else:
     import torch.distributed as dist
     rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
     size = int(os.environ["OMPI_COMM_WORLD_SIZE"])
-    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + os.environ["BENCH_PORT"],
+    dist.init_process_group("gloo", init_method=rendezvous.init_method(os.environ["BENCH_RENDEZVOUS"]),
                             rank=rank, world_size=size)
 
 

@@ -37,9 +37,10 @@ results="$out/results.jsonl"
 # run WAY: one mpirun of that way over every op and size; appends its JSON lines.
 run() {
   local way="$1" log="$out/$1-r$round.log"
-  OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 BENCH_PORT=$((29500 + RANDOM % 1000)) \
+  rm -f "$out/$1-r$round.rendezvous"  # where PyTorch's ranks meet: never one from an earlier run
+  OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 BENCH_RENDEZVOUS="$out/$1-r$round.rendezvous" \
     GLOO_SOCKET_IFNAME=lo PYTHONPATH="$python_package" \
-    mpirun -np "$ranks" --oversubscribe -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS -x BENCH_PORT \
+    mpirun -np "$ranks" --oversubscribe -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS -x BENCH_RENDEZVOUS \
     -x GLOO_SOCKET_IFNAME -x PYTHONPATH -x MALLOC_MMAP_THRESHOLD_ -x MALLOC_TRIM_THRESHOLD_ /usr/bin/python3 "$root/scripts/bench/torch_collectives.py" \
     "$way" "$round" "$sizes" "$ops" "$seconds" >"$log" 2>&1 ||
     { cat "$log" >&2; echo "torch_collectives.sh: run $way-r$round failed" >&2; exit 1; }
