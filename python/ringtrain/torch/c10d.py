@@ -209,7 +209,7 @@ class RingtrainProcessGroup(ProcessGroup):
             return [tensor]
         return _work(finish)
 
-    def _reduce_rows(self, rows, op, output, call):
+    def _reduce_rows(self, rows, op, output):
         handle = _ops.reducescatter_async(rows, name=self._name(), op=op, process_set=self._set)
         return _work(lambda: [output.view(-1).copy_(_ops.synchronize(handle).view(-1))])
 
@@ -219,7 +219,7 @@ class RingtrainProcessGroup(ProcessGroup):
         inputs = _one(input_lists, "reduce_scatter")
         self._sizes(inputs, output.numel(), "reduce_scatter")
         rows = torch.stack([_dense(t, "reduce_scatter").reshape(-1) for t in inputs])
-        return self._reduce_rows(rows, op, output, "reduce_scatter")
+        return self._reduce_rows(rows, op, output)
 
     def _reduce_scatter_base(self, output, input, opts=None):
         op = _reduce_op(getattr(opts, "reduceOp", dist.ReduceOp.SUM), "reduce_scatter_tensor")
@@ -227,8 +227,7 @@ class RingtrainProcessGroup(ProcessGroup):
             raise ValueError(f"ringtrain backend, reduce_scatter_tensor: the input has "
                              f"{input.numel()} elements, not {self.size()} x {output.numel()}")
         rows = _dense(input, "reduce_scatter_tensor").reshape(self.size(), -1)
-        return self._reduce_rows(rows, op, _dense(output, "reduce_scatter_tensor"),
-                                 "reduce_scatter_tensor")
+        return self._reduce_rows(rows, op, _dense(output, "reduce_scatter_tensor"))
 
     # ---- gathers, broadcast, scatter ----
 
