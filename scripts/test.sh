@@ -74,11 +74,20 @@ if [ "$tests" -eq 0 ] && { [ "$fuzz" -eq 0 ] || [ "$sanitize" -eq 1 ]; }; then
   exit 2
 fi
 
+# Each step's wall time, said at the end (CI's whole run should stay well under 30 minutes).
+step_name=set-up step_start=$SECONDS step_times=()
+step() {
+  step_times+=("$step_name $((SECONDS - step_start)) s")
+  step_name="$1" step_start=$SECONDS
+}
+trap 'step end; ringtrain_say "time by step: $(IFS=,; echo "${step_times[*]}" | sed "s/,/, /g")"' EXIT
+
 ringtrain_install_packages "${RINGTRAIN_PACKAGES[@]}"
 [ "$torch" -eq 0 ] || ringtrain_install_torch
 ringtrain_allow_mpirun_as_root
 
 if [ "$tests" -eq 1 ]; then
+  step build
   if [ "$sanitize" -eq 1 ]; then
     build_dir="${RINGTRAIN_SANITIZE_BUILD_DIR:-$root/build-sanitize}"
     ringtrain_configure_sanitized "$build_dir" "$RINGTRAIN_SANITIZE_FLAGS" "$RINGTRAIN_SANITIZE_FLAGS"
@@ -97,6 +106,7 @@ if [ "$tests" -eq 1 ]; then
     ringtrain_build "$build_dir" -DRINGTRAIN_WERROR=ON -DRINGTRAIN_CUDA=AUTO \
       -DRINGTRAIN_CUDA_ARCHITECTURES="$cuda_architectures"
   fi
+  step data
   # The MNIST accuracy test trains on the 10,000-digit sample (data/fetch_mnist.sh); without it
   # that one test is skipped, saying so.
   RINGTRAIN_BUILD_DIR="$build_dir" "$root/data/fetch_mnist.sh" "$root/data/mnist" ||
@@ -105,6 +115,7 @@ if [ "$tests" -eq 1 ]; then
   # of the real fortunes; without it those are skipped, saying so.
   "$root/data/fetch_gpt2_vocab.sh" "$root/data/gpt2" ||
     ringtrain_say "GPT-2's vocabulary is not available: the tests on GPT-2's files will be skipped"
+  step tests
   if [ "$sanitize" -eq 1 ]; then
     ringtrain_sanitized_ctest "$build_dir" "${ctest_args[@]}"
   else
@@ -117,6 +128,7 @@ fi
 
 # A second MPI: a quick form of the MPICH suite (about a minute; --full runs the whole suite).
 if [ "$tests" -eq 1 ] && [ "$sanitize" -eq 0 ] && [ "$full" -eq 0 ] && [ "${#ctest_args[@]}" -eq 0 ]; then
+  step mpich
   "$root/scripts/test_mpich.sh" --ci
 fi
 
@@ -124,13 +136,16 @@ if [ "$tests" -eq 1 ] && [ "$tsan" -eq 1 ]; then
   if [ "${#ctest_args[@]}" -gt 0 ]; then
     ringtrain_say "ThreadSanitizer step skipped: ctest arguments given (${ctest_args[*]})"
   else
+    step tsan
     ringtrain_thread_sanitizer_checks "${RINGTRAIN_TSAN_BUILD_DIR:-$root/build-tsan}"
   fi
 fi
 if [ "$fuzz" -eq 1 ]; then
+  step fuzz
   ringtrain_fuzz_storage_readers "${RINGTRAIN_FUZZ_BUILD_DIR:-$root/build-fuzz}" "$fuzz_seconds"
 fi
 if [ "$full" -eq 1 ]; then
+  step full
   # 77: a tool is missing here (the script named it); anything else non-zero is a failure.
   for step in build_image.sh run_image_cluster.sh; do
     status=0
