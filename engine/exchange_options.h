@@ -1,15 +1,15 @@
 // What a gradient exchange is told: the one options struct of every exchange (the reducers
 // behind the communicators and the shared-memory one), with the one default of each setting.
 // `ringtrain train`'s and `bench`'s --fusion-threshold, --overlap, --compression, --stall-timeout
-// and --tuning-file fill it (src/common/exchange_settings.h), and so does the facade (api/).
+// and --tuning-file fill it (options/exchange_settings.h), and so does the facade (api/).
 #pragma once
 
 #include <cstddef>
 #include <string>
 #include <string_view>
 
-#include "collectives/communicator.h"
 #include "base/named_values.h"
+#include "collectives/communicator.h"
 #include "engine/gradient_exchange.h"
 
 namespace ringtrain::engine {

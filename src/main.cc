@@ -25,27 +25,27 @@
 #include "formats/separate_check.h"
 #include "models/flush_to_zero.h"
 #include "models/matrix_products.h"
+#include "options/consistency_check.h"
+#include "options/startup_errors.h"
 #include "src/bench/bench_config.h"
 #include "src/bench/profile_bench.h"
-#include "src/common/consistency_check.h"
-#include "src/common/startup_errors.h"
-#include "src/trainer/batch_source.h"
-#include "src/trainer/config.h"
-#include "src/trainer/data_sources.h"
-#include "src/trainer/device_choice.h"
-#include "src/trainer/eval_command.h"
-#include "src/trainer/exported_weights.h"
-#include "src/trainer/generation.h"
-#include "src/trainer/model_memory.h"
-#include "src/trainer/run_report.h"
-#include "src/trainer/script_variables.h"
-#include "src/trainer/sigterm_handler.h"
-#include "src/trainer/trainer.h"
+#include "src/commands/eval_command.h"
+#include "src/commands/export_command.h"
+#include "src/commands/generation.h"
+#include "src/commands/script_variables.h"
 #include "storage/checkpoint.h"
 #include "storage/checkpoint_folder_lock.h"
 #include "storage/tensorboard_writer.h"
+#include "training/batch_source.h"
+#include "training/config.h"
+#include "training/data_sources.h"
+#include "training/device_choice.h"
+#include "training/model_memory.h"
+#include "training/run_report.h"
+#include "training/sigterm_handler.h"
+#include "training/trainer.h"
 
-namespace ringtrain {
+namespace ringtrain::commands {
 namespace {
 
 void info(std::string_view line) {
@@ -73,30 +73,32 @@ constexpr const char* kUsage =
 
 // The options, with --device and --backend auto settled to what this job can run, the same on
 // every rank; nullopt after --help. A bad option ends the job on every rank.
-std::optional<TrainConfig> settledConfig(int argc, char** argv, collectives::MpiEnvironment& env) {
-  std::optional<TrainConfig> parsed = parseOnEveryRank<TrainConfig>(
-      [&](TrainConfig& config, bool& help, std::string& helpText) {
-        return parseTrainConfig(argc, argv, config, help, helpText);
+std::optional<training::TrainConfig> settledConfig(int argc, char** argv,
+                                                   collectives::MpiEnvironment& env) {
+  std::optional<training::TrainConfig> parsed = options::parseOnEveryRank<training::TrainConfig>(
+      [&](training::TrainConfig& config, bool& help, std::string& helpText) {
+        return training::parseTrainConfig(argc, argv, config, help, helpText);
       },
       env.worldRank());
   if (!parsed) return std::nullopt;  // --help
-  TrainConfig& config = *parsed;
+  training::TrainConfig& config = *parsed;
   std::optional<std::string> error;
   // Before anything else is logged; a file one rank cannot open ends the job on every rank.
   setLogLevel(config.logLevel);
   if (!config.logFile.empty()) {
     error = openLogFile(config.logFile, env.worldRank(), env.worldSize(), env.hostName());
   }
-  exitEverywhereOnError(error);
+  options::exitEverywhereOnError(error);
   if (!config.logFile.empty()) {  // every rank's file starts with a line
     info(fmt::format("ringtrain {}, pid {}: --log-level {}, --log-file {}", RINGTRAIN_VERSION,
                      ::getpid(), nameIn(kLogLevelNames, config.logLevel),
                      expandLogPattern(config.logFile, env.worldRank(), env.hostName())));
   }
-  warnOnRankZero(config.parseWarnings, env.worldRank());
+  options::warnOnRankZero(config.parseWarnings, env.worldRank());
   // Before anything collective that an option shapes (the tuning table, the timeline, the first
   // checkpoint): ranks told different things stop here, naming the rank and the option.
-  exitEverywhereOnError(findDisagreement(env.world(), comparableOptions(config)));
+  options::exitEverywhereOnError(
+      options::findDisagreement(env.world(), training::comparableOptions(config)));
   logLine(LogLevel::kDebug,
           fmt::format("node {} of {}, local rank {} of {}, pid {}", env.nodeIndex(),
                       env.nodeCount(), env.localRank(), env.localSize(), ::getpid()));
@@ -108,15 +110,16 @@ std::optional<TrainConfig> settledConfig(int argc, char** argv, collectives::Mpi
             std::to_string(env.worldSize()) +
             " rank(s) in this job: check the launcher's hostfile and mpirun arguments";
   }
-  exitEverywhereOnError(error);
-  const auto choice = chooseDevice(config, deviceFacts(config, env));
+  options::exitEverywhereOnError(error);
+  const auto choice = training::chooseDevice(config, training::deviceFacts(config, env));
   if (const std::string* refusal = std::get_if<std::string>(&choice)) error = *refusal;
-  exitEverywhereOnError(error);
-  const DeviceChoice& device = std::get<DeviceChoice>(choice);
-  const Device asked = config.device;
+  options::exitEverywhereOnError(error);
+  const training::DeviceChoice& device = std::get<training::DeviceChoice>(choice);
+  const training::Device asked = config.device;
   config.device = device.device;
   config.backend = device.backend;
-  exitEverywhereOnError(settleTuningFile(config.tuningFile, config.backend, env.world()));
+  options::exitEverywhereOnError(
+      options::settleTuningFile(config.tuningFile, config.backend, env.world()));
   if (env.worldRank() == 0 && !config.tuningFile.empty() &&
       config.backend != engine::ExchangeBackend::kTuned) {
     logLine(LogLevel::kWarn,
@@ -126,11 +129,11 @@ std::optional<TrainConfig> settledConfig(int argc, char** argv, collectives::Mpi
   }
   if (env.worldRank() == 0) {
     info(fmt::format("ringtrain train: {} rank(s) on {} node(s); {}", env.worldSize(),
-                     env.nodeCount(), describe(config)));
-    info(fmt::format("device {} (--device {}{}{})", nameIn(kDeviceNames, device.device),
-                     nameIn(kDeviceNames, asked), device.reason.empty() ? "" : ": ",
+                     env.nodeCount(), training::describe(config)));
+    info(fmt::format("device {} (--device {}{}{})", nameIn(training::kDeviceNames, device.device),
+                     nameIn(training::kDeviceNames, asked), device.reason.empty() ? "" : ": ",
                      device.reason));
-    if (device.device == Device::kCpu) {
+    if (device.device == training::Device::kCpu) {
       info("matrix products: " + models::matrixProducts().name +
            (config.precision == models::Precision::kBfloat16
                 ? "; bfloat16 inputs, float32 accumulation (AVX512-BF16 kernel)"
@@ -147,10 +150,10 @@ struct RunServices {
   std::optional<storage::CheckpointFolderLock> checkpointLock;
   std::optional<engine::Timeline> timeline;
   std::optional<storage::TrainingLog> trainingLog;
-  std::optional<SigtermHandler> sigterm;
+  std::optional<training::SigtermHandler> sigterm;
 };
 
-void startServices(const TrainConfig& config, collectives::MpiEnvironment& env,
+void startServices(const training::TrainConfig& config, collectives::MpiEnvironment& env,
                    RunServices& services) {
   std::optional<std::string> error;
   // First, so that a second job refused here leaves no file of its own behind.
@@ -161,7 +164,7 @@ void startServices(const TrainConfig& config, collectives::MpiEnvironment& env,
   } catch (const std::exception& e) {
     error = e.what();
   }
-  exitEverywhereOnError(error);
+  options::exitEverywhereOnError(error);
   try {
     if (!config.timeline.empty()) {
       services.timeline.emplace(config.timeline, env.world(), env.hostName());
@@ -169,13 +172,13 @@ void startServices(const TrainConfig& config, collectives::MpiEnvironment& env,
   } catch (const std::exception& e) {
     error = e.what();
   }
-  exitEverywhereOnError(error);
+  options::exitEverywhereOnError(error);
   try {
     if (!config.logdir.empty() && env.worldRank() == 0) services.trainingLog.emplace(config.logdir);
   } catch (const std::exception& e) {
     error = "--logdir " + config.logdir + ": " + e.what();
   }
-  exitEverywhereOnError(error);
+  options::exitEverywhereOnError(error);
   // SIGTERM from here on stops the training at a step all ranks agree on (Trainer::run).
   if (config.sigtermGraceSeconds > 0) {
     services.sigterm.emplace(config.sigtermGraceSeconds, [grace = config.sigtermGraceSeconds] {
@@ -191,40 +194,40 @@ void startServices(const TrainConfig& config, collectives::MpiEnvironment& env,
 // From here an error on one rank ends the job while the trainer still lives: unwinding it first
 // would enter collective clean-up (freeing the shared window, say) that the other ranks, waiting
 // for this one elsewhere, never reach.
-int trainAndReport(const TrainConfig& config, const Sources& sources, RunServices& services,
-                   collectives::MpiEnvironment& env) {
+int trainAndReport(const training::TrainConfig& config, const training::Sources& sources,
+                   RunServices& services, collectives::MpiEnvironment& env) {
   const auto abortOn = [](const std::exception& e) {
     collectives::abortJob(std::string("error: ") + e.what());
   };
   // Declared before the trainer so that it outlives it; started only after the start-up check,
   // which may end the job.
   std::optional<collectives::StallWatchdog> watchdog;
-  TrainerEnvironment environment;
+  training::TrainerEnvironment environment;
   environment.timeline = services.timeline ? &*services.timeline : nullptr;
   environment.trainingLog = services.trainingLog ? &*services.trainingLog : nullptr;
-  environment.stopRequested = services.sigterm ? &SigtermHandler::received() : nullptr;
-  environment.checkConsistency = [&env](const ConsistencyItems& items) {
-    exitEverywhereOnError(findDisagreement(env.world(), items));
+  environment.stopRequested = services.sigterm ? &training::SigtermHandler::received() : nullptr;
+  environment.checkConsistency = [&env](const options::ConsistencyItems& items) {
+    options::exitEverywhereOnError(options::findDisagreement(env.world(), items));
   };
-  std::optional<Trainer> trainer;
+  std::optional<training::Trainer> trainer;
   std::optional<std::string> refusal;
   try {
     trainer.emplace(config, *sources.train, *sources.test, environment);
     trainer->resume();  // before the watchdog starts: a refusal ends the job here, on every rank
-  } catch (const ResumeRefused& refused) {
+  } catch (const training::ResumeRefused& refused) {
     refusal = refused.what();
   } catch (const std::exception& e) {
     abortOn(e);
   }
-  exitEverywhereOnError(refusal);
+  options::exitEverywhereOnError(refusal);
   if (config.stallTimeoutSeconds > 0) {
     watchdog.emplace(env.world(), config.stallTimeoutSeconds);
     trainer->watchWith(*watchdog);
   }
-  TrainingSummary summary;
+  training::TrainingSummary summary;
   try {
     summary = trainer->run();
-  } catch (const TrainingStopped& stopped) {
+  } catch (const training::TrainingStopped& stopped) {
     // Every rank stopped at the same step for the same reason; one says so.
     if (env.worldRank() == 0) logLine(LogLevel::kError, std::string("error: ") + stopped.what());
     return kExitTrainingStopped;
@@ -233,11 +236,11 @@ int trainAndReport(const TrainConfig& config, const Sources& sources, RunService
   }
   if (services.timeline) services.timeline->finish();
   if (env.worldRank() == 0) {
-    RunFacts facts;
+    training::RunFacts facts;
     facts.classification = sources.train->classes() > 0;
-    facts.tokensPerSample = config.model == ModelKind::kGpt ? config.gpt.context : 0;
+    facts.tokensPerSample = config.model == training::ModelKind::kGpt ? config.gpt.context : 0;
     facts.parameters = trainer->model().parameters();
-    for (const std::string& line : runReport(summary, config, facts))
+    for (const std::string& line : training::runReport(summary, config, facts))
       info(line);
   }
   if (!summary.replicasIdentical) return kExitFailed;
@@ -245,22 +248,22 @@ int trainAndReport(const TrainConfig& config, const Sources& sources, RunService
 }
 
 int train(int argc, char** argv, collectives::MpiEnvironment& env) {
-  const std::optional<TrainConfig> settled = settledConfig(argc, argv, env);
+  const std::optional<training::TrainConfig> settled = settledConfig(argc, argv, env);
   if (!settled) return kExitOk;  // --help
-  const TrainConfig& config = *settled;
+  const training::TrainConfig& config = *settled;
   models::enableFlushToZero();
   models::keepMatrixProductsOnOneThread();
   // Every rank reads its data; a bad file stops all of them with the first rank's message.
   std::optional<std::string> error;
-  Sources sources;
+  training::Sources sources;
   try {
-    sources = loadData(config);
-    error = modelMemoryProblem(config, modelSpecFor(config, *sources.train), env.localSize(),
-                               physicalMemoryBytes());
+    sources = training::loadData(config);
+    error = training::modelMemoryProblem(config, training::modelSpecFor(config, *sources.train),
+                                         env.localSize(), physicalMemoryBytes());
   } catch (const std::exception& e) {
     error = e.what();
   }
-  exitEverywhereOnError(error);
+  options::exitEverywhereOnError(error);
   // The communication thread and the stall watchdog call MPI beside the main thread.
   if (config.overlap || config.stallTimeoutSeconds > 0) {
     env.requireThreadLevel(collectives::ThreadLevel::kMultiple,
@@ -330,11 +333,11 @@ std::filesystem::path thisProgram(const char* argv0) {
 }
 
 }  // namespace
-}  // namespace ringtrain
+}  // namespace ringtrain::commands
 
 int main(int argc, char** argv) {
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
-    std::cout << ringtrain::kUsage;
+    std::cout << ringtrain::commands::kUsage;
     return argc < 2 ? ringtrain::kExitBadInput : ringtrain::kExitOk;
   }
   if (std::strcmp(argv[1], "--version") == 0) {
@@ -343,31 +346,32 @@ int main(int argc, char** argv) {
   }
   // The programs share the RINGTRAIN_* variables: one's variable is no misspelling in another,
   // nor is a script's.
-  ringtrain::options::registerKnownVariables(ringtrain::scriptVariables());
-  for (auto&& specs : {ringtrain::options::specsOf(ringtrain::trainOptionTable()),
+  ringtrain::options::registerKnownVariables(ringtrain::commands::scriptVariables());
+  for (auto&& specs : {ringtrain::options::specsOf(ringtrain::training::trainOptionTable()),
                        ringtrain::options::specsOf(ringtrain::bench::benchOptionTable()),
-                       ringtrain::options::specsOf(ringtrain::generateOptionTable())})
+                       ringtrain::options::specsOf(ringtrain::training::generateOptionTable())})
     ringtrain::options::registerProgramOptions(specs);
-  if (std::strcmp(argv[1], "check") == 0) return ringtrain::check(argc, argv);
-  if (std::strcmp(argv[1], "generate") == 0) return ringtrain::generateCommand(argc, argv);
+  if (std::strcmp(argv[1], "check") == 0) return ringtrain::commands::check(argc, argv);
+  if (std::strcmp(argv[1], "generate") == 0)
+    return ringtrain::commands::generateCommand(argc, argv);
   if (std::strcmp(argv[1], "export") == 0) {
-    return ringtrain::exportCommand(argc, argv, RINGTRAIN_VERSION);
+    return ringtrain::commands::exportCommand(argc, argv, RINGTRAIN_VERSION);
   }
   const bool bench = std::strcmp(argv[1], "bench") == 0;
   const bool eval = std::strcmp(argv[1], "eval") == 0;
   if (!bench && !eval && std::strcmp(argv[1], "train") != 0) {
-    std::cerr << "ringtrain: unknown command '" << argv[1] << "'\n" << ringtrain::kUsage;
+    std::cerr << "ringtrain: unknown command '" << argv[1] << "'\n" << ringtrain::commands::kUsage;
     return ringtrain::kExitBadInput;
   }
-  ringtrain::formats::setFileCheckProgram(ringtrain::thisProgram(argv[0]));
+  ringtrain::formats::setFileCheckProgram(ringtrain::commands::thisProgram(argv[0]));
   ringtrain::collectives::MpiEnvironment env(&argc, &argv);
   try {
     if (bench)
       return ringtrain::bench::benchCommand(argc - 1, argv + 1, env,
-                                            ringtrain::thisProgram(argv[0]));
-    if (eval) return ringtrain::evalCommand(argc - 1, argv + 1, env);
+                                            ringtrain::commands::thisProgram(argv[0]));
+    if (eval) return ringtrain::commands::evalCommand(argc - 1, argv + 1, env);
     // argv[1] is "train": the options start after it.
-    return ringtrain::train(argc - 1, argv + 1, env);
+    return ringtrain::commands::train(argc - 1, argv + 1, env);
   } catch (const std::exception& e) {
     // An error in the middle of training (ranks that disagree, say): print it first, then take
     // the whole job down so no rank is left waiting.

@@ -1,5 +1,3 @@
-#include "models/cuda/update_kernels.h"
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -7,6 +5,7 @@
 #include <mutex>
 
 #include "models/cuda/cuda_errors.h"
+#include "models/cuda/update_kernels.h"
 
 namespace ringtrain::models::cuda {
 namespace {
@@ -18,7 +17,7 @@ unsigned blocksFor(std::size_t count) {
   return static_cast<unsigned>(std::clamp<std::size_t>(blocks, 1, 65536));
 }
 
-// The loops of src/trainer/optimizer.cc, expression for expression (the compilers may still
+// The loops of training/optimizer.cc, expression for expression (the compilers may still
 // contract a product and a sum into one fused multiply-add differently: results agree to an ulp
 // or two, not always to the bit).
 __global__ void sgdKernel(float* __restrict__ p, const float* __restrict__ g, std::size_t count,
@@ -96,8 +95,8 @@ NonFiniteScratch& nonFiniteScratch() {
   NonFiniteScratch& scratch = perDevice[device];
   if (scratch.device == nullptr) {
     RINGTRAIN_MODELS_CUDA_CHECK(cudaMalloc(&scratch.device, sizeof(unsigned long long)));
-    RINGTRAIN_MODELS_CUDA_CHECK(cudaHostAlloc(&scratch.host, sizeof(unsigned long long),
-                                              cudaHostAllocDefault));
+    RINGTRAIN_MODELS_CUDA_CHECK(
+        cudaHostAlloc(&scratch.host, sizeof(unsigned long long), cudaHostAllocDefault));
   }
   return scratch;
 }
@@ -109,8 +108,8 @@ void sgdUpdate(float* parameters, const float* gradients, float* velocity, std::
                cudaStream_t stream) {
   if (count == 0) return;
   if (momentum == 0.0f) {
-    sgdKernel<<<blocksFor(count), kThreads, 0, stream>>>(parameters, gradients, count,
-                                                         learningRate, weightDecay);
+    sgdKernel<<<blocksFor(count), kThreads, 0, stream>>>(parameters, gradients, count, learningRate,
+                                                         weightDecay);
     RINGTRAIN_MODELS_CUDA_LAUNCHED(sgdKernel);
     return;
   }
@@ -140,16 +139,15 @@ void adamUpdate(float* parameters, const float* gradients, float* m, float* v, s
 void accumulateGradients(float* sum, const float* gradients, std::size_t count, float weight,
                          bool start, cudaStream_t stream) {
   if (count == 0) return;
-  accumulateKernel<<<blocksFor(count), kThreads, 0, stream>>>(sum, gradients, count, weight,
-                                                              start);
+  accumulateKernel<<<blocksFor(count), kThreads, 0, stream>>>(sum, gradients, count, weight, start);
   RINGTRAIN_MODELS_CUDA_LAUNCHED(accumulateKernel);
 }
 
 void finishAccumulation(float* gradients, const float* sum, std::size_t count, float weight,
                         float scale, cudaStream_t stream) {
   if (count == 0) return;
-  finishAccumulationKernel<<<blocksFor(count), kThreads, 0, stream>>>(gradients, sum, count,
-                                                                      weight, scale);
+  finishAccumulationKernel<<<blocksFor(count), kThreads, 0, stream>>>(gradients, sum, count, weight,
+                                                                      scale);
   RINGTRAIN_MODELS_CUDA_LAUNCHED(finishAccumulationKernel);
 }
 
@@ -162,8 +160,8 @@ std::int64_t firstNonFinite(const float* values, std::size_t count, cudaStream_t
   RINGTRAIN_MODELS_CUDA_CHECK(cudaMemsetAsync(scratch.device, 0xff, sizeof(none), stream));
   firstNonFiniteKernel<<<blocksFor(count), kThreads, 0, stream>>>(values, count, scratch.device);
   RINGTRAIN_MODELS_CUDA_LAUNCHED(firstNonFiniteKernel);
-  RINGTRAIN_MODELS_CUDA_CHECK(cudaMemcpyAsync(scratch.host, scratch.device, sizeof(none),
-                                              cudaMemcpyDeviceToHost, stream));
+  RINGTRAIN_MODELS_CUDA_CHECK(
+      cudaMemcpyAsync(scratch.host, scratch.device, sizeof(none), cudaMemcpyDeviceToHost, stream));
   RINGTRAIN_MODELS_CUDA_CHECK(cudaStreamSynchronize(stream));
   return *scratch.host == none ? -1 : static_cast<std::int64_t>(*scratch.host);
 }

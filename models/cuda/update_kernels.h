@@ -1,7 +1,7 @@
 // Kernels over ranges of the flat device buffers that the trainer needs beside the model: the
-// optimiser updates (src/trainer/optimizer.cc's rules, element for element: PyTorch's SGD with
+// optimiser updates (training/optimizer.cc's rules, element for element: PyTorch's SGD with
 // momentum/Nesterov/weight decay, Adam with L2 decay, AdamW with decoupled decay), gradient
-// accumulation (src/trainer/gradient_accumulator.cc's rule) and the non-finite check. All enqueue
+// accumulation (training/gradient_accumulator.cc's rule) and the non-finite check. All enqueue
 // on `stream` and return at once unless they say otherwise.
 #pragma once
 

@@ -11,7 +11,7 @@
 #              rank's gradients into every rank). Its end-of-run line 'memory per rank' gives
 #              each rank's peak resident set (ru_maxrss) and --logdir's metrics.jsonl the parts:
 #              parameters, gradients, averaged gradients, optimiser state, activations,
-#              communication buffers (src/trainer/memory_report.h; the largest over the ranks).
+#              communication buffers (training/memory_report.h; the largest over the ranks).
 #   pytorch    mpirun -np R /usr/bin/python3 gpt_pytorch_ddp_reference.py: zero 0 is DDP (gloo)
 #              with AdamW (no DDP on one rank), zero 1 ZeroRedundancyOptimizer(AdamW); each rank's
 #              ru_maxrss at the end and its optimiser state's bytes.

@@ -48,12 +48,12 @@
 #include "collectives/communicator.h"
 #include "collectives/environment.h"
 #include "collectives/mpi_check.h"
+#include "options/startup_errors.h"
 #include "src/bench/allreduce_perf_harness.h"
 #include "src/bench/allreduce_perf_options.h"
 #include "src/bench/allreduce_perf_report.h"
 #include "src/bench/allreduce_perf_tune.h"
 #include "src/bench/bench_device.h"
-#include "src/common/startup_errors.h"
 
 namespace ringtrain::allreduce_perf {
 namespace {
@@ -71,7 +71,7 @@ Gpu chooseGpu(const collectives::MpiEnvironment& env, const Options& o) {
   } catch (const std::exception& problem) {
     error = problem.what();
   }
-  exitEverywhereOnError(error);
+  options::exitEverywhereOnError(error);
   return gpu;
 }
 
@@ -91,7 +91,7 @@ std::vector<std::unique_ptr<Communicator>> makeCommunicators(const Options& o) {
   } catch (const std::invalid_argument& e) {
     error = e.what();
   }
-  exitEverywhereOnError(error);
+  options::exitEverywhereOnError(error);
   return comms;
 }
 

@@ -10,7 +10,7 @@
 #include "base/fingerprint.h"
 #include "collectives/float16.h"
 #include "collectives/mpi_check.h"
-#include "src/common/startup_errors.h"
+#include "options/startup_errors.h"
 
 namespace ringtrain::allreduce_perf {
 namespace {
@@ -171,7 +171,7 @@ std::optional<Buffers> allocateBuffers(std::size_t bytes, bool onDevice) {
         "(std::bad_alloc): lower --maxbytes or raise the memory limit",
         onDevice ? "host copies of the" : "host", bytes, static_cast<double>(bytes) / (1 << 30));
   }
-  exitEverywhereOnError(error);
+  options::exitEverywhereOnError(error);
   return buffers;
 }
 

@@ -8,8 +8,8 @@
 #include <iostream>
 
 #include "base/byte_size.h"
-#include "src/common/physical_memory.h"
-#include "src/common/startup_errors.h"
+#include "base/physical_memory.h"
+#include "options/startup_errors.h"
 
 namespace ringtrain::allreduce_perf {
 
@@ -409,7 +409,7 @@ bool readCommandLine(int argc, char** argv, const collectives::MpiEnvironment& e
   } catch (const std::exception& e) {
     error = e.what();
   }
-  exitEverywhereOnError(error);
+  options::exitEverywhereOnError(error);
   return !help;
 }
 

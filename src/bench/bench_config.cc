@@ -1,6 +1,6 @@
 #include "src/bench/bench_config.h"
 
-#include "src/common/exchange_settings.h"
+#include "options/exchange_settings.h"
 
 namespace ringtrain::bench {
 namespace {
@@ -42,7 +42,7 @@ options::Table<BenchConfig> benchmarkOptions() {
 // benchmark averages host buffers) and nothing saved (no checkpoint).
 options::Table<BenchConfig> engineOptions() {
   options::Table<BenchConfig> rows =
-      exchangeOptionRows<BenchConfig>("Gradient engine (as ringtrain train takes them)");
+      options::exchangeOptionRows<BenchConfig>("Gradient engine (as ringtrain train takes them)");
   for (options::Option<BenchConfig>& row : rows) {
     row.saved = false;
     if (row.name == "backend")
@@ -59,7 +59,7 @@ std::optional<std::string> validate(const BenchConfig& b) {
   if (b.backend == engine::ExchangeBackend::kNccl)
     return "--backend nccl averages GPU buffers, and ringtrain bench averages host buffers: use "
            "mpi, ring, tuned, hierarchical, shm or auto";
-  return compressionProblem(b.backend, b.compression);
+  return options::compressionProblem(b.backend, b.compression);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // BenchConfig: everything `ringtrain bench` is told, and the one table of its options
-// (src/common/option_table.h derives parsing, --help, --config, the RINGTRAIN_* variables and the
+// (options/option_table.h derives parsing, --help, --config, the RINGTRAIN_* variables and the
 // start-up comparison from it). Filled as `ringtrain train`'s options are: the command line, then
 // RINGTRAIN_* variables, then a --config file.
 #pragma once
@@ -14,7 +14,7 @@
 #include "base/named_values.h"
 #include "engine/exchange_factory.h"
 #include "engine/exchange_options.h"
-#include "src/common/option_table.h"
+#include "options/option_table.h"
 
 namespace ringtrain::bench {
 
@@ -37,7 +37,7 @@ struct BenchConfig {
   double linkLatencyUs = 0;  // one message's latency on the link, for the bound
   std::string json;          // rank 0 writes the results here as JSON ("" : none)
 
-  // The gradient engine's settings as `ringtrain train` takes them (src/common/exchange_settings.h
+  // The gradient engine's settings as `ringtrain train` takes them (options/exchange_settings.h
   // declares their options for both programs); host buffers only.
   std::optional<engine::ExchangeBackend> backend;  // nullopt: auto, settled at start
   std::string tuningFile;                          // tuned backend: its table ("": built-in)

@@ -12,13 +12,13 @@
 #include <numeric>
 #include <thread>
 
+#include "base/physical_memory.h"
 #include "collectives/mpi_check.h"
 #include "collectives/stall_watchdog.h"
 #include "engine/exchange_factory.h"
-#include "src/common/consistency_check.h"
-#include "src/common/exchange_settings.h"
-#include "src/common/physical_memory.h"
-#include "src/common/startup_errors.h"
+#include "options/consistency_check.h"
+#include "options/exchange_settings.h"
+#include "options/startup_errors.h"
 
 namespace ringtrain::bench {
 namespace {
@@ -80,19 +80,21 @@ std::vector<engine::GradientSegment> segmentsOf(const GradientProfile& profile) 
 
 // The options with --backend auto settled, the same on every rank; nullopt after --help.
 std::optional<BenchConfig> settledConfig(int argc, char** argv, collectives::MpiEnvironment& env) {
-  std::optional<BenchConfig> parsed = parseOnEveryRank<BenchConfig>(
+  std::optional<BenchConfig> parsed = options::parseOnEveryRank<BenchConfig>(
       [&](BenchConfig& config, bool& help, std::string& helpText) {
         return parseBenchConfig(argc, argv, config, help, helpText);
       },
       env.worldRank());
   if (!parsed) return std::nullopt;  // --help
   BenchConfig& config = *parsed;
-  warnOnRankZero(config.parseWarnings, env.worldRank());
-  exitEverywhereOnError(findDisagreement(env.world(), comparableOptions(config)));
-  exitEverywhereOnError(placementProblem(config.backend, env.worldSize(), env.nodeCount()));
+  options::warnOnRankZero(config.parseWarnings, env.worldRank());
+  options::exitEverywhereOnError(options::findDisagreement(env.world(), comparableOptions(config)));
+  options::exitEverywhereOnError(
+      options::placementProblem(config.backend, env.worldSize(), env.nodeCount()));
   const bool sharedNode = env.worldSize() > 1 && env.nodeCount() == 1;
   config.backend = config.backend.value_or(engine::autoHostBackend(config.compression, sharedNode));
-  exitEverywhereOnError(settleTuningFile(config.tuningFile, config.backend, env.world()));
+  options::exitEverywhereOnError(
+      options::settleTuningFile(config.tuningFile, config.backend, env.world()));
   std::optional<std::string> error;
   // Rank 0 writes --json at the end: a folder that is not there stops the job now, not then.
   const std::filesystem::path folder = std::filesystem::path(config.json).parent_path();
@@ -100,7 +102,7 @@ std::optional<BenchConfig> settledConfig(int argc, char** argv, collectives::Mpi
   if (env.worldRank() == 0 && !config.json.empty() && !folder.empty() &&
       !std::filesystem::is_directory(folder, ec))
     error = "--json " + config.json + ": no such folder " + folder.string();
-  exitEverywhereOnError(error);
+  options::exitEverywhereOnError(error);
   return config;
 }
 
@@ -125,7 +127,7 @@ GradientProfile loadProfile(const BenchConfig& config, const std::filesystem::pa
   } catch (const std::exception& e) {
     error = e.what();
   }
-  exitEverywhereOnError(error);
+  options::exitEverywhereOnError(error);
   return profile;
 }
 
@@ -138,11 +140,11 @@ std::unique_ptr<engine::GradientExchange> makeExchange(const BenchConfig& config
   std::optional<std::string> error;
   try {
     exchange = engine::makeGradientExchange(*config.backend, env.world(), segmentsOf(profile),
-                                            exchangeSettingsOf(config));
+                                            options::exchangeSettingsOf(config));
   } catch (const std::invalid_argument& e) {
     error = e.what();
   }
-  exitEverywhereOnError(error);
+  options::exitEverywhereOnError(error);
   return exchange;
 }
 
@@ -226,7 +228,7 @@ nlohmann::json resultsJson(const BenchConfig& config, const GradientProfile& pro
       {"gradient_bytes", profile.parameters() * 4},
       {"wire_bytes", parameters * bytesPerValue(e.compression)},
       {"ranks", ranks},
-      {"backend", std::string(name(e.backend))},
+      {"backend", std::string(options::name(e.backend))},
       {"engine",
        {{"overlap", e.overlap},
         {"fusion_threshold_bytes", e.fusionThresholdBytes},
@@ -311,7 +313,7 @@ void report(const BenchConfig& config, const nlohmann::json& results, int rank) 
       if (!out) error = "--json " + config.json + ": cannot write the file";
     }
   }
-  exitEverywhereOnError(error);
+  options::exitEverywhereOnError(error);
 }
 
 }  // namespace

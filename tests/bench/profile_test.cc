@@ -11,7 +11,7 @@
 #include "models/model_factory.h"
 #include "src/bench/gradient_profile.h"
 #include "src/bench/profile_bench.h"
-#include "src/trainer/config.h"
+#include "training/config.h"
 
 namespace ringtrain::bench {
 namespace {
@@ -49,7 +49,7 @@ TEST(GradientProfile, EveryProfileHasItsModelsPublishedSize) {
 TEST(GradientProfile, Gpt2ProfileIsRingtrainsGpt2Model) {
   models::ModelSpec spec;
   spec.name = "gpt";
-  spec.gpt = presetShape(GptPreset::kGpt2Small);
+  spec.gpt = training::presetShape(training::GptPreset::kGpt2Small);
   spec.input = {1, spec.gpt.context, 1};
   const GradientProfile profile = readProfile(profileFile("gpt2-124m", kFolder));
   EXPECT_EQ(static_cast<double>(profile.parameters()), models::parameterCount(spec));

@@ -4,7 +4,8 @@
     check_layering.py ROOT    (exit 0: none points the wrong way; 1: one line per include that does)
 
 The table's rows name a folder (or file) in their first column and what it may include in the
-last: the paths in backquotes there (folders ending in '/', or single headers). Every part may
+last: the paths in backquotes there (folders ending in '/', or single headers) before the first
+"No", "Not" or "Nothing", which start what it may not include. Every part may
 include itself and `base/` too; `ringtrain/ringtrain.h` is the public header of `api/`. An
 include is matched to the part whose path is its longest prefix; includes of no part (the
 standard library, third parties, generated headers) are not ours to check."""
@@ -27,7 +28,8 @@ def table(design):
         if header is None or not line.startswith("| `"):
             continue
         part = re.findall(r"`([^`]+)`", cells[0])[0]
-        rows[part] = set(re.findall(r"`([^`]+/[^`]*)`", cells[-1])) | {part, "base/"}
+        allowed_text = re.split(r"\b(?:No|Not|Nothing)\b", cells[-1])[0]  # not what it forbids
+        rows[part] = set(re.findall(r"`([^`]+/[^`]*)`", allowed_text)) | {part, "base/"}
     if not rows:
         sys.exit(f"{design}: no layering table (a '| folder | ... | may include |' table)")
     return rows

@@ -1,8 +1,8 @@
 // The GPU mirror of Model<float> (models/cuda) against the CPU implementation, on the same
 // seeded random inputs and parameters: every layer's forward and backward (through small models
 // that make each gradient visible in a parameter gradient), both losses, whole mlp and cnn
-// steps with float32 and TF32 math, the optimiser kernels against src/trainer/optimizer.cc, the
-// accumulation kernels against src/trainer/gradient_accumulator.cc, the non-finite check, and
+// steps with float32 and TF32 math, the optimiser kernels against training/optimizer.cc, the
+// accumulation kernels against training/gradient_accumulator.cc, the non-finite check, and
 // the batch checks. Without a visible GPU every test skips saying why.
 #include "models/cuda/gpu_model.h"
 
@@ -29,8 +29,8 @@
 #include "models/model_factory.h"
 #include "models/relu.h"
 #include "models/softmax_cross_entropy.h"
-#include "src/trainer/gradient_accumulator.h"
-#include "src/trainer/optimizer.h"
+#include "training/gradient_accumulator.h"
+#include "training/optimizer.h"
 
 namespace ringtrain::models::cuda {
 namespace {
@@ -376,8 +376,8 @@ void expectCloseElementwise(const std::vector<float>& gpu, std::span<const float
   EXPECT_EQ(wrong, 0) << what;
 }
 
-void expectSameOptimizerSteps(const OptimizerOptions& options, float learningRate) {
-  SCOPED_TRACE(std::string(nameIn(kOptimizerNames, options.kind)) +
+void expectSameOptimizerSteps(const training::OptimizerOptions& options, float learningRate) {
+  SCOPED_TRACE(std::string(nameIn(training::kOptimizerNames, options.kind)) +
                (options.nesterov ? " nesterov" : "") + ", momentum " +
                std::to_string(options.momentum) + ", weight decay " +
                std::to_string(options.weightDecay));
@@ -386,7 +386,7 @@ void expectSameOptimizerSteps(const OptimizerOptions& options, float learningRat
   DeviceBuffer deviceParameters(parameters);
   DeviceBuffer state0(std::vector<float>(kCount, 0.0f));
   DeviceBuffer state1(std::vector<float>(kCount, 0.0f));
-  const std::unique_ptr<Optimizer> cpu = makeOptimizer(options, kCount);
+  const std::unique_ptr<training::Optimizer> cpu = training::makeOptimizer(options, kCount);
   for (std::uint64_t step = 0; step < 3; ++step) {
     SCOPED_TRACE("step " + std::to_string(step + 1));
     const std::vector<float> gradients = randomFloats(kCount, 1, 1310 + step);
@@ -394,15 +394,15 @@ void expectSameOptimizerSteps(const OptimizerOptions& options, float learningRat
     for (std::size_t i = 0; i < kCount; ++i)
       scale[i] = std::abs(parameters[i]) + std::abs(gradients[i]);
     const DeviceBuffer deviceGradients(gradients);
-    if (options.kind == OptimizerKind::kSgd) {
+    if (options.kind == training::OptimizerKind::kSgd) {
       sgdUpdate(deviceParameters.data, deviceGradients.data,
                 options.momentum > 0 ? state0.data : nullptr, kCount, learningRate,
                 options.momentum, options.nesterov, options.weightDecay, nullptr);
     } else {
       adamUpdate(deviceParameters.data, deviceGradients.data, state0.data, state1.data, kCount,
                  learningRate, options.beta1, options.beta2, options.epsilon, options.weightDecay,
-                 options.kind == OptimizerKind::kAdamW, static_cast<std::int64_t>(step) + 1,
-                 nullptr);
+                 options.kind == training::OptimizerKind::kAdamW,
+                 static_cast<std::int64_t>(step) + 1, nullptr);
     }
     check(cudaDeviceSynchronize());
     cpu->step(parameters, gradients, learningRate);
@@ -415,21 +415,23 @@ void expectSameOptimizerSteps(const OptimizerOptions& options, float learningRat
 }
 
 TEST_F(GpuTest, SgdStepsMatchTheCpuOptimizer) {
-  expectSameOptimizerSteps({.kind = OptimizerKind::kSgd, .momentum = 0.0f}, 0.1f);
-  expectSameOptimizerSteps({.kind = OptimizerKind::kSgd, .momentum = 0.0f, .weightDecay = 0.01f},
-                           0.1f);
-  expectSameOptimizerSteps({.kind = OptimizerKind::kSgd, .momentum = 0.9f}, 0.1f);
-  expectSameOptimizerSteps({.kind = OptimizerKind::kSgd, .momentum = 0.9f, .weightDecay = 0.01f},
-                           0.1f);
+  expectSameOptimizerSteps({.kind = training::OptimizerKind::kSgd, .momentum = 0.0f}, 0.1f);
   expectSameOptimizerSteps(
-      {.kind = OptimizerKind::kSgd, .momentum = 0.9f, .nesterov = true, .weightDecay = 0.01f},
-      0.1f);
+      {.kind = training::OptimizerKind::kSgd, .momentum = 0.0f, .weightDecay = 0.01f}, 0.1f);
+  expectSameOptimizerSteps({.kind = training::OptimizerKind::kSgd, .momentum = 0.9f}, 0.1f);
+  expectSameOptimizerSteps(
+      {.kind = training::OptimizerKind::kSgd, .momentum = 0.9f, .weightDecay = 0.01f}, 0.1f);
+  expectSameOptimizerSteps({.kind = training::OptimizerKind::kSgd,
+                            .momentum = 0.9f,
+                            .nesterov = true,
+                            .weightDecay = 0.01f},
+                           0.1f);
 }
 
 TEST_F(GpuTest, AdamAndAdamwStepsMatchTheCpuOptimizer) {
-  expectSameOptimizerSteps({.kind = OptimizerKind::kAdam}, 1e-3f);
-  expectSameOptimizerSteps({.kind = OptimizerKind::kAdam, .weightDecay = 0.01f}, 1e-3f);
-  expectSameOptimizerSteps({.kind = OptimizerKind::kAdamW, .weightDecay = 0.01f}, 1e-3f);
+  expectSameOptimizerSteps({.kind = training::OptimizerKind::kAdam}, 1e-3f);
+  expectSameOptimizerSteps({.kind = training::OptimizerKind::kAdam, .weightDecay = 0.01f}, 1e-3f);
+  expectSameOptimizerSteps({.kind = training::OptimizerKind::kAdamW, .weightDecay = 0.01f}, 1e-3f);
 }
 
 // Three micro-batches (64, 64 and an epoch's last 20 samples, batch 64), each gradient handed
@@ -438,7 +440,7 @@ TEST_F(GpuTest, AccumulationKernelsFollowTheHostRule) {
   constexpr std::size_t kCount = 70001;
   constexpr std::size_t kSplit = 30000;
   const std::int64_t samples[] = {64, 64, 20};
-  GradientAccumulator host(kCount, 64);
+  training::GradientAccumulator host(kCount, 64);
   DeviceBuffer sum(std::vector<float>(kCount, std::numeric_limits<float>::quiet_NaN()));
   for (int micro = 0; micro < 3; ++micro) {
     SCOPED_TRACE("micro-batch " + std::to_string(micro));
@@ -446,16 +448,16 @@ TEST_F(GpuTest, AccumulationKernelsFollowTheHostRule) {
         randomFloats(kCount, 1, 1500 + static_cast<std::uint64_t>(micro));
     const DeviceBuffer device(gradients);
     host.beginMicroBatch(micro, samples[micro], micro == 2);
-    const AccumulateRule rule = host.rule();
+    const training::AccumulateRule rule = host.rule();
     for (const auto& [offset, count] :
          {std::pair{kSplit, kCount - kSplit}, std::pair{std::size_t{0}, kSplit}}) {
       host.layerReady(gradients, offset, count);
-      if (rule.phase == AccumulatePhase::kFinish) {
+      if (rule.phase == training::AccumulatePhase::kFinish) {
         finishAccumulation(device.data + offset, sum.data + offset, count, rule.weight, rule.scale,
                            nullptr);
       } else {
         accumulateGradients(sum.data + offset, device.data + offset, count, rule.weight,
-                            rule.phase == AccumulatePhase::kStart, nullptr);
+                            rule.phase == training::AccumulatePhase::kStart, nullptr);
       }
     }
     check(cudaDeviceSynchronize());

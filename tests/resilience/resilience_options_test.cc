@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "src/trainer/config.h"
+#include "training/config.h"
 
-namespace ringtrain {
+namespace ringtrain::training {
 namespace {
 
 using ::testing::HasSubstr;
@@ -129,4 +129,4 @@ TEST(ResilienceOptionsTest, AllRanksMustAgreeOnWhetherSigtermIsHandled) {
 }
 
 }  // namespace
-}  // namespace ringtrain
+}  // namespace ringtrain::training

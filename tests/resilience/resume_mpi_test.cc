@@ -27,12 +27,12 @@
 #include "models/flush_to_zero.h"
 #include "storage/checkpoint.h"
 #include "storage/checkpoint_model.h"
-#include "src/trainer/batch_source.h"
-#include "src/trainer/trainer.h"
 #include "tests/storage/event_file_reader.h"
 #include "tests/support/mpi_test_environment.h"
+#include "training/batch_source.h"
+#include "training/trainer.h"
 
-namespace ringtrain {
+namespace ringtrain::training {
 namespace {
 
 namespace fs = std::filesystem;
@@ -667,4 +667,4 @@ TEST(TrainingLogOfARun, EventFilesDecodeToTheLoggedScalars) {
 }
 
 }  // namespace
-}  // namespace ringtrain
+}  // namespace ringtrain::training

@@ -7,9 +7,9 @@
 #include <variant>
 
 #include "data/random.h"
-#include "src/trainer/training_checkpoint.h"
+#include "training/training_checkpoint.h"
 
-namespace ringtrain {
+namespace ringtrain::training {
 namespace {
 
 using ::testing::HasSubstr;
@@ -140,4 +140,4 @@ TEST(ResumePlanTest, DataTooSmallForTheRanksIsRefused) {
 }
 
 }  // namespace
-}  // namespace ringtrain
+}  // namespace ringtrain::training

@@ -1,7 +1,7 @@
 // SigtermHandler: a SIGTERM sets the flag instead of killing the process, the grace timer fires
 // only after a signal and only when the handler is still alive, and the default action returns
 // when the handler goes.
-#include "src/trainer/sigterm_handler.h"
+#include "training/sigterm_handler.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -12,7 +12,7 @@
 #include <chrono>
 #include <thread>
 
-namespace ringtrain {
+namespace ringtrain::training {
 namespace {
 
 using namespace std::chrono_literals;
@@ -68,4 +68,4 @@ TEST(SigtermHandlerTest, WithoutAHandlerSigtermKillsAgain) {
 }
 
 }  // namespace
-}  // namespace ringtrain
+}  // namespace ringtrain::training

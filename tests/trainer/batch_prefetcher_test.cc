@@ -2,7 +2,7 @@
 // bytes; the batch handed out is not touched while the next one is gathered; a prefetch for other
 // indices is dropped; a background gather's error reaches the take() that wanted the batch, and
 // only that one; without the thread, take() gathers and prefetch() does nothing.
-#include "src/trainer/batch_prefetcher.h"
+#include "training/batch_prefetcher.h"
 
 #include <gtest/gtest.h>
 
@@ -16,7 +16,7 @@
 
 #include "data/synthetic_dataset.h"
 
-namespace ringtrain {
+namespace ringtrain::training {
 namespace {
 
 using Indices = std::vector<std::int64_t>;
@@ -143,4 +143,4 @@ TEST(BatchPrefetcherTest, WithoutTheThreadTakeGathersAndPrefetchDoesNothing) {
 }
 
 }  // namespace
-}  // namespace ringtrain
+}  // namespace ringtrain::training

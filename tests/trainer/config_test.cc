@@ -1,6 +1,6 @@
 // `ringtrain train` options: defaults, the three sources and their precedence, and one clear
 // line for every bad value.
-#include "src/trainer/config.h"
+#include "training/config.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace ringtrain {
+namespace ringtrain::training {
 namespace {
 
 struct Parsed {
@@ -215,11 +215,10 @@ TEST_F(ConfigTest, LogLevelAndLogFileAreRead) {
   ASSERT_FALSE(defaults.error) << *defaults.error;
   EXPECT_EQ(defaults.config.logLevel, LogLevel::kInfo);
   EXPECT_EQ(defaults.config.logFile, "");
-  const std::pair<const char*, LogLevel> levels[] = {
-      {"error", LogLevel::kError},
-      {"warn", LogLevel::kWarn},
-      {"info", LogLevel::kInfo},
-      {"debug", LogLevel::kDebug}};
+  const std::pair<const char*, LogLevel> levels[] = {{"error", LogLevel::kError},
+                                                     {"warn", LogLevel::kWarn},
+                                                     {"info", LogLevel::kInfo},
+                                                     {"debug", LogLevel::kDebug}};
   for (const auto& [text, level] : levels) {
     const Parsed p = parse({"--data", data(), "--log-level", text});
     ASSERT_FALSE(p.error) << *p.error;
@@ -228,8 +227,7 @@ TEST_F(ConfigTest, LogLevelAndLogFileAreRead) {
   const Parsed file = parse({"--data", data(), "--log-file", "logs/%h-%r-100%%.log"});
   ASSERT_FALSE(file.error) << *file.error;
   EXPECT_EQ(file.config.logFile, "logs/%h-%r-100%%.log");
-  EXPECT_EQ(expandLogPattern(file.config.logFile, 12, "node7"),
-            "logs/node7-12-100%.log");
+  EXPECT_EQ(expandLogPattern(file.config.logFile, 12, "node7"), "logs/node7-12-100%.log");
   EXPECT_NE(parse({"--help"}).helpText.find("error | warn | info | debug"), std::string::npos);
 }
 
@@ -333,4 +331,4 @@ TEST_F(ConfigTest, AValueTheCommandLineOverridesIsNeverRead) {
 }
 
 }  // namespace
-}  // namespace ringtrain
+}  // namespace ringtrain::training

@@ -1,13 +1,13 @@
 // --device auto|cpu|cuda and --backend auto: what each combination of options and machine
 // trains on, and the one-line refusals.
-#include "src/trainer/device_choice.h"
+#include "training/device_choice.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <variant>
 
-namespace ringtrain {
+namespace ringtrain::training {
 namespace {
 
 // The options as the command line names them.
@@ -199,4 +199,4 @@ TEST(DeviceChoice, BackendsOfTheCommunicators) {
 }
 
 }  // namespace
-}  // namespace ringtrain
+}  // namespace ringtrain::training

@@ -37,8 +37,8 @@ check(rows == {value: name for name, value in constants.items()},
       f"table {rows}, header {constants}")
 
 # The programs' entry points: a status is returned by name, never as a bare number.
-for source in ["src/main.cc", "src/trainer/eval_command.cc", "src/trainer/generation.cc",
-               "src/trainer/exported_weights.cc"]:
+for source in ["src/main.cc", "src/commands/eval_command.cc", "src/commands/generation.cc",
+               "training/exported_weights.cc"]:
     bare = re.findall(r"return (?:argc < 2 \? )?\d+\b", (root / source).read_text())
     check(not bare, f"{source} returns statuses by name", bare)
 

@@ -1,6 +1,6 @@
 // Exported weights: the GPT's Hugging Face layout (which tensors are transposed, and how), the
 // round trip export -> file -> model, and the first mismatch named in the file's layout.
-#include "src/trainer/exported_weights.h"
+#include "training/exported_weights.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 #include "models/model_factory.h"
 #include "storage/checkpoint_model.h"
 
-namespace ringtrain {
+namespace ringtrain::training {
 namespace {
 
 namespace fs = std::filesystem;
@@ -142,4 +142,4 @@ TEST(ExportedWeights, MismatchesAreNamedInTheFilesLayout) {
 }
 
 }  // namespace
-}  // namespace ringtrain
+}  // namespace ringtrain::training

@@ -1,13 +1,13 @@
 // GradientAccumulator: the last micro-batch's gradients become the mean gradient of the step's
 // samples, each micro-batch weighted by its samples, layer by layer.
-#include "src/trainer/gradient_accumulator.h"
+#include "training/gradient_accumulator.h"
 
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 #include <vector>
 
-namespace ringtrain {
+namespace ringtrain::training {
 namespace {
 
 // Micro-batches of 4, 4 and 2 samples (an epoch's last, smaller batch): the result is
@@ -68,4 +68,4 @@ TEST(GradientAccumulator, AStepOfOneMicroBatchIsALogicError) {
 }
 
 }  // namespace
-}  // namespace ringtrain
+}  // namespace ringtrain::training

@@ -1,5 +1,5 @@
-// LossWatch: the chance-level rule of src/trainer/loss_watch.h, window by window.
-#include "src/trainer/loss_watch.h"
+// LossWatch: the chance-level rule of training/loss_watch.h, window by window.
+#include "training/loss_watch.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-namespace ringtrain {
+namespace ringtrain::training {
 namespace {
 
 const double kLn10 = std::log(10.0);
@@ -90,4 +90,4 @@ TEST(LossWatch, TheDivergenceMessageNamesTheStepAndTheLearningRate) {
 }
 
 }  // namespace
-}  // namespace ringtrain
+}  // namespace ringtrain::training

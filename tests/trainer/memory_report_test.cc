@@ -1,6 +1,6 @@
 // The memory report of a run under mpirun: every rank's parts as the model, the optimiser and the
 // exchange hold them, a peak resident set that covers them, the line and the metrics.jsonl record.
-#include "src/trainer/memory_report.h"
+#include "training/memory_report.h"
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>
@@ -18,12 +18,12 @@
 #include "data/synthetic_token_dataset.h"
 #include "models/flush_to_zero.h"
 #include "storage/tensorboard_writer.h"
-#include "src/trainer/batch_source.h"
-#include "src/trainer/run_report.h"
-#include "src/trainer/trainer.h"
 #include "tests/support/mpi_test_environment.h"
+#include "training/batch_source.h"
+#include "training/run_report.h"
+#include "training/trainer.h"
 
-namespace ringtrain {
+namespace ringtrain::training {
 namespace {
 
 using ::testing::HasSubstr;
@@ -234,4 +234,4 @@ TEST(MemoryLine, LargestPartsAndThePeakOfEveryRank) {
 }
 
 }  // namespace
-}  // namespace ringtrain
+}  // namespace ringtrain::training

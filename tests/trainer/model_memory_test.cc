@@ -1,11 +1,11 @@
 // A model the machine cannot hold is refused before it is allocated, naming its options.
-#include "src/trainer/model_memory.h"
+#include "training/model_memory.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-namespace ringtrain {
+namespace ringtrain::training {
 namespace {
 
 constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
@@ -51,4 +51,4 @@ TEST(ModelMemoryTest, TheMachinesMemoryIsKnownHere) {
 }
 
 }  // namespace
-}  // namespace ringtrain
+}  // namespace ringtrain::training

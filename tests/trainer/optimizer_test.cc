@@ -1,6 +1,6 @@
 // Optimisers against their update rules written out by hand, and bucketed updates against
 // whole-buffer ones.
-#include "src/trainer/optimizer.h"
+#include "training/optimizer.h"
 
 #include <gtest/gtest.h>
 
@@ -12,9 +12,9 @@
 #include <tuple>
 #include <vector>
 
-#include "src/trainer/lr_schedule.h"
+#include "training/lr_schedule.h"
 
-namespace ringtrain {
+namespace ringtrain::training {
 namespace {
 
 // With zero gradients only decay moves a parameter: the undecayed ranges (a GPT's biases and
@@ -230,4 +230,4 @@ TEST(StateIndexTest, ShardedOptimisersTogetherEqualTheWholeOne) {
 }
 
 }  // namespace
-}  // namespace ringtrain
+}  // namespace ringtrain::training

@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "src/bench/bench_config.h"
-#include "src/trainer/config.h"
-#include "src/trainer/script_variables.h"
+#include "src/commands/script_variables.h"
+#include "training/config.h"
 
-namespace ringtrain {
+namespace ringtrain::training {
 namespace {
 
 using bench::BenchConfig;
@@ -212,7 +212,7 @@ TEST_F(OptionTableTest, AnUnknownVariableIsWarnedAboutWithTheClosestOption) {
   ::setenv("RINGTRAIN_BUILD_DIR", "build", 1);  // the scripts'
   ::setenv("RINGTRAIN_PROFILE", "vgg16", 1);    // ringtrain bench's
   // As main.cc does: the scripts' variables are known, bench's options another program's.
-  options::registerKnownVariables(scriptVariables());
+  options::registerKnownVariables(commands::scriptVariables());
   options::registerProgramOptions(options::specsOf(benchOptionTable()));
   TrainConfig c;
   ASSERT_FALSE(train({"--synthetic"}, c));
@@ -225,7 +225,8 @@ TEST_F(OptionTableTest, AnUnknownVariableIsWarnedAboutWithTheClosestOption) {
 // Every RINGTRAIN_* name the scripts use is an option's variable or in the list of the scripts'
 // own (which are never warned about).
 TEST_F(OptionTableTest, TheScriptsVariablesAreKnown) {
-  std::set<std::string> known(scriptVariables().begin(), scriptVariables().end());
+  std::set<std::string> known(commands::scriptVariables().begin(),
+                              commands::scriptVariables().end());
   for (const auto& spec : options::specsOf(trainOptionTable()))
     known.insert(options::variableNameOf(spec.name));
   for (const auto& spec : options::specsOf(benchOptionTable()))
@@ -314,4 +315,4 @@ TEST_F(OptionTableTest, GenerateReadsItsTable) {
 }
 
 }  // namespace
-}  // namespace ringtrain
+}  // namespace ringtrain::training

@@ -1,10 +1,10 @@
 // Rank 0's progress line and the end-of-run report: where the run stands, how long is left from
 // this run's own pace (a resumed run counts from where it resumed), durations as people write them.
-#include "src/trainer/run_report.h"
+#include "training/run_report.h"
 
 #include <gtest/gtest.h>
 
-namespace ringtrain {
+namespace ringtrain::training {
 namespace {
 
 TEST(RunReport, DurationsReadAsMinutesAndSecondsOrHours) {
@@ -63,4 +63,4 @@ TEST(RunReport, TheReportNamesResultThroughputAndReplicas) {
 }
 
 }  // namespace
-}  // namespace ringtrain
+}  // namespace ringtrain::training

@@ -1,10 +1,9 @@
 // The trainer under mpirun: exact data parallelism, identical replicas, --zero 1 against --zero 0,
 // linreg, MNIST accuracy.
 #include <gtest/gtest.h>
-
-#include <cmath>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -15,20 +14,20 @@
 
 #include <mpi.h>
 
-#include "collectives/communicator.h"
 #include "base/fingerprint.h"
+#include "collectives/communicator.h"
 #include "data/idx_dataset.h"
 #include "data/synthetic_dataset.h"
 #include "data/synthetic_token_dataset.h"
 #include "models/flush_to_zero.h"
 #include "models/matrix_products.h"
 #include "storage/tensorboard_writer.h"
-#include "src/trainer/batch_source.h"
-#include "src/trainer/lr_schedule.h"
-#include "src/trainer/trainer.h"
 #include "tests/support/mpi_test_environment.h"
+#include "training/batch_source.h"
+#include "training/lr_schedule.h"
+#include "training/trainer.h"
 
-namespace ringtrain {
+namespace ringtrain::training {
 namespace {
 
 struct Sources {
@@ -635,4 +634,4 @@ INSTANTIATE_TEST_SUITE_P(WireFormats, MnistCompression, ::testing::Values("none"
                          [](const auto& param) { return param.param; });
 
 }  // namespace
-}  // namespace ringtrain
+}  // namespace ringtrain::training

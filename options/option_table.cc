@@ -1,0 +1,346 @@
+#include "options/option_table.h"
+
+#include <fmt/format.h>
+#include <unistd.h>  // environ
+
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "base/boolean_text.h"
+#include "base/file_checks.h"
+
+namespace ringtrain {
+namespace po = boost::program_options;
+
+std::optional<std::vector<int>> parseIntList(const std::string& text) {
+  std::vector<int> values;
+  std::string item;
+  std::stringstream stream(text);
+  while (std::getline(stream, item, ',')) {
+    if (item.empty() || item.size() > 9 ||
+        !std::all_of(item.begin(), item.end(), [](unsigned char c) { return std::isdigit(c); })) {
+      return std::nullopt;
+    }
+    const int value = std::stoi(item);
+    if (value <= 0) return std::nullopt;
+    values.push_back(value);
+  }
+  if (values.empty()) return std::nullopt;
+  return values;
+}
+
+std::string intListText(const std::vector<int>& values) {
+  std::string text;
+  for (const int v : values)
+    text += (text.empty() ? "" : ",") + std::to_string(v);
+  return text;
+}
+
+namespace options {
+
+std::string numberText(double value) {
+  return fmt::format("{}", value);
+}
+
+std::optional<std::string> rangeProblem(std::string_view option, double value,
+                                        std::string_view valueText, const Range& range) {
+  const bool low = range.min && (range.minOpen ? value <= *range.min : value < *range.min);
+  const bool high = range.max && (range.maxOpen ? value >= *range.max : value > *range.max);
+  if (!low && !high) return std::nullopt;
+  std::string rule(range.rule);
+  if (rule.empty()) {
+    if (range.min && range.max) {
+      rule = fmt::format("must be in {}{}, {}{}", range.minOpen ? "(" : "[", numberText(*range.min),
+                         numberText(*range.max), range.maxOpen ? ")" : "]");
+    } else if (range.min && range.minOpen) {
+      rule = "must be greater than " + numberText(*range.min);
+    } else if (range.min) {
+      rule =
+          *range.min == 0 ? "must not be negative" : "must be at least " + numberText(*range.min);
+    } else {
+      rule = "must be at most " + numberText(*range.max);
+    }
+  }
+  // A hint says what the bounds mean ("0: off"); without one, the value given is repeated.
+  const std::string tail =
+      range.hint.empty() ? fmt::format(" (got {})", valueText) : std::string(range.hint);
+  return fmt::format("--{} {}{}", option, rule, tail);
+}
+
+std::optional<std::string> readDouble(std::string_view option, const std::string& text,
+                                      double& value) {
+  char* end = nullptr;
+  value = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() ||
+      std::isspace(static_cast<unsigned char>(text[0])))
+    return fmt::format("--{} '{}': expected a number", option, text);
+  return std::nullopt;
+}
+
+std::optional<std::string> readInteger(std::string_view option, const std::string& text,
+                                       std::int64_t min, std::uint64_t max, std::int64_t& value) {
+  const char* first = text.data();
+  const char* last = text.data() + text.size();
+  if (first != last && *first == '+') ++first;
+  const auto [end, error] = std::from_chars(first, last, value);
+  if (first == last || error != std::errc() || end != last)
+    return fmt::format("--{} '{}': expected a whole number", option, text);
+  if (value < min || (value > 0 && static_cast<std::uint64_t>(value) > max))
+    return fmt::format("--{} '{}': out of range ({} to {})", option, text, min, max);
+  return std::nullopt;
+}
+
+std::optional<std::string> readBool(std::string_view option, const std::string& text, bool& value,
+                                    bool onOff) {
+  if (const auto parsed = parseBoolean(text)) {
+    value = *parsed;
+    return std::nullopt;
+  }
+  return fmt::format("--{} '{}': expected {} (or true/false, on/off, yes/no, 1/0)", option, text,
+                     onOff ? "on or off" : "true or false");
+}
+
+std::string optionNameOf(std::string_view variable) {
+  std::string name(variable.substr(std::string_view("RINGTRAIN_").size()));
+  for (char& ch : name)
+    ch = ch == '_' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return name;
+}
+
+std::string variableNameOf(std::string_view option) {
+  std::string name = "RINGTRAIN_";
+  for (const char ch : option)
+    name += ch == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return name;
+}
+
+namespace {
+
+// About 60 characters of `text`, bytes that are not printable as \xNN: a binary file's line
+// never floods the terminal.
+std::string excerpt(std::string_view text) {
+  std::string out;
+  std::size_t used = 0;
+  for (; used < text.size() && out.size() < 60; ++used) {
+    const auto byte = static_cast<unsigned char>(text[used]);
+    out += std::isprint(byte) ? std::string(1, text[used]) : fmt::format("\\x{:02x}", byte);
+  }
+  if (used < text.size()) out += "...";
+  return out;
+}
+
+std::string trimmed(std::string_view text) {
+  const auto first = text.find_first_not_of(" \t\r");
+  if (first == std::string_view::npos) return "";
+  return std::string(text.substr(first, text.find_last_not_of(" \t\r") - first + 1));
+}
+
+std::size_t editDistance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// The warning for a RINGTRAIN_* variable that names no option, with the closest option.
+std::string unknownVariableWarning(const std::string& variable, const Program& program,
+                                   const std::vector<Spec>& specs) {
+  const std::string name = optionNameOf(variable);
+  std::string best;
+  std::size_t bestDistance = 0;
+  for (const Spec& spec : specs) {
+    if (spec.hidden) continue;
+    const std::size_t distance = editDistance(name, spec.name);
+    if (best.empty() || distance < bestDistance) {
+      best = spec.name;
+      bestDistance = distance;
+    }
+  }
+  std::string text =
+      fmt::format("{} names no option of ringtrain {}: ignored", variable, program.name);
+  if (!best.empty() && bestDistance <= std::max<std::size_t>(2, name.size() / 3))
+    text += fmt::format(" (did you mean {}, --{}?)", variableNameOf(best), best);
+  return text;
+}
+
+po::options_description describedOptions(const std::vector<Spec>& specs, bool forHelp) {
+  po::options_description all;
+  std::vector<std::string> groups;
+  for (const Spec& spec : specs) {
+    if (std::find(groups.begin(), groups.end(), spec.group) == groups.end())
+      groups.push_back(spec.group);
+  }
+  for (const std::string& group : groups) {
+    po::options_description section(group);
+    for (const Spec& spec : specs) {
+      if (spec.group != group || (forHelp && spec.hidden)) continue;
+      auto* value = po::value<std::string>();
+      if (spec.flag) value->implicit_value("true");
+      if (forHelp && !spec.shownDefault.empty()) value->default_value(spec.shownDefault);
+      section.add_options()(spec.name.c_str(), value, spec.help.c_str());
+    }
+    all.add(section);
+  }
+  return all;
+}
+
+po::options_description genericOptions() {
+  po::options_description generic;
+  generic.add_options()("help,h", "print this help")(
+      "config", po::value<std::string>(),
+      "read options from this file (`name = value` lines; the command line and RINGTRAIN_* "
+      "variables win)");
+  return generic;
+}
+
+std::optional<std::string> gatherCommandLine(const std::vector<Spec>& specs, int argc,
+                                             const char* const* argv, Gathered& gathered) {
+  po::options_description options = genericOptions();
+  options.add(describedOptions(specs, false));
+  try {
+    const po::parsed_options parsed = po::command_line_parser(argc, argv).options(options).run();
+    for (const po::option& option : parsed.options) {
+      if (option.string_key == "help") {
+        gathered.help = true;
+        continue;
+      }
+      const std::string text = option.value.empty() ? "true" : option.value.front();
+      if (option.string_key == "config") {
+        gathered.configFile = text;
+        continue;
+      }
+      if (!gathered.given.emplace(option.string_key, Given{text, ""}).second)
+        return fmt::format("--{} was given twice on the command line", option.string_key);
+    }
+  } catch (const po::error& e) {
+    return std::string(e.what());
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string>& registeredOptionNames() {
+  static std::vector<std::string> names;
+  return names;
+}
+
+std::vector<std::string>& registeredVariables() {
+  static std::vector<std::string> names;
+  return names;
+}
+
+// An option of another program (registerProgramOptions).
+bool otherProgramsOption(const std::string& name) {
+  const auto& registered = registeredOptionNames();
+  return std::find(registered.begin(), registered.end(), name) != registered.end();
+}
+
+void gatherEnvironment(const Program& program, const std::vector<Spec>& specs, Gathered& gathered) {
+  std::set<std::string> names;
+  for (const Spec& spec : specs) {
+    if (!spec.hidden) names.insert(spec.name);
+  }
+  const auto& quiet = registeredVariables();
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string_view variable(*entry);
+    if (!variable.starts_with("RINGTRAIN_")) continue;
+    const std::string key(variable.substr(0, variable.find('=')));
+    const std::string value(variable.substr(std::min(variable.size(), key.size() + 1)));
+    const std::string name = optionNameOf(key);
+    if (name == "config") {
+      if (gathered.configFile.empty()) gathered.configFile = value;
+    } else if (names.count(name)) {
+      gathered.given.emplace(name, Given{value, fmt::format("{}={}: ", key, excerpt(value))});
+    } else if (std::find(quiet.begin(), quiet.end(), key) == quiet.end() &&
+               !otherProgramsOption(name)) {
+      gathered.warnings.push_back(unknownVariableWarning(key, program, specs));
+    }
+  }
+}
+
+// The --config file exists and is a regular file (a folder would be read as nothing, a FIFO
+// would block for ever).
+std::optional<std::string> configFileProblem(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::exists(path, error))
+    return "--config " + path + ": cannot open the file (no such file)";
+  if (auto problem = base::regularFileProblem(path))
+    return "--config " + path + ": " + *problem + "; expected a file of `name = value` lines";
+  return std::nullopt;
+}
+
+std::optional<std::string> gatherConfigFile(const std::vector<Spec>& specs, Gathered& gathered) {
+  const std::string& path = gathered.configFile;
+  if (auto problem = configFileProblem(path)) return problem;
+  std::ifstream file(path);
+  if (!file) return "--config " + path + ": cannot open the file";
+  std::map<std::string, int> firstLine;  // option -> the line that gave it
+  std::string line;
+  for (int number = 1; std::getline(file, line); ++number) {
+    const std::string content = trimmed(line);
+    if (content.empty() || content[0] == '#') continue;
+    const std::string where =
+        fmt::format("--config {} line {}: {}: ", path, number, excerpt(content));
+    const std::size_t equals = content.find('=');
+    if (equals == std::string::npos) return where + "expected `name = value`";
+    const std::string name = trimmed(std::string_view(content).substr(0, equals));
+    const std::string value = trimmed(std::string_view(content).substr(equals + 1));
+    const auto spec = std::find_if(specs.begin(), specs.end(),
+                                   [&](const Spec& s) { return s.name == name && !s.hidden; });
+    if (spec == specs.end()) return where + "unrecognised option '" + excerpt(name) + "'";
+    const auto [first, added] = firstLine.emplace(name, number);
+    if (!added) return fmt::format("{}{} was given on line {} already", where, name, first->second);
+    gathered.given.emplace(name, Given{value, where});  // the command line and variables win
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> gather(const Program& program, const std::vector<Spec>& specs, int argc,
+                                  const char* const* argv, Gathered& gathered) {
+  if (auto error = gatherCommandLine(specs, argc, argv, gathered)) return error;
+  if (gathered.help) {
+    po::options_description shown = genericOptions();
+    shown.add(describedOptions(specs, true));
+    std::ostringstream text;
+    text << program.usage << "\n\n"
+         << shown
+         << "\nEvery option can also be set by a RINGTRAIN_* variable (--batch-size: "
+            "RINGTRAIN_BATCH_SIZE) or a --config file line (batch-size = 64).\n"
+            "Exit statuses and which options ranks must agree on: docs/options.md\n";
+    gathered.helpText = text.str();
+    return std::nullopt;
+  }
+  gatherEnvironment(program, specs, gathered);
+  if (!gathered.configFile.empty()) return gatherConfigFile(specs, gathered);
+  return std::nullopt;
+}
+
+void registerKnownVariables(const std::vector<std::string_view>& names) {
+  for (std::string_view name : names)
+    registeredVariables().emplace_back(name);
+}
+
+void registerProgramOptions(const std::vector<Spec>& specs) {
+  for (const Spec& spec : specs)
+    registeredOptionNames().push_back(spec.name);
+}
+
+}  // namespace options
+}  // namespace ringtrain
