@@ -61,8 +61,8 @@ def train(rank, ranks, args, torch):
     torch.set_num_threads(1)
     torch.set_flush_denormal(True)
     if ranks > 1 or args.zero:
-        dist.init_process_group("gloo", init_method=rendezvous.init_method(args.rendezvous), rank=rank,
-                                world_size=ranks)
+        dist.init_process_group("gloo", init_method=rendezvous.init_method(args.rendezvous),
+                                rank=rank, world_size=ranks)
     model = reference.build(torch, args)  # the same seed on every rank
     parameters = sum(p.numel() for p in model.parameters())
     if ranks > 1:

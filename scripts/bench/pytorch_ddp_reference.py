@@ -108,8 +108,8 @@ def main():
 
     model = build_model(nn, args.model, hidden)
     if ranks > 1:
-        dist.init_process_group("gloo", init_method=rendezvous.init_method(args.rendezvous), rank=rank,
-                                world_size=ranks)
+        dist.init_process_group("gloo", init_method=rendezvous.init_method(args.rendezvous),
+                                rank=rank, world_size=ranks)
         # DDP broadcasts rank 0's parameters, as ringtrain does.
         model = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)

@@ -27,7 +27,8 @@ else:
     import torch.distributed as dist
     rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
     size = int(os.environ["OMPI_COMM_WORLD_SIZE"])
-    dist.init_process_group("gloo", init_method=rendezvous.init_method(os.environ["BENCH_RENDEZVOUS"]),
+    dist.init_process_group("gloo",
+                            init_method=rendezvous.init_method(os.environ["BENCH_RENDEZVOUS"]),
                             rank=rank, world_size=size)
 
 
