@@ -32,6 +32,16 @@ std::string_view name(ExchangeBackend backend) {
   return nameIn(kExchangeBackendNames, backend);
 }
 
+ExchangeOptions exchangeOptionsOf(const ExchangeSettings& settings) {
+  ExchangeOptions options;
+  options.fusionThresholdBytes = settings.fusionThresholdBytes;
+  options.overlap = settings.overlap;
+  options.compression = settings.compression;
+  options.stallTimeoutSeconds = settings.stallTimeoutSeconds;
+  options.tuningFile = settings.tuningFile;
+  return options;
+}
+
 ExchangeBackend autoHostBackend(Compression compression, bool sharedNode) {
   return sharedNode && compression == Compression::kNone ? ExchangeBackend::kShm
                                                          : ExchangeBackend::kTuned;

@@ -12,28 +12,15 @@
 
 #include <mpi.h>
 
-#include "collectives/communicator.h"
 #include "base/named_values.h"
 #include "base/trace_sink.h"
+#include "collectives/communicator.h"
 #include "engine/bucket_plan.h"
-#include "engine/gradient_exchange.h"
 #include "engine/exchange_options.h"
+#include "engine/gradient_exchange.h"
 
 namespace ringtrain::engine {
 
-// How a training job averages its gradients: all-reduces of a communicator backend (mpi, ring,
-// tuned, hierarchical on host buffers; nccl on device buffers), or shm, the shared-memory
-// exchange of ranks that share one node (no messages). tuned takes each all-reduce's algorithm
-// from a tuning table (collectives/tuned_communicator.h).
-enum class ExchangeBackend { kMpi, kRing, kTuned, kHierarchical, kShm, kNccl };
-
-// The one table of their names.
-inline constexpr NamedValue<ExchangeBackend> kExchangeBackendNames[] = {
-    {ExchangeBackend::kMpi, "mpi"},     {ExchangeBackend::kRing, "ring"},
-    {ExchangeBackend::kTuned, "tuned"}, {ExchangeBackend::kHierarchical, "hierarchical"},
-    {ExchangeBackend::kShm, "shm"},     {ExchangeBackend::kNccl, "nccl"},
-};
-std::string_view name(ExchangeBackend backend);
 // Whether the backend averages device (GPU) buffers.
 bool averagesDeviceBuffers(ExchangeBackend backend);
 // The backend "auto" means on host buffers, for the programs and the library alike: shm where

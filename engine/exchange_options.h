@@ -1,10 +1,12 @@
-// What a gradient exchange is told: the one options struct of every exchange (the reducers
-// behind the communicators and the shared-memory one), with the one default of each setting.
-// `ringtrain train`'s and `bench`'s --fusion-threshold, --overlap, --compression, --stall-timeout
-// and --tuning-file fill it (options/exchange_settings.h), and so does the facade (api/).
+// The gradient exchange's settings: ExchangeSettings, what a user chooses, with the one default of
+// each (`ringtrain train` and `bench` hold it, options/exchange_settings.h declares the options and
+// RINGTRAIN_* variables that set it, the library facade fills it from its Options); and
+// ExchangeOptions, what every exchange is told (the reducers behind the communicators and the
+// shared-memory one), made from the settings.
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -21,13 +23,41 @@ inline constexpr NamedValue<Compression> kCompressionNames[] = {{Compression::kN
                                                                 {Compression::kBFloat16, "bf16"}};
 std::string_view name(Compression compression);
 
+// How a training job averages its gradients: all-reduces of a communicator backend (mpi, ring,
+// tuned, hierarchical on host buffers; nccl on device buffers), or shm, the shared-memory
+// exchange of ranks that share one node (no messages). tuned takes each all-reduce's algorithm
+// from a tuning table (collectives/tuned_communicator.h).
+enum class ExchangeBackend { kMpi, kRing, kTuned, kHierarchical, kShm, kNccl };
+
+// The one table of their names.
+inline constexpr NamedValue<ExchangeBackend> kExchangeBackendNames[] = {
+    {ExchangeBackend::kMpi, "mpi"},     {ExchangeBackend::kRing, "ring"},
+    {ExchangeBackend::kTuned, "tuned"}, {ExchangeBackend::kHierarchical, "hierarchical"},
+    {ExchangeBackend::kShm, "shm"},     {ExchangeBackend::kNccl, "nccl"},
+};
+std::string_view name(ExchangeBackend backend);
+
+// The one default of each setting (the public header's Options is checked against them).
+inline constexpr bool kDefaultOverlap = true;
 inline constexpr std::size_t kDefaultFusionThresholdBytes = std::size_t{8} << 20;
+inline constexpr Compression kDefaultCompression = Compression::kNone;
 inline constexpr double kDefaultStallTimeoutSeconds = 300;
+
+struct ExchangeSettings {
+  std::optional<ExchangeBackend> backend;  // nullopt: auto (exchange_factory.h says which)
+  std::string tuningFile;                  // tuned: the table ("": the built-in one)
+  bool overlap = kDefaultOverlap;          // average while backward still runs
+  std::size_t fusionThresholdBytes = kDefaultFusionThresholdBytes;  // largest bucket
+  Compression compression = kDefaultCompression;
+  double stallTimeoutSeconds = kDefaultStallTimeoutSeconds;  // abort, naming the late (0: never)
+
+  bool operator==(const ExchangeSettings&) const = default;
+};
 
 struct ExchangeOptions {
   std::size_t fusionThresholdBytes = kDefaultFusionThresholdBytes;  // largest bucket
-  bool overlap = true;  // average while backward still runs
-  Compression compression = Compression::kNone;
+  bool overlap = kDefaultOverlap;  // average while backward still runs
+  Compression compression = kDefaultCompression;
   Reduction reduction = Reduction::kAverage;  // the mean over the ranks, or their sum
   // ZeRO-1: every rank updates its shard of each bucket only (gradient_exchange.h: shards()),
   // on communicators that split their all-reduce (Communicator::splitsAllreduce).
@@ -40,5 +70,8 @@ struct ExchangeOptions {
   // Test-only: rank test.stallRank never takes part in collective (shm: step) test.stallCollective.
   collectives::CommunicatorTestHooks test;
 };
+
+// The options of an exchange with `settings` (no ZeRO, no test hooks).
+ExchangeOptions exchangeOptionsOf(const ExchangeSettings& settings);
 
 }  // namespace ringtrain::engine

@@ -2,13 +2,14 @@
 // their option rows (declared once here, for both programs' tables), the check of their
 // combination, --backend auto on host buffers and the tuning file, settled alike on every rank.
 //
-// A configuration `Config` holds them as the members backend, tuningFile, overlap,
-// fusionThresholdBytes, compression and stallTimeoutSeconds.
+// A configuration holds them as its member `exchange` (engine::ExchangeSettings); the library
+// facade reads its RINGTRAIN_* variables through the same rows, over the settings themselves.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include <mpi.h>
@@ -43,30 +44,24 @@ std::optional<std::string> settleTuningFile(std::string& tuningFile,
                                             std::optional<engine::ExchangeBackend> backend,
                                             MPI_Comm comm);
 
-// The exchange's options of a configuration (no test hooks).
-template <class Config>
-engine::ExchangeOptions exchangeSettingsOf(const Config& c) {
-  engine::ExchangeOptions options;
-  options.fusionThresholdBytes = c.fusionThresholdBytes;
-  options.overlap = c.overlap;
-  options.compression = c.compression;
-  options.stallTimeoutSeconds = c.stallTimeoutSeconds;
-  options.tuningFile = c.tuningFile;
-  return options;
-}
-
 // The gradient exchange's options, in `group` of --help, all saved in a checkpoint's
 // configuration; every rank must agree on them but --tuning-file, a path on each node whose
 // tables are agreed on at start (settleTuningFile).
 template <class Config>
 options::Table<Config> exchangeOptionRows(const std::string& group) {
+  constexpr auto settingsOf = [](Config& c) -> engine::ExchangeSettings& {
+    if constexpr (std::is_same_v<Config, engine::ExchangeSettings>)
+      return c;
+    else
+      return c.exchange;
+  };
   using options::with;
   constexpr auto kCompared = options::Agreement::kCompared;
   constexpr auto kPresence = options::Agreement::kPresenceCompared;
   constexpr bool kSaved = true;
-#define RINGTRAIN_EXCHANGE_FIELD(m) \
-  [](auto& c) -> auto& {            \
-    return c.m;                     \
+#define RINGTRAIN_EXCHANGE_FIELD(m)   \
+  [settingsOf](Config & c) -> auto& { \
+    return settingsOf(c).m;           \
   }
   // clang-format off
   return {

@@ -117,15 +117,15 @@ std::optional<training::TrainConfig> settledConfig(int argc, char** argv,
   const training::DeviceChoice& device = std::get<training::DeviceChoice>(choice);
   const training::Device asked = config.device;
   config.device = device.device;
-  config.backend = device.backend;
+  config.exchange.backend = device.backend;
   options::exitEverywhereOnError(
-      options::settleTuningFile(config.tuningFile, config.backend, env.world()));
-  if (env.worldRank() == 0 && !config.tuningFile.empty() &&
-      config.backend != engine::ExchangeBackend::kTuned) {
+      options::settleTuningFile(config.exchange.tuningFile, config.exchange.backend, env.world()));
+  if (env.worldRank() == 0 && !config.exchange.tuningFile.empty() &&
+      config.exchange.backend != engine::ExchangeBackend::kTuned) {
     logLine(LogLevel::kWarn,
             fmt::format("--tuning-file {} is not used: backend {} takes no tuning table "
                         "(only tuned does)",
-                        config.tuningFile, engine::name(*config.backend)));
+                        config.exchange.tuningFile, engine::name(*config.exchange.backend)));
   }
   if (env.worldRank() == 0) {
     info(fmt::format("ringtrain train: {} rank(s) on {} node(s); {}", env.worldSize(),
@@ -220,8 +220,8 @@ int trainAndReport(const training::TrainConfig& config, const training::Sources&
     abortOn(e);
   }
   options::exitEverywhereOnError(refusal);
-  if (config.stallTimeoutSeconds > 0) {
-    watchdog.emplace(env.world(), config.stallTimeoutSeconds);
+  if (config.exchange.stallTimeoutSeconds > 0) {
+    watchdog.emplace(env.world(), config.exchange.stallTimeoutSeconds);
     trainer->watchWith(*watchdog);
   }
   training::TrainingSummary summary;
@@ -265,7 +265,7 @@ int train(int argc, char** argv, collectives::MpiEnvironment& env) {
   }
   options::exitEverywhereOnError(error);
   // The communication thread and the stall watchdog call MPI beside the main thread.
-  if (config.overlap || config.stallTimeoutSeconds > 0) {
+  if (config.exchange.overlap || config.exchange.stallTimeoutSeconds > 0) {
     env.requireThreadLevel(collectives::ThreadLevel::kMultiple,
                            "--overlap on or --stall-timeout (the gradient engine's threads)");
   }

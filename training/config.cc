@@ -15,9 +15,10 @@ namespace {
 // The combinations of device, backend and compression that cannot work, or nullopt.
 std::optional<std::string> deviceAndBackendProblem(const TrainConfig& c) {
   using engine::ExchangeBackend;
-  const std::string backend(options::name(c.backend));
-  const bool hostBackend = c.backend && !engine::averagesDeviceBuffers(*c.backend);
-  if (c.backend == ExchangeBackend::kNccl && c.device == Device::kCpu) {
+  const std::string backend(options::name(c.exchange.backend));
+  const bool hostBackend =
+      c.exchange.backend && !engine::averagesDeviceBuffers(*c.exchange.backend);
+  if (c.exchange.backend == ExchangeBackend::kNccl && c.device == Device::kCpu) {
     return "--backend nccl averages GPU buffers: it needs --device cuda (--device cpu takes mpi, "
            "ring, hierarchical or shm)";
   }
@@ -33,10 +34,11 @@ std::optional<std::string> deviceAndBackendProblem(const TrainConfig& c) {
            "(--tf32 is the GPU's reduced precision)";
   if (c.device == Device::kCuda && c.clipGradNorm > 0)
     return "--clip-grad-norm runs on the host only: use --device cpu or auto with it";
-  if (auto problem = options::compressionProblem(c.backend, c.compression)) return problem;
-  if (c.compression == engine::Compression::kNone) return std::nullopt;
-  const std::string compression(engine::name(c.compression));
-  if (c.device == Device::kCuda || c.backend == ExchangeBackend::kNccl) {
+  if (auto problem = options::compressionProblem(c.exchange.backend, c.exchange.compression))
+    return problem;
+  if (c.exchange.compression == engine::Compression::kNone) return std::nullopt;
+  const std::string compression(engine::name(c.exchange.compression));
+  if (c.device == Device::kCuda || c.exchange.backend == ExchangeBackend::kNccl) {
     return "--compression " + compression +
            " is not supported on the GPU yet (the 16-bit conversion runs on the host): use "
            "--compression none with --device cuda";
@@ -48,9 +50,10 @@ std::optional<std::string> deviceAndBackendProblem(const TrainConfig& c) {
 std::optional<std::string> zeroProblem(const TrainConfig& c) {
   using engine::ExchangeBackend;
   if (c.zero == 0) return std::nullopt;
-  if (c.backend && *c.backend != ExchangeBackend::kRing && *c.backend != ExchangeBackend::kTuned) {
+  if (c.exchange.backend && *c.exchange.backend != ExchangeBackend::kRing &&
+      *c.exchange.backend != ExchangeBackend::kTuned) {
     return "--zero 1 splits the ring's all-reduce in two, and --backend " +
-           std::string(options::name(c.backend)) +
+           std::string(options::name(c.exchange.backend)) +
            " has no such split: use --backend ring or tuned";
   }
   if (c.device == Device::kCuda) return "--zero 1 runs on the host only: use --device cpu or auto";
@@ -150,7 +153,7 @@ bool prefetchesInBackground(const TrainConfig& c, bool dataReadsStorage) {
 }
 
 engine::ExchangeOptions exchangeOptions(const TrainConfig& c) {
-  engine::ExchangeOptions options = options::exchangeSettingsOf(c);
+  engine::ExchangeOptions options = engine::exchangeOptionsOf(c.exchange);
   options.shardUpdates = c.zero == 1;
   options.test.stallRank = c.test.stallRank;
   options.test.stallCollective = c.test.stallCollective;
@@ -185,10 +188,11 @@ std::string describe(const TrainConfig& c) {
   out << ", device " << nameIn(kDeviceNames, c.device) << (c.tf32 ? " tf32" : "");
   if (c.precision != models::Precision::kFloat32)
     out << " precision " << nameIn(models::kPrecisionNames, c.precision);
-  out << ", backend " << options::name(c.backend) << (c.overlap ? " overlap" : " no overlap")
-      << " fusion " << (c.fusionThresholdBytes >> 10) << " KiB";
-  if (c.compression != engine::Compression::kNone)
-    out << " compression " << engine::name(c.compression);
+  out << ", backend " << options::name(c.exchange.backend)
+      << (c.exchange.overlap ? " overlap" : " no overlap") << " fusion "
+      << (c.exchange.fusionThresholdBytes >> 10) << " KiB";
+  if (c.exchange.compression != engine::Compression::kNone)
+    out << " compression " << engine::name(c.exchange.compression);
   out << ", seed " << c.seed;
   return out.str();
 }

@@ -140,14 +140,10 @@ struct TrainConfig {
   models::Precision precision = models::Precision::kFloat32;  // cpu matrix products
 
   // Communication
-  // nullopt: auto, which chooseDevice (device_choice.h) settles before training.
-  std::optional<engine::ExchangeBackend> backend;
+  // The exchange's settings (options/exchange_settings.h); its backend auto (nullopt) is settled
+  // by chooseDevice (device_choice.h) before training.
+  engine::ExchangeSettings exchange;
   int expectWorldSize = 0;  // > 0: refuse to run unless the job has exactly this many ranks
-  bool overlap = true;      // average gradients while backward runs
-  std::size_t fusionThresholdBytes = engine::kDefaultFusionThresholdBytes;  // largest bucket
-  std::string tuningFile;  // tuned backend: its table ("": the built-in one)
-  engine::Compression compression = engine::Compression::kNone;
-  double stallTimeoutSeconds = engine::kDefaultStallTimeoutSeconds;  // 0: never
   CheckFinite checkFinite = CheckFinite::kOff;
   // ZeRO stage: 1 shards the optimiser state over the ranks (ring and tuned backends), 0 keeps
   // all of it on every rank.

@@ -35,7 +35,7 @@ std::string whyNotGpus(const DeviceFacts& facts) {
 }  // namespace
 
 engine::ExchangeBackend gradientBackend(const TrainConfig& config) {
-  if (config.backend) return *config.backend;
+  if (config.exchange.backend) return *config.exchange.backend;
   return config.device == Device::kCuda ? engine::ExchangeBackend::kNccl
                                         : engine::ExchangeBackend::kTuned;
 }
@@ -43,7 +43,8 @@ engine::ExchangeBackend gradientBackend(const TrainConfig& config) {
 namespace {
 
 engine::ExchangeBackend hostBackendOf(const TrainConfig& config, const DeviceFacts& facts) {
-  return config.backend.value_or(engine::autoHostBackend(config.compression, facts.sharedNode()));
+  return config.exchange.backend.value_or(
+      engine::autoHostBackend(config.exchange.compression, facts.sharedNode()));
 }
 
 }  // namespace
@@ -52,7 +53,7 @@ std::variant<DeviceChoice, std::string> chooseDevice(const TrainConfig& config,
                                                      const DeviceFacts& facts) {
   // Refused here, before any rank builds a shared window it cannot have, with the exit status
   // of every other bad option.
-  if (auto problem = options::placementProblem(config.backend, facts.ranks, facts.nodes))
+  if (auto problem = options::placementProblem(config.exchange.backend, facts.ranks, facts.nodes))
     return *problem;
   if (config.precision == models::Precision::kBfloat16 && !facts.bf16Everywhere) {
     return "--precision bf16 needs a CPU with AVX512-BF16 instructions, and this job's (on one "
@@ -66,7 +67,7 @@ std::variant<DeviceChoice, std::string> chooseDevice(const TrainConfig& config,
   }
   if (config.device == Device::kCpu)
     return DeviceChoice{Device::kCpu, hostBackendOf(config, facts), ""};
-  if (config.device == Device::kCuda || config.backend == kNccl) {
+  if (config.device == Device::kCuda || config.exchange.backend == kNccl) {
     const std::string option =
         config.device == Device::kCuda ? "--device cuda" : "--backend nccl (with --device auto)";
     if (!why.empty()) return option + ": " + why;
@@ -85,14 +86,14 @@ std::variant<DeviceChoice, std::string> chooseDevice(const TrainConfig& config,
   if (config.precision == models::Precision::kBfloat16)
     return DeviceChoice{Device::kCpu, hostBackendOf(config, facts),
                         "--precision bf16 is for the CPU's matrix products"};
-  if (config.backend) {
-    return DeviceChoice{
-        Device::kCpu, *config.backend,
-        "--backend " + std::string(engine::name(*config.backend)) + " averages host buffers"};
+  if (config.exchange.backend) {
+    return DeviceChoice{Device::kCpu, *config.exchange.backend,
+                        "--backend " + std::string(engine::name(*config.exchange.backend)) +
+                            " averages host buffers"};
   }
-  if (config.compression != engine::Compression::kNone) {
+  if (config.exchange.compression != engine::Compression::kNone) {
     return DeviceChoice{Device::kCpu, engine::ExchangeBackend::kTuned,
-                        "--compression " + std::string(engine::name(config.compression)) +
+                        "--compression " + std::string(engine::name(config.exchange.compression)) +
                             " runs on the host only"};
   }
   if (!why.empty()) return DeviceChoice{Device::kCpu, hostBackendOf(config, facts), why};

@@ -58,17 +58,17 @@ void TrainingReporter::logStart(const StepPlan& plan, std::size_t parameterCount
             : fmt::format("{} per rank", config_.batchSize);
   const std::int64_t first = plan.firstStep;
   const std::int64_t planned = plan.plannedSteps;
-  log(
-      fmt::format("training {} ({} parameters) on {} rank(s), backend {}: {} steps of {} samples "
-                  "({}), {} {} per epoch; {} gradient bucket(s) up to {} KiB, "
-                  "overlap {}, compression {}",
-                  nameIn(kModelNames, config_.model), parameterCount, control_.size(),
-                  engine::name(gradientBackend(config_)),
-                  first > 0 ? fmt::format("{} (from {} to {})", planned - first, first + 1, planned)
-                            : std::to_string(planned),
-                  globalBatch, perRank, plan.stepsPerEpoch, k > 1 ? "micro-batches" : "steps",
-                  buckets, config_.fusionThresholdBytes >> 10, config_.overlap ? "on" : "off",
-                  engine::name(config_.compression)));
+  log(fmt::format(
+      "training {} ({} parameters) on {} rank(s), backend {}: {} steps of {} samples "
+      "({}), {} {} per epoch; {} gradient bucket(s) up to {} KiB, "
+      "overlap {}, compression {}",
+      nameIn(kModelNames, config_.model), parameterCount, control_.size(),
+      engine::name(gradientBackend(config_)),
+      first > 0 ? fmt::format("{} (from {} to {})", planned - first, first + 1, planned)
+                : std::to_string(planned),
+      globalBatch, perRank, plan.stepsPerEpoch, k > 1 ? "micro-batches" : "steps", buckets,
+      config_.exchange.fusionThresholdBytes >> 10, config_.exchange.overlap ? "on" : "off",
+      engine::name(config_.exchange.compression)));
   if (!deviceLine.empty()) log(deviceLine);
   log("data: " + train_.describe() + "; test: " + test_.describe() +
       (prefetchInBackground ? "; next batch prefetched on a thread of its own" : ""));

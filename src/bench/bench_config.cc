@@ -56,10 +56,10 @@ options::Table<BenchConfig> engineOptions() {
 
 std::optional<std::string> validate(const BenchConfig& b) {
   if (auto problem = options::checkRanges(benchOptionTable(), b)) return problem;
-  if (b.backend == engine::ExchangeBackend::kNccl)
+  if (b.exchange.backend == engine::ExchangeBackend::kNccl)
     return "--backend nccl averages GPU buffers, and ringtrain bench averages host buffers: use "
            "mpi, ring, tuned, hierarchical, shm or auto";
-  return options::compressionProblem(b.backend, b.compression);
+  return options::compressionProblem(b.exchange.backend, b.exchange.compression);
 }
 
 }  // namespace

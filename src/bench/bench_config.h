@@ -38,13 +38,8 @@ struct BenchConfig {
   std::string json;          // rank 0 writes the results here as JSON ("" : none)
 
   // The gradient engine's settings as `ringtrain train` takes them (options/exchange_settings.h
-  // declares their options for both programs); host buffers only.
-  std::optional<engine::ExchangeBackend> backend;  // nullopt: auto, settled at start
-  std::string tuningFile;                          // tuned backend: its table ("": built-in)
-  bool overlap = true;                             // average while backward still runs
-  std::size_t fusionThresholdBytes = engine::kDefaultFusionThresholdBytes;  // largest bucket
-  engine::Compression compression = engine::Compression::kNone;
-  double stallTimeoutSeconds = engine::kDefaultStallTimeoutSeconds;  // 0: never
+  // declares their options for both programs); host buffers only, auto settled at start.
+  engine::ExchangeSettings exchange;
 
   // RINGTRAIN_* variables that name no option, for rank 0 to warn about once.
   std::vector<std::string> parseWarnings;

@@ -90,11 +90,12 @@ std::optional<BenchConfig> settledConfig(int argc, char** argv, collectives::Mpi
   options::warnOnRankZero(config.parseWarnings, env.worldRank());
   options::exitEverywhereOnError(options::findDisagreement(env.world(), comparableOptions(config)));
   options::exitEverywhereOnError(
-      options::placementProblem(config.backend, env.worldSize(), env.nodeCount()));
+      options::placementProblem(config.exchange.backend, env.worldSize(), env.nodeCount()));
   const bool sharedNode = env.worldSize() > 1 && env.nodeCount() == 1;
-  config.backend = config.backend.value_or(engine::autoHostBackend(config.compression, sharedNode));
+  config.exchange.backend = config.exchange.backend.value_or(
+      engine::autoHostBackend(config.exchange.compression, sharedNode));
   options::exitEverywhereOnError(
-      options::settleTuningFile(config.tuningFile, config.backend, env.world()));
+      options::settleTuningFile(config.exchange.tuningFile, config.exchange.backend, env.world()));
   std::optional<std::string> error;
   // Rank 0 writes --json at the end: a folder that is not there stops the job now, not then.
   const std::filesystem::path folder = std::filesystem::path(config.json).parent_path();
@@ -139,8 +140,9 @@ std::unique_ptr<engine::GradientExchange> makeExchange(const BenchConfig& config
   std::unique_ptr<engine::GradientExchange> exchange;
   std::optional<std::string> error;
   try {
-    exchange = engine::makeGradientExchange(*config.backend, env.world(), segmentsOf(profile),
-                                            options::exchangeSettingsOf(config));
+    exchange =
+        engine::makeGradientExchange(*config.exchange.backend, env.world(), segmentsOf(profile),
+                                     engine::exchangeOptionsOf(config.exchange));
   } catch (const std::invalid_argument& e) {
     error = e.what();
   }
@@ -211,8 +213,8 @@ nlohmann::json resultsJson(const BenchConfig& config, const GradientProfile& pro
   const double parameters = static_cast<double>(profile.parameters());
   const int buckets = static_cast<int>(exchange.buckets().size());
   const StepBound bound =
-      stepBound(config.computeMs, ranks, parameters * bytesPerValue(e.compression), buckets,
-                config.linkGbit, config.linkLatencyUs);
+      stepBound(config.computeMs, ranks, parameters * bytesPerValue(e.exchange.compression),
+                buckets, config.linkGbit, config.linkLatencyUs);
   nlohmann::json samples = nullptr;
   if (config.batchSize > 0) {
     const double batch = config.batchSize;
@@ -226,13 +228,13 @@ nlohmann::json resultsJson(const BenchConfig& config, const GradientProfile& pro
       {"tensors", profile.tensors.size()},
       {"parameters", profile.parameters()},
       {"gradient_bytes", profile.parameters() * 4},
-      {"wire_bytes", parameters * bytesPerValue(e.compression)},
+      {"wire_bytes", parameters * bytesPerValue(e.exchange.compression)},
       {"ranks", ranks},
-      {"backend", std::string(options::name(e.backend))},
+      {"backend", std::string(options::name(e.exchange.backend))},
       {"engine",
-       {{"overlap", e.overlap},
-        {"fusion_threshold_bytes", e.fusionThresholdBytes},
-        {"compression", std::string(engine::name(e.compression))}}},
+       {{"overlap", e.exchange.overlap},
+        {"fusion_threshold_bytes", e.exchange.fusionThresholdBytes},
+        {"compression", std::string(engine::name(e.exchange.compression))}}},
       {"buckets", buckets},
       {"stand_in", std::string(nameIn(kStandInNames, config.standIn))},
       {"compute_ms", config.computeMs},
@@ -375,8 +377,8 @@ int benchCommand(int argc, char** argv, collectives::MpiEnvironment& env,
   if (!settled) return 0;  // --help
   const BenchConfig& config = *settled;
   const GradientProfile profile = loadProfile(config, program, env.localSize());
-  const double stallTimeout = config.stallTimeoutSeconds;
-  if (config.overlap || stallTimeout > 0) {
+  const double stallTimeout = config.exchange.stallTimeoutSeconds;
+  if (config.exchange.overlap || stallTimeout > 0) {
     env.requireThreadLevel(collectives::ThreadLevel::kMultiple,
                            "--overlap on or --stall-timeout (the gradient engine's threads)");
   }

@@ -325,8 +325,8 @@ TEST_P(ZeroCheckpoints, ResumeAcrossZeroSettingsAndRankCountsToTheBit) {
   config.weightDecay = gpt ? 0.1 : 0;
   // Buckets for the ring and for recursive doubling (at most 32 KiB) alike.
   config.gpt.width = 64;
-  config.fusionThresholdBytes = 64 << 10;
-  config.backend = engine::ExchangeBackend::kRing;
+  config.exchange.fusionThresholdBytes = 64 << 10;
+  config.exchange.backend = engine::ExchangeBackend::kRing;
   config.steps = 12;
   config.checkpointEvery = 6;
   const auto run = [&](int zero, const std::string& out, const std::string& from, MPI_Comm comm) {

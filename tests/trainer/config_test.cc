@@ -54,8 +54,9 @@ TEST_F(ConfigTest, DefaultsTrainTheMlpWithSgdWhereverTheMachineAllows) {
   EXPECT_EQ(p.config.hidden, (std::vector<int>{512, 512}));
   EXPECT_EQ(p.config.optimizer, OptimizerKind::kSgd);
   EXPECT_EQ(p.config.device, Device::kAuto);
-  EXPECT_FALSE(p.config.backend) << "auto, settled by chooseDevice (device_choice_test.cc)";
-  EXPECT_EQ(p.config.compression, engine::Compression::kNone);
+  EXPECT_FALSE(p.config.exchange.backend)
+      << "auto, settled by chooseDevice (device_choice_test.cc)";
+  EXPECT_EQ(p.config.exchange.compression, engine::Compression::kNone);
   EXPECT_EQ(p.config.checkFinite, CheckFinite::kOff);
   EXPECT_FALSE(p.config.tf32);
   EXPECT_EQ(p.config.batchSize, 64);
@@ -105,8 +106,8 @@ TEST_F(ConfigTest, ModesAreReadFromTheTablesThatHelpLists) {
   ASSERT_FALSE(p.error) << *p.error;
   EXPECT_EQ(p.config.model, ModelKind::kCnn);
   EXPECT_EQ(p.config.device, Device::kCpu);
-  EXPECT_EQ(p.config.backend, engine::ExchangeBackend::kHierarchical);
-  EXPECT_EQ(p.config.compression, engine::Compression::kBFloat16);
+  EXPECT_EQ(p.config.exchange.backend, engine::ExchangeBackend::kHierarchical);
+  EXPECT_EQ(p.config.exchange.compression, engine::Compression::kBFloat16);
   EXPECT_EQ(p.config.checkFinite, CheckFinite::kSkip);
   EXPECT_EQ(p.config.optimizer, OptimizerKind::kAdamW);
   EXPECT_EQ(p.config.lrSchedule, LrScheduleKind::kStep);

@@ -15,8 +15,9 @@ TrainConfig options(std::string_view device, std::string_view backend = "auto",
                     std::string_view compression = "none") {
   TrainConfig c;
   c.device = valueIn(kDeviceNames, device).value();
-  if (backend != "auto") c.backend = valueIn(engine::kExchangeBackendNames, backend).value();
-  c.compression = valueIn(engine::kCompressionNames, compression).value();
+  if (backend != "auto")
+    c.exchange.backend = valueIn(engine::kExchangeBackendNames, backend).value();
+  c.exchange.compression = valueIn(engine::kCompressionNames, compression).value();
   return c;
 }
 

@@ -57,7 +57,7 @@ TrainConfig gpt(std::string_view backend) {
   config.steps = 2;
   config.logEvery = 0;
   config.seed = 5;
-  config.backend = valueIn(engine::kExchangeBackendNames, backend).value();
+  config.exchange.backend = valueIn(engine::kExchangeBackendNames, backend).value();
   return config;
 }
 
@@ -149,7 +149,7 @@ TEST(MemoryOfARun, CompressionStagesTheBuckets) {
   models::enableFlushToZero();
   const int ranks = testing::mpiEnvironment().worldSize();
   TrainConfig config = gpt("ring");
-  config.compression = engine::Compression::kBFloat16;
+  config.exchange.compression = engine::Compression::kBFloat16;
   const TrainedRun run = train(config, MPI_COMM_WORLD);
   ASSERT_EQ(run.summary.memory.size(), static_cast<std::size_t>(ranks));
   for (const MemoryAccount& a : run.summary.memory)

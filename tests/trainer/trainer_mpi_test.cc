@@ -84,7 +84,7 @@ std::vector<float> copyOf(std::span<const float> values) {
 
 // A backend and a compression as the command line names them.
 void useBackend(TrainConfig& config, std::string_view backend) {
-  config.backend = valueIn(engine::kExchangeBackendNames, backend).value();
+  config.exchange.backend = valueIn(engine::kExchangeBackendNames, backend).value();
 }
 engine::Compression compressionNamed(std::string_view name) {
   return valueIn(engine::kCompressionNames, name).value();
@@ -109,7 +109,7 @@ TrainingSummary expectOneRankWithTheWholeBatch(TrainConfig config, const Sources
   TrainConfig single = config;
   single.batchSize = batch * ranks * config.accumulateSteps;
   single.accumulateSteps = 1;
-  single.compression = engine::Compression::kNone;
+  single.exchange.compression = engine::Compression::kNone;
   Trainer reference(single, *sources.train, *sources.test, quiet(MPI_COMM_SELF));
   const std::vector<float> initial = copyOf(reference.model().parameters());
   reference.run();
@@ -148,7 +148,7 @@ TrainConfig momentumMlp(std::string_view backend, std::int64_t steps) {
   config.logEvery = 0;
   config.seed = 11;
   useBackend(config, backend);
-  config.fusionThresholdBytes = 256 << 10;
+  config.exchange.fusionThresholdBytes = 256 << 10;
   return config;
 }
 
@@ -213,7 +213,7 @@ TrainConfig smallGpt(std::string_view backend) {
   config.logEvery = 0;
   config.seed = 13;
   useBackend(config, backend);
-  config.fusionThresholdBytes = 32 << 10;
+  config.exchange.fusionThresholdBytes = 32 << 10;
   return config;
 }
 
@@ -248,7 +248,7 @@ TEST_P(AccumulationParallelism, NRanksWithKMicroBatchesOfBEqualOneRankWithBatchN
   // 12·K·N·8 samples: within the first epoch for K, N up to 3.
   TrainConfig config = momentumMlp(std::get<0>(GetParam()), 12);
   config.accumulateSteps = std::get<1>(GetParam());
-  config.overlap = true;
+  config.exchange.overlap = true;
   const TrainingSummary summary = expectOneRankWithTheWholeBatch(config, syntheticMnistLike(), 8);
   EXPECT_EQ(summary.steps, 12);
   EXPECT_EQ(summary.samples,
@@ -274,7 +274,7 @@ TEST(Accumulation, CommunicatesOncePerOptimiserStep) {
   config.steps = 5;
   config.logEvery = 0;
   useBackend(config, "ring");
-  config.fusionThresholdBytes = 64 << 10;
+  config.exchange.fusionThresholdBytes = 64 << 10;
   std::uint64_t collectives[2] = {};
   for (const int k : {1, 4}) {
     config.accumulateSteps = k;
@@ -390,9 +390,9 @@ TEST(Accumulation, WithFp16CompressionStaysCloseToTheWholeBatch) {
   config.logEvery = 0;
   config.seed = 11;
   useBackend(config, "ring");
-  config.compression = engine::Compression::kFloat16;
+  config.exchange.compression = engine::Compression::kFloat16;
   config.accumulateSteps = 3;
-  config.fusionThresholdBytes = 64 << 10;
+  config.exchange.fusionThresholdBytes = 64 << 10;
 
   expectOneRankWithTheWholeBatch(config, sources, 8, std::ldexp(1.0, -11));
 }
@@ -415,15 +415,15 @@ TEST_P(OverlapOnOff, GiveTheSameParametersToTheBit) {
   config.steps = 20;
   config.logEvery = 0;
   useBackend(config, std::get<0>(GetParam()));
-  config.compression = compressionNamed(std::get<1>(GetParam()));
-  config.fusionThresholdBytes = 64 << 10;
+  config.exchange.compression = compressionNamed(std::get<1>(GetParam()));
+  config.exchange.fusionThresholdBytes = 64 << 10;
 
-  config.overlap = false;
+  config.exchange.overlap = false;
   Trainer sequential(config, *sources.train, *sources.test, quiet());
   ASSERT_GE(sequential.exchange().buckets().size(), 3u) << "the test needs several buckets";
   const std::vector<float> initial = copyOf(sequential.model().parameters());
   sequential.run();
-  config.overlap = true;
+  config.exchange.overlap = true;
   Trainer overlapped(config, *sources.train, *sources.test, quiet());
   overlapped.run();
 
@@ -520,11 +520,11 @@ TrainConfig configFor(const Case& c) {
   config.keep = 0;
   config.sigtermGraceSeconds = 0;
   useBackend(config, c.backend);
-  config.fusionThresholdBytes = 64 << 10;
-  config.overlap = c.variant != "nooverlap";
+  config.exchange.fusionThresholdBytes = 64 << 10;
+  config.exchange.overlap = c.variant != "nooverlap";
   if (c.variant == "accumulate") config.accumulateSteps = 2;
-  if (c.variant == "fp16") config.compression = engine::Compression::kFloat16;
-  if (c.variant == "bf16") config.compression = engine::Compression::kBFloat16;
+  if (c.variant == "fp16") config.exchange.compression = engine::Compression::kFloat16;
+  if (c.variant == "bf16") config.exchange.compression = engine::Compression::kBFloat16;
   return config;
 }
 
@@ -622,7 +622,7 @@ TEST_P(MnistCompression, MlpReaches95PercentWithTheDefaults) {
   const auto test = classificationSource(std::move(pair.test));
   TrainConfig config;  // the defaults: mlp 512,512, sgd lr 0.1 momentum 0.9, cosine, 15 epochs
   config.logEvery = 0;
-  config.compression = compressionNamed(GetParam());
+  config.exchange.compression = compressionNamed(GetParam());
   Trainer trainer(config, *train, *test, quiet());
   const TrainingSummary summary = trainer.run();
   EXPECT_GE(summary.lastEvaluation.accuracy(), 0.95) << "compression " << GetParam();
