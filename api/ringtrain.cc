@@ -72,13 +72,15 @@ void joinMpi(api::Runtime& runtime) {
 }
 
 void startRuntime(api::Runtime& runtime, const Options& options) {
-  const Options resolved = api::resolvedOptions(options);  // bad settings before MPI starts
+  // Bad settings before MPI starts.
+  const engine::ExchangeSettings settings = api::resolvedSettings(options);
   joinMpi(runtime);
   runtime.sharedNode =
       runtime.environment->worldSize() > 1 && runtime.environment->nodeCount() == 1;
-  runtime.backend = api::engineBackend(resolved.backend, runtime.sharedNode);
-  runtime.backendChosen = resolved.backend == Backend::kAuto;
-  runtime.exchangeOptions = api::engineOptions(resolved);
+  runtime.backend = settings.backend.value_or(
+      engine::autoHostBackend(engine::Compression::kNone, runtime.sharedNode));
+  runtime.backendChosen = !settings.backend;
+  runtime.exchangeOptions = engine::exchangeOptionsOf(settings);
   collectives::CommunicatorOptions control = engine::controlOptions(runtime.exchangeOptions);
   control.mpiAgreement = true;  // every backend compares the facade's calls (ringtrain.h)
   // A call may run beside the caller's computation (the DDP hook's thread while backward runs):
@@ -88,12 +90,12 @@ void startRuntime(api::Runtime& runtime, const Options& options) {
     return collectives::makeCommunicator(engine::controlBackend(runtime.backend),
                                          runtime.environment->world(), control);
   });
-  if (resolved.stallTimeoutSeconds > 0) {
-    runtime.watchdog.emplace(runtime.environment->world(), resolved.stallTimeoutSeconds);
+  if (settings.stallTimeoutSeconds > 0) {
+    runtime.watchdog.emplace(runtime.environment->world(), settings.stallTimeoutSeconds);
     runtime.watchdog->watch(*runtime.control, "control");
   }
   runtime.operations =
-      std::make_shared<api::NamedOperations>(runtime, resolved.stallTimeoutSeconds);
+      std::make_shared<api::NamedOperations>(runtime, settings.stallTimeoutSeconds);
   runtime.pointToPoint = std::make_shared<api::PointToPoint>(runtime.environment->world());
 }
 

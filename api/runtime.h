@@ -55,15 +55,13 @@ auto translated(Body&& body) -> decltype(body()) {
   }
 }
 
-// Options with the RINGTRAIN_* variables applied (when options.readEnvironment), checked.
-// Throws Error naming the variable or field of a bad value.
-Options resolvedOptions(const Options& options);
-// The engine's backend for `backend` (kAuto resolved by engine::autoHostBackend, uncompressed).
-engine::ExchangeBackend engineBackend(Backend backend, bool sharedNode);
+// The exchange's settings of `options`, with the RINGTRAIN_* variables read over them (unless
+// options.readEnvironment is false) as `ringtrain train` reads them, and checked. Throws Error
+// naming the field or variable of a bad value.
+engine::ExchangeSettings resolvedSettings(const Options& options);
 // The backend of a gradient exchange with `compression`: the runtime's, except that kAuto chooses
 // again for the exchange's compression (16 bits on the wire need a wire).
 engine::ExchangeBackend exchangeBackend(const Runtime& runtime, engine::Compression compression);
-engine::ExchangeOptions engineOptions(const Options& options);
 engine::Compression engineCompression(Compression compression);
 
 }  // namespace ringtrain::api

@@ -1,16 +1,18 @@
 # The installed library for programs that bring their own model (docs/api.md):
 #   PREFIX/include/ringtrain/ringtrain.h       the public header (it includes nothing of ours);
-#   PREFIX/lib/libringtrain_*.a                the facade and the engine, collectives and base under it;
+#   PREFIX/lib/libringtrain_*.a                the facade and what is under it: the option values (the
+#                                              exchange's RINGTRAIN_* variables), engine, collectives, base;
 #   PREFIX/lib/cmake/ringtrain/                ringtrainConfig.cmake and its targets, so that
 #     find_package(ringtrain CONFIG REQUIRED) gives ringtrain::ringtrain.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 set(_ringtrain_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/ringtrain)
 set_target_properties(ringtrain_api PROPERTIES EXPORT_NAME ringtrain)
+set_target_properties(ringtrain_option_values PROPERTIES EXPORT_NAME option_values)
 set_target_properties(ringtrain_engine PROPERTIES EXPORT_NAME engine)
 set_target_properties(ringtrain_collectives PROPERTIES EXPORT_NAME collectives)
 set_target_properties(ringtrain_base PROPERTIES EXPORT_NAME base)
-install(TARGETS ringtrain_api ringtrain_engine ringtrain_collectives ringtrain_base
+install(TARGETS ringtrain_api ringtrain_option_values ringtrain_engine ringtrain_collectives ringtrain_base
         EXPORT ringtrainTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES include/ringtrain/ringtrain.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ringtrain)

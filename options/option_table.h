@@ -109,6 +109,15 @@ struct Gathered {
   std::vector<std::string> warnings;  // RINGTRAIN_* variables that name no option
 };
 
+// About 60 characters of `text`, bytes that are not printable as \xNN: a value quoted in an error
+// never floods the terminal.
+std::string excerpt(std::string_view text);
+// RINGTRAIN_NAME=value as an option's source, its `where` "RINGTRAIN_NAME=value: ".
+Given variableGiven(std::string_view variable, std::string value);
+// The variable of `option` (RINGTRAIN_BATCH_SIZE for batch-size) as a source, when set and not
+// empty (a library's reading, which has no command line to name the options it ignores).
+std::optional<Given> variableSet(std::string_view option);
+
 // An option's face, without its configuration type.
 struct Spec {
   std::string name;
@@ -178,6 +187,21 @@ std::optional<std::string> parse(const Program& program, const Table<Config>& ta
     if (auto error = option.read(config, given.text)) return given.where + *error;
     if (option.check) {
       if (auto error = option.check(config)) return given.where + *error;
+    }
+  }
+  return std::nullopt;
+}
+
+// A library's reading of `table`: each option's variable (variableSet) over `config`, in the
+// table's order, read and checked as the programs read it; the first bad value's error.
+template <class Config>
+std::optional<std::string> readVariables(const Table<Config>& table, Config& config) {
+  for (const Option<Config>& option : table) {
+    const std::optional<Given> given = variableSet(option.name);
+    if (!given) continue;
+    if (auto error = option.read(config, given->text)) return given->where + *error;
+    if (option.check) {
+      if (auto error = option.check(config)) return given->where + *error;
     }
   }
   return std::nullopt;

@@ -221,9 +221,26 @@ TEST(Api, BadEnvironmentVariableIsNamed) {
     ringtrain::shutdown();
     ADD_FAILURE() << "RINGTRAIN_COMPRESSION=fp8 was accepted";
   } catch (const ringtrain::Error& e) {
-    EXPECT_STREQ(e.what(), "RINGTRAIN_COMPRESSION=fp8: expected none, fp16 or bf16");
+    EXPECT_STREQ(e.what(),
+                 "RINGTRAIN_COMPRESSION=fp8: --compression 'fp8': expected none, fp16 or bf16");
   }
   unsetenv("RINGTRAIN_COMPRESSION");
+  EXPECT_FALSE(ringtrain::started());
+}
+
+// `ringtrain train` takes nccl; the facade, whose buffers are on the host, refuses it by name.
+TEST(Api, TheGpuBackendIsRefusedByName) {
+  ASSERT_EQ(setenv("RINGTRAIN_BACKEND", "nccl", 1), 0);
+  try {
+    ringtrain::start();
+    ringtrain::shutdown();
+    ADD_FAILURE() << "RINGTRAIN_BACKEND=nccl was accepted";
+  } catch (const ringtrain::Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "RINGTRAIN_BACKEND=nccl: the library averages host buffers: expected auto, mpi, "
+                 "ring, tuned, hierarchical or shm");
+  }
+  unsetenv("RINGTRAIN_BACKEND");
   EXPECT_FALSE(ringtrain::started());
 }
 

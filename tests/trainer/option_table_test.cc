@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "options/exchange_settings.h"
 #include "src/bench/bench_config.h"
 #include "src/commands/script_variables.h"
 #include "training/config.h"
@@ -256,7 +257,7 @@ TEST_F(OptionTableTest, OneByteSizeAndOneBooleanSpellingForEveryOption) {
   for (const char* size : {"64M", "64MB", "64MiB", "67108864"}) {
     TrainConfig c;
     ASSERT_FALSE(train({"--synthetic", "--fusion-threshold", size}, c)) << size;
-    EXPECT_EQ(c.fusionThresholdBytes, std::size_t{64} << 20) << size;
+    EXPECT_EQ(c.exchange.fusionThresholdBytes, std::size_t{64} << 20) << size;
   }
   for (const auto& [words, overlap] :
        std::vector<std::pair<std::vector<std::string>, bool>>{{{"--overlap=true"}, true},
@@ -267,7 +268,7 @@ TEST_F(OptionTableTest, OneByteSizeAndOneBooleanSpellingForEveryOption) {
     std::vector<std::string> all = {"--synthetic"};
     all.insert(all.end(), words.begin(), words.end());
     ASSERT_FALSE(train(all, c)) << words[0];
-    EXPECT_EQ(c.overlap, overlap) << words[0];
+    EXPECT_EQ(c.exchange.overlap, overlap) << words[0];
   }
   TrainConfig c;
   ASSERT_FALSE(train({"--synthetic=1", "--nesterov=on", "--drop-last"}, c));
@@ -282,6 +283,35 @@ TEST_F(OptionTableTest, HelpShowsDefaultsAsWritten) {
   EXPECT_THAT(help, HasSubstr("--fusion-threshold arg (=8M)"));
   EXPECT_THAT(help, ::testing::Not(HasSubstr("0.9000000")));
   EXPECT_THAT(help, HasSubstr("docs/options.md"));
+}
+
+// The library facade reads its six variables through the exchange's rows: each gives the value
+// `ringtrain train` takes from it, or train's error.
+TEST_F(OptionTableTest, TheLibraryReadsTheExchangeVariablesAsTrainDoes) {
+  const auto rows = options::exchangeOptionRows<engine::ExchangeSettings>("");
+  const std::pair<const char*, const char*> cases[] = {
+      {"RINGTRAIN_BACKEND", "ring"},       {"RINGTRAIN_TUNING_FILE", "table.json"},
+      {"RINGTRAIN_OVERLAP", "off"},        {"RINGTRAIN_FUSION_THRESHOLD", "64K"},
+      {"RINGTRAIN_COMPRESSION", "bf16"},   {"RINGTRAIN_STALL_TIMEOUT", "7"},
+      {"RINGTRAIN_BACKEND", "gloo"},       {"RINGTRAIN_OVERLAP", "maybe"},
+      {"RINGTRAIN_FUSION_THRESHOLD", "0"}, {"RINGTRAIN_COMPRESSION", "fp8"},
+      {"RINGTRAIN_STALL_TIMEOUT", "-1"}};
+  for (const auto& [variable, text] : cases) {
+    ::setenv(variable, text, 1);
+    engine::ExchangeSettings library;
+    const auto libraryError = options::readVariables(rows, library);
+    TrainConfig trained;
+    const auto trainError = train({"--synthetic"}, trained);
+    ::unsetenv(variable);
+    EXPECT_EQ(libraryError, trainError) << variable << "=" << text;
+    if (trainError) {
+      ASSERT_TRUE(libraryError) << variable << "=" << text;
+      EXPECT_THAT(*libraryError, ::testing::StartsWith(std::string(variable) + "=" + text + ": "));
+    } else {
+      EXPECT_EQ(library, trained.exchange) << variable << "=" << text;
+      EXPECT_NE(library, engine::ExchangeSettings{}) << variable << "=" << text << " was not read";
+    }
+  }
 }
 
 TEST_F(OptionTableTest, BenchReadsVariablesAndConfigFilesAndOffersNoNccl) {
