@@ -75,7 +75,7 @@ refused() {
   local name="$1" line="$2"
   shift 2
   run "$@"
-  [ "$status" -eq 2 ] && [ "$output" = "$line" ] && ok "$name" || fail "$name: status $status" "$output"
+  if [ "$status" -eq 2 ] && [ "$output" = "$line" ]; then ok "$name"; else fail "$name: status $status" "$output"; fi
 }
 refused "nonempty refuses --out ''" "modes.sh: --out needs a value, not an empty one (see --help)" --out ""
 refused "nonempty refuses --out=" "modes.sh: --out needs a value, not an empty one (see --help)" --out=
