@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154  # the options' variables are set by ringtrain_opt (args.sh)
 # Installs what is missing, builds ringtrain with warnings as errors, and runs every test
 # (unit tests, MPI tests under mpirun with 1-4 ranks, failure tests), checks ringtrain's threads
 # and the shared-memory exchange with ThreadSanitizer, then fuzzes the readers of files from
@@ -6,22 +7,11 @@
 # failed. A second run installs nothing and rebuilds only what changed.
 #   scripts/test.sh                    everything
 #   scripts/test.sh -R allreduce       extra arguments go to ctest (and skip the ThreadSanitizer step)
-#   scripts/test.sh --no-tsan          skip the ThreadSanitizer step
-#   scripts/test.sh --no-fuzz          skip the fuzz step
-#   scripts/test.sh --fuzz-seconds N   fuzz each reader for N seconds (default 20)
-#   scripts/test.sh --fuzz-only        only the fuzz step (with --fuzz-seconds: a longer run)
-#   scripts/test.sh --no-torch         do not install python3-torch and python3-torchvision (about
-#                                      1 GB, installed by default so that the PyTorch API's tests
-#                                      run): those tests then SKIP
-#   scripts/test.sh --sanitize         build into build-sanitize/ with AddressSanitizer and
-#                                      UndefinedBehaviorSanitizer and run the tests there instead
-#   scripts/test.sh --full             also the tests labelled "full" (the heavy forms of quick
-#                                      ones: the failure matrix on 3 ranks), and afterwards the
-#                                      heavy checks: build the container image and
-#                                      run it as an MPIJob would (scripts/image/; many minutes;
-#                                      skipped, saying why, without root, mmdebstrap or buildah),
-#                                      then the MPI tests under MPICH (scripts/test_mpich.sh;
-#                                      without --full, its quick --ci form runs after the tests)
+# --full: also the tests labelled "full" (the heavy forms of quick ones: the failure matrix on 3
+# ranks), and afterwards the heavy checks: build the container image and run it as an MPIJob
+# would (scripts/image/; many minutes; skipped, saying why, without root, mmdebstrap or buildah),
+# then the MPI tests under MPICH (scripts/test_mpich.sh; without --full, its quick --ci form runs
+# after the tests).
 # RINGTRAIN_BUILD_DIR chooses the build folder (default: build/ in the repository);
 # RINGTRAIN_SANITIZE_BUILD_DIR, RINGTRAIN_TSAN_BUILD_DIR and RINGTRAIN_FUZZ_BUILD_DIR those of
 # --sanitize (build-sanitize/), of the ThreadSanitizer step (build-tsan/) and of the fuzzers
@@ -29,47 +19,29 @@
 # RINGTRAIN_CUDA_ARCHITECTURES: the test build's CUDA kernels (default: this machine's GPUs, or
 # 80 alone where it has none, which still compiles them).
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-# shellcheck source=lib/common.sh
-source "$root/scripts/lib/common.sh"
+# shellcheck source=lib/args.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/args.sh"
+root="$ringtrain_root"
 # shellcheck source=lib/sanitizers.sh
 source "$root/scripts/lib/sanitizers.sh"
 
-usage() {
-  sed -n '2,24s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
-  exit 2
-}
-
-sanitize=0
-tsan=1
-fuzz=1
-tests=1
-full=0
-torch=1
+ringtrain_flag --no-tsan no_tsan "skip the ThreadSanitizer step"
+ringtrain_flag --no-fuzz no_fuzz "skip the fuzz step"
 # 20 s for each target keeps the fuzz step (with its build) a small part of CI's run; a longer
 # run is a matter of --fuzz-seconds.
-fuzz_seconds=20
-ctest_args=()
-while [ "$#" -gt 0 ]; do
-  case "$1" in
-    --sanitize) sanitize=1 ;;
-    --no-tsan) tsan=0 ;;
-    --no-fuzz) fuzz=0 ;;
-    --fuzz-only) tests=0 ;;
-    --full) full=1 ;;
-    --no-torch) torch=0 ;;
-    --torch) torch=1 ;;
-    --fuzz-seconds)
-      if [ "$#" -lt 2 ] || ! [[ "$2" =~ ^[1-9][0-9]*$ ]]; then usage; fi
-      fuzz_seconds="$2"
-      shift
-      ;;
-    -h | --help) usage ;;
-    *) ctest_args+=("$1") ;;
-  esac
-  shift
-done
-if [ "$tests" -eq 0 ] && { [ "$fuzz" -eq 0 ] || [ "$sanitize" -eq 1 ]; }; then
+ringtrain_opt --fuzz-seconds fuzz_seconds 20 "fuzz each reader for this many seconds"
+ringtrain_flag --fuzz-only fuzz_only "only the fuzz step (with --fuzz-seconds: a longer run)"
+ringtrain_flag --no-torch no_torch "do not install python3-torch and python3-torchvision (about 1 GB): the PyTorch API's tests then SKIP"
+ringtrain_flag --torch torch "install them (the default; wins over --no-torch)"
+ringtrain_flag --sanitize sanitize "the tests under AddressSanitizer and UndefinedBehaviorSanitizer instead, in build-sanitize/"
+ringtrain_flag --full full "also the tests labelled \"full\" and the heavy checks (above)"
+ringtrain_rest ctest_args "any other argument goes to ctest (-R REGEX, -E REGEX, ...)" any
+ringtrain_parse_args "$@"
+if ! [[ "$fuzz_seconds" =~ ^[1-9][0-9]*$ ]]; then
+  ringtrain_say "error: --fuzz-seconds '$fuzz_seconds': expected a positive number"
+  exit 2
+fi
+if [ "$fuzz_only" -eq 1 ] && { [ "$no_fuzz" -eq 1 ] || [ "$sanitize" -eq 1 ]; }; then
   ringtrain_say "--fuzz-only runs neither the tests nor a sanitized build: drop --no-fuzz/--sanitize"
   exit 2
 fi
@@ -83,10 +55,10 @@ step() {
 trap 'step end; ringtrain_say "time by step: $(IFS=,; echo "${step_times[*]}" | sed "s/,/, /g")"' EXIT
 
 ringtrain_install_packages "${RINGTRAIN_PACKAGES[@]}"
-[ "$torch" -eq 0 ] || ringtrain_install_torch
+if [ "$no_torch" -eq 0 ] || [ "$torch" -eq 1 ]; then ringtrain_install_torch; fi
 ringtrain_allow_mpirun_as_root
 
-if [ "$tests" -eq 1 ]; then
+if [ "$fuzz_only" -eq 0 ]; then
   step build
   if [ "$sanitize" -eq 1 ]; then
     build_dir="${RINGTRAIN_SANITIZE_BUILD_DIR:-$root/build-sanitize}"
@@ -127,12 +99,12 @@ if [ "$tests" -eq 1 ]; then
 fi
 
 # A second MPI: a quick form of the MPICH suite (about a minute; --full runs the whole suite).
-if [ "$tests" -eq 1 ] && [ "$sanitize" -eq 0 ] && [ "$full" -eq 0 ] && [ "${#ctest_args[@]}" -eq 0 ]; then
+if [ "$fuzz_only" -eq 0 ] && [ "$sanitize" -eq 0 ] && [ "$full" -eq 0 ] && [ "${#ctest_args[@]}" -eq 0 ]; then
   step mpich
   "$root/scripts/test_mpich.sh" --ci
 fi
 
-if [ "$tests" -eq 1 ] && [ "$tsan" -eq 1 ]; then
+if [ "$fuzz_only" -eq 0 ] && [ "$no_tsan" -eq 0 ]; then
   if [ "${#ctest_args[@]}" -gt 0 ]; then
     ringtrain_say "ThreadSanitizer step skipped: ctest arguments given (${ctest_args[*]})"
   else
@@ -140,7 +112,7 @@ if [ "$tests" -eq 1 ] && [ "$tsan" -eq 1 ]; then
     ringtrain_thread_sanitizer_checks "${RINGTRAIN_TSAN_BUILD_DIR:-$root/build-tsan}"
   fi
 fi
-if [ "$fuzz" -eq 1 ]; then
+if [ "$no_fuzz" -eq 0 ]; then
   step fuzz
   ringtrain_fuzz_storage_readers "${RINGTRAIN_FUZZ_BUILD_DIR:-$root/build-fuzz}" "$fuzz_seconds"
 fi

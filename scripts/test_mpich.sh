@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154  # the options' variables are set by ringtrain_opt (args.sh)
 # The MPI tests under MPICH (Debian's mpich, ch4 device, Hydra's mpiexec), beside Open MPI: installs
 # mpich and libmpich-dev if missing, configures a build folder of its own against MPICH's compiler
 # wrappers and launcher (the system's default mpicxx/mpirun stay Open MPI's), builds only the
@@ -6,44 +7,33 @@
 #   scripts/test_mpich.sh           the collectives, engine and trainer MPI tests (1-4 ranks) and
 #                                   their failure tests (a failing call or rank ends the job, bad
 #                                   input and unusable checkpoints are refused on every rank)
-#   scripts/test_mpich.sh --quick   only the collectives' MPI tests, at 2 and 3 ranks
-#   scripts/test_mpich.sh --ci      CI's form (a few minutes): the collectives' MPI tests at 2 ranks,
-#                                   one case per backend for float32 and float16 sums, broadcast,
-#                                   allgather, barrier, a caught mismatch, the node topology; and a
-#                                   failing MPI call ending the job
 #   scripts/test_mpich.sh -E regex  extra arguments go to ctest (the subset is its own -R)
+# --ci, CI's form (a few minutes): the collectives' MPI tests at 2 ranks, one case per backend for
+# float32 and float16 sums, broadcast, allgather, barrier, a caught mismatch, the node topology;
+# and a failing MPI call ending the job.
 # RINGTRAIN_MPICH_BUILD_DIR chooses the build folder (default: build-mpich/ in the repository).
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-# shellcheck source=lib/common.sh
-source "$root/scripts/lib/common.sh"
+# shellcheck source=lib/args.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/args.sh"
+root="$ringtrain_root"
 
-usage() {
-  sed -n '2,15s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
-  exit 2
-}
-
-quick=0
-ctest_args=()
-while [ "$#" -gt 0 ]; do
-  case "$1" in
-    --quick) quick=1 ;;
-    --ci) quick=2 ;;
-    -h | --help) usage ;;
-    *) ctest_args+=("$1") ;;
-  esac
-  shift
-done
+ringtrain_flag --quick quick "only the collectives' MPI tests, at 2 and 3 ranks"
+ringtrain_flag --ci ci "CI's form (above; wins over --quick)"
+ringtrain_rest ctest_args "any other argument goes to ctest" any
+ringtrain_parse_args "$@"
+form=whole
+[ "$quick" -eq 0 ] || form=quick
+[ "$ci" -eq 0 ] || form=ci
 
 # What each form builds and runs. The failure tests check that a failing MPI call, a too-low
 # thread level, bad input and a rank failing mid-step end the whole job under Hydra too.
-if [ "$quick" -eq 2 ]; then
+if [ "$form" = ci ]; then
   targets=(collectives_mpi_tests mpi_failure_probe)
   tests='^collectives_mpi_tests\.np2$|^mpi_failed_call'
   export GTEST_FILTER='MpiEnvironmentTest.*:HierarchicalTopology.*:Backends/AllreduceTest.*/*_float32_sum:'
   GTEST_FILTER+='Backends/AllreduceTest.*/*_float16_sum:Backends/BroadcastAllgatherTest.*:'
   GTEST_FILTER+='RingBackends/MismatchTest.DifferentCountsStopEveryRankNamingBothRanksAndCounts/*'
-elif [ "$quick" -eq 1 ]; then
+elif [ "$form" = quick ]; then
   targets=(collectives_mpi_tests)
   tests='^collectives_mpi_tests\.np[23]$'
 else
@@ -64,7 +54,7 @@ if ! grep -q '^MPI_CXX_HEADER_DIR:PATH=.*/mpich$' "$build_dir/CMakeCache.txt"; t
   exit 1
 fi
 cmake --build "$build_dir" -j "$(nproc)" --target "${targets[@]}"
-if [ "$quick" -eq 0 ]; then
+if [ "$form" = whole ]; then
   RINGTRAIN_BUILD_DIR="$build_dir" "$root/data/fetch_mnist.sh" "$root/data/mnist" ||
     ringtrain_say "MNIST is not available: the MNIST accuracy and HDF5 tests will be skipped"
 fi

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154  # the options' variables are set by ringtrain_opt (args.sh)
 # The GPU checks of docs/gpu.md in one command, for a machine with an NVIDIA GPU, CUDA at
 # /usr/local/cuda, NCCL, Open MPI and the Debian/Ubuntu -dev packages of scripts/lib/common.sh.
 #
@@ -9,18 +10,13 @@
 # (allreduce_perf on device buffers, ringtrain train --device cuda, the PyTorch reference).
 # Default: build gpu-tests share-refused. Logs go to --out (default: ./device-out, or $OUT).
 set -uo pipefail
-cd "$(dirname "$0")/../.." || exit 2
-out=${OUT:-$PWD/device-out}
-build="build-device"
-steps=()
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --out) out=$2; shift 2 ;;
-    --build) build=$2; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
-    *) steps+=("$1"); shift ;;
-  esac
-done
+# shellcheck source=../lib/args.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/args.sh"
+cd "$ringtrain_root" || exit 2
+ringtrain_opt --out out "${OUT:-$PWD/device-out}" "the logs and summary.txt"
+ringtrain_opt --build build build-device "the build folder"
+ringtrain_rest steps "the steps (above)" words
+ringtrain_parse_args "$@"
 [[ ${#steps[@]} -gt 0 ]] || steps=(build gpu-tests share-refused)
 mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

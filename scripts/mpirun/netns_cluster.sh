@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154  # the options' variables are set by ringtrain_opt (args.sh)
 # A multi-node cluster on one machine: K hosts as Linux network namespaces, each with its own
 # address, host name and network link, joined by a bridge (the "switch"), and a launcher host
 # from which COMMAND runs. Inside COMMAND a plain `mpirun -np N PROGRAM` spans the hosts over real
@@ -11,20 +12,10 @@
 #   scripts/mpirun/netns_cluster.sh --hosts 4 --rate 1gbit -- \
 #       mpirun -np 4 build/bin/allreduce_perf -b 1M -e 64M -f 4
 #
-# Options:
-#   --hosts K      number of hosts (default 2)
-#   --slots N      MPI slots (ranks) per host in the hostfile (default 1)
-#   --rate RATE    shape every link to RATE in both directions with tc tbf (tc's units:
-#                  100mbit, 1gbit, ...); default: unshaped. Shape only below what the unshaped
-#                  path carries (scaling_sweep.sh's `path` part measures it); above it the
-#                  limit is the machine, not the link.
-#   --btl LIST     Open MPI byte-transfer layers (default tcp,self: every byte between ranks,
-#                  also between two ranks of one host, goes through TCP; self,vader,tcp uses
-#                  shared memory within a host, as a real node would)
-#   --check        only check that network namespaces can be made here: exit 0, or print why
-#                  not and exit 77 (the status CTest's SKIP_RETURN_CODE uses)
-#   --keep-env     keep the caller's environment on the hosts (default: a clean one, as ssh gives;
-#                  forward variables with mpirun -x NAME)
+# --rate shapes every link in both directions with tc tbf. Shape only below what the unshaped
+# path carries (scaling_sweep.sh's `path` part measures it); above it the limit is the machine, not
+# the link. With --btl tcp,self (the default) every byte between ranks, also between two ranks of
+# one host, goes through TCP; self,vader,tcp uses shared memory within a host, as a real node would.
 #
 # In COMMAND's environment: OMPI_MCA_orte_default_hostfile (hosts node0..node<K-1>, slots=N),
 # OMPI_MCA_plm_rsh_agent (scripts/mpirun/netns_rsh.sh), the TCP interface selection, and
@@ -38,25 +29,19 @@
 set -euo pipefail
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
+# shellcheck source=../lib/args.sh
+source "$script_dir/../lib/args.sh"
 say() { printf '[netns-cluster] %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 2; }
 
-hosts=2 slots=1 rate="" btl="tcp,self" check_only=0 keep_env=0
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --hosts) hosts="${2:?--hosts needs a number}"; shift 2 ;;
-    --slots) slots="${2:?--slots needs a number}"; shift 2 ;;
-    --rate) rate="${2:?--rate needs a rate like 1gbit}"; shift 2 ;;
-    --btl) btl="${2:?--btl needs a list like tcp,self}"; shift 2 ;;
-    --check) check_only=1; shift ;;
-    --keep-env) keep_env=1; shift ;;
-    -h | --help) usage; exit 0 ;;
-    --) shift; break ;;
-    -*) die "unknown option $1 (see --help)" ;;
-    *) break ;;
-  esac
-done
+ringtrain_opt --hosts hosts 2 "number of hosts" nonempty
+ringtrain_opt --slots slots 1 "MPI slots (ranks) per host in the hostfile" nonempty
+ringtrain_opt --rate rate "" "shape every link to RATE (tc's units: 100mbit, 1gbit, ...); default: unshaped" nonempty
+ringtrain_opt --btl btl tcp,self "Open MPI's byte-transfer layers" nonempty
+ringtrain_flag --check check_only "only check that network namespaces can be made here: exit 0, or print why not and exit 77 (CTest's SKIP_RETURN_CODE)"
+ringtrain_flag --keep-env keep_env "keep the caller's environment on the hosts (default: a clean one, as ssh gives; forward variables with mpirun -x NAME)"
+ringtrain_rest command_line "COMMAND [ARG...], run on the launcher host" command
+ringtrain_parse_args "$@"
 if ! [[ "$hosts" =~ ^[1-9][0-9]*$ ]] || [ "$hosts" -gt 200 ]; then die "--hosts '$hosts': expected 1 to 200"; fi
 [[ "$slots" =~ ^[1-9][0-9]*$ ]] || die "--slots '$slots': expected a positive number"
 [ -z "$rate" ] || [[ "$rate" =~ ^[0-9]+(\.[0-9]+)?([kmg]?bit)$ ]] ||
@@ -168,7 +153,7 @@ if [ "$check_only" -eq 1 ]; then
   say "network namespaces can be made here"
   exit 0
 fi
-[ $# -gt 0 ] || { usage >&2; die "no command given"; }
+[ "${#command_line[@]}" -gt 0 ] || die "no command given (see --help)"
 [ "$(id -u)" -eq 0 ] || die "needs root to make network namespaces (run with sudo)"
 check_namespaces || exit $?
 
@@ -233,7 +218,7 @@ if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_
 # commands, and `wait` is the one command a signal interrupts. On SIGINT/SIGTERM the trap passes
 # the signal on to the command (mpirun then takes its ranks down), and cleanup removes the rest.
 ip netns exec "$(host_ns launcher)" unshare --uts sh -c 'echo launcher >/proc/sys/kernel/hostname && exec "$@"' \
-  launcher "$@" &
+  launcher "${command_line[@]}" &
 command_pid=$!
 status=0
 wait "$command_pid" || status=$?

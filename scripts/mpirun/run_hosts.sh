@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154  # the options' variables are set by ringtrain_opt (args.sh)
 # Runs a program (ringtrain train by default) with mpirun across a list of hosts: builds the
 # hostfile, chooses the rank count, placement and binding, restricts MPI (and NCCL) to one network,
 # and forwards the environment the ranks need, then runs mpirun. The program must be at the same
@@ -18,51 +19,39 @@
 # For `ringtrain train`, --expect-world-size N is added (unless given), so a launcher that starts
 # another number of ranks than asked is refused instead of training on the wrong machines.
 #
-# Options:
-#   --hosts LIST      HOST[:SLOTS],... (slots: ranks on that host, default 1; one per GPU)
-#   --hostfile FILE   an Open MPI hostfile ("HOST slots=N" lines; see hostfile.example) instead
-#   --np N            number of ranks (default: all slots)
-#   --map-by SPEC     rank placement (default slot: fill each host's slots before the next one,
-#                     so ranks 0..S-1 are host 1's and the node-local rank picks the GPU;
-#                     ppr:1:socket:PE=8 etc. for CPU jobs)
-#   --bind-to WHAT    none (default: GPUs; the CPU set follows from the GPU), core, socket, numa
-#   --iface NAME      one network for all traffic: MPI's TCP byte-transfer and out-of-band layers
-#                     (btl_tcp_if_include, oob_tcp_if_include) and NCCL (NCCL_SOCKET_IFNAME).
-#                     A name (eth0, ib0) or a CIDR subnet (10.0.0.0/24; MPI only). Default: as
-#                     OMPI_MCA_* and NCCL_* variables already say, else MPI's own choice.
-#   --env NAME[=VAL]  forward NAME (set to VAL) to every rank; repeatable. Always forwarded:
-#                     PATH, LD_LIBRARY_PATH, and every RINGTRAIN_*, NCCL_*, CUDA_*, OMP_* variable
-#                     set here (ssh starts the remote ranks with a bare environment).
-#   --oversubscribe   allow more ranks than slots (tests on a laptop)
-#   --dry-run         print the mpirun command line and the hostfile, run nothing
+# --map-by slot (the default) fills each host's slots before the next one, so ranks 0..S-1 are
+# host 1's and the node-local rank picks the GPU; ppr:1:socket:PE=8 etc. suit CPU jobs.
+# --iface names one network for all traffic: MPI's TCP byte-transfer and out-of-band layers
+# (btl_tcp_if_include, oob_tcp_if_include) and NCCL (NCCL_SOCKET_IFNAME); a name (eth0, ib0) or a
+# CIDR subnet (10.0.0.0/24; MPI only). Without it, as OMPI_MCA_* and NCCL_* variables already say,
+# else MPI's own choice. Always forwarded to every rank besides --env's: PATH, LD_LIBRARY_PATH,
+# and every RINGTRAIN_*, NCCL_*, CUDA_*, OMP_* variable set here (ssh starts the remote ranks
+# with a bare environment).
 # MPIRUN_ARGS adds mpirun options verbatim (word-split). As root, Open MPI's two run-as-root
 # variables are set.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
+# args.sh: the checkout's, or beside an installed copy (cmake --install puts this script in
+# PREFIX/bin, args.sh in PREFIX/share/ringtrain/scripts/lib).
+args_sh="$here/../lib/args.sh"
+[ -f "$args_sh" ] || args_sh="$here/../share/ringtrain/scripts/lib/args.sh"
+# shellcheck source=../lib/args.sh
+source "$args_sh"
 say() { printf '[run-hosts] %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 2; }
 
-hosts="" hostfile="" np="" map_by="slot" bind_to="none" iface="" oversubscribe=0 dry_run=0
-forward=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --hosts) hosts="${2:?--hosts needs HOST[:SLOTS],...}"; shift 2 ;;
-    --hostfile) hostfile="${2:?--hostfile needs a file}"; shift 2 ;;
-    --np) np="${2:?--np needs a number}"; shift 2 ;;
-    --map-by) map_by="${2:?--map-by needs a placement}"; shift 2 ;;
-    --bind-to) bind_to="${2:?--bind-to needs none, core, socket or numa}"; shift 2 ;;
-    --iface) iface="${2:?--iface needs an interface name or subnet}"; shift 2 ;;
-    --env) forward+=("${2:?--env needs NAME or NAME=VALUE}"); shift 2 ;;
-    --oversubscribe) oversubscribe=1; shift ;;
-    --dry-run) dry_run=1; shift ;;
-    -h | --help) usage; exit 0 ;;
-    --) shift; break ;;
-    -*) die "unknown option $1 (see --help)" ;;
-    *) break ;;
-  esac
-done
+ringtrain_opt --hosts hosts "" "HOST[:SLOTS],... (slots: ranks on that host, default 1; one per GPU)" nonempty
+ringtrain_opt --hostfile hostfile "" "an Open MPI hostfile (\"HOST slots=N\" lines; see hostfile.example) instead" nonempty
+ringtrain_opt --np np "" "number of ranks (default: all slots)" nonempty
+ringtrain_opt --map-by map_by slot "rank placement (above)" nonempty
+ringtrain_opt --bind-to bind_to none "none (GPUs: the CPU set follows from the GPU), core, socket, numa" nonempty
+ringtrain_opt --iface iface "" "one network for all traffic (above)" nonempty
+ringtrain_list --env forward_env "NAME[=VALUE]: forward NAME (set to VALUE) to every rank"
+ringtrain_flag --oversubscribe oversubscribe "allow more ranks than slots (tests on a laptop)"
+ringtrain_flag --dry-run dry_run "print the mpirun command line and the hostfile, run nothing"
+ringtrain_rest program_args "PROGRAM [ARG...] (default: ringtrain train)" command
+ringtrain_parse_args "$@"
 [ -n "$hosts" ] || [ -n "$hostfile" ] || die "name the hosts: --hosts HOST:SLOTS,... or --hostfile FILE"
 [ -z "$hosts" ] || [ -z "$hostfile" ] || die "--hosts and --hostfile exclude each other"
 
@@ -98,6 +87,7 @@ if [ "$np" -gt "$total_slots" ] && [ "$oversubscribe" -eq 0 ]; then
 fi
 
 # The program: ringtrain train by default; --expect-world-size for ringtrain train.
+set -- "${program_args[@]}"
 if [ $# -eq 0 ]; then
   program="$here/ringtrain"
   [ -x "$program" ] || program="$(command -v ringtrain || true)"
@@ -120,7 +110,7 @@ fi
 for name in PATH LD_LIBRARY_PATH $(compgen -e | grep -E '^(RINGTRAIN|NCCL|CUDA|OMP)_' || true); do
   [ -z "${!name+set}" ] || command+=(-x "$name")
 done
-for item in "${forward[@]}"; do
+for item in "${forward_env[@]}"; do
   [[ "${item%%=*}" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || die "--env '$item': expected NAME or NAME=VALUE"
   command+=(-x "$item")
 done

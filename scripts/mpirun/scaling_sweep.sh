@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154  # the options' variables are set by ringtrain_opt (args.sh)
 # Scaling sweep on a cluster simulated on one machine (netns_cluster.sh): the all-reduce benchmark
 # and the synthetic training benchmark for 1, 2, 4 ranks, one rank per host, at several link
 # speeds, for each backend, with overlap and compression on and off. Every measurement leaves its
@@ -35,48 +36,39 @@
 #              --profile-rates, the computation a sleeping stand-in
 #   report     scaling.json, tables.md and the plots from what RAW holds
 #
-# Options:
-#   --out DIR     report folder: scaling.json, tables.md, plots (default docs/scaling)
-#   --raw DIR     folder for each run's log and JSON and runs.jsonl (default: OUT/raw when --out
-#                 is given, else build/scaling-raw, outside the tracked tree)
-#   --bin DIR     folder with ringtrain and allreduce_perf (default build-cluster/bin, else build/bin)
-#   --rates LIST  shaped link rates for allreduce and train (default 1gbit,300mbit,100mbit; the
-#                 word "unshaped" adds runs without shaping)
-#   --hosts LIST  host counts above 1 (default 2,4; 1 host is always the training baseline)
-#   --profile-rates LIST  link rates of the profiles part (default 1gbit,unshaped)
-#   --quick       tiny sizes and few steps, 2 hosts, 1gbit only: checks the machinery, measures
-#                 nothing worth keeping
-#   --lock FILE   hold `flock -x FILE` around each part (the training part: each link rate),
-#                 never around the whole sweep, so builds and tests sharing the machine neither
-#                 disturb the measurements nor wait long
-#   --fresh       delete RAW first
+# RAW is --raw, else OUT/raw when --out is given, else build/scaling-raw (outside the tracked
+# tree). --lock FILE holds `flock -x FILE` around each part (the training part: each link rate),
+# never around the whole sweep, so builds and tests sharing the machine neither disturb the
+# measurements nor wait long.
 # Open MPI only (its TCP settings are part of the sweep). Needs root (network namespaces),
 # python3 and, for the plots, gnuplot.
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
+# shellcheck source=../lib/args.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/args.sh"
+root="$ringtrain_root"
 say() { printf '[scaling-sweep] %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 2; }
 
-out="$root/docs/scaling" raw="" bin="" rates="1gbit,300mbit,100mbit" host_counts="2,4" quick=0 lock="" fresh=0
-profile_rates="1gbit,unshaped"
+ringtrain_opt --out out "" "report folder: scaling.json, tables.md, plots (default docs/scaling)" nonempty
+ringtrain_opt --raw raw "" "folder for each run's log and JSON and runs.jsonl (default above)" nonempty
+ringtrain_opt --bin bin "" "folder with ringtrain and allreduce_perf (default build-cluster/bin, else build/bin)" nonempty
+ringtrain_opt --rates rates 1gbit,300mbit,100mbit "shaped link rates for allreduce and train; the word \"unshaped\" adds runs without shaping" nonempty
+ringtrain_opt --hosts host_counts 2,4 "host counts above 1 (1 host is always the training baseline)" nonempty
+ringtrain_opt --profile-rates profile_rates 1gbit,unshaped "link rates of the profiles part" nonempty
+ringtrain_flag --quick quick "tiny sizes and few steps, 2 hosts, 1gbit only: checks the machinery, measures nothing worth keeping"
+ringtrain_opt --lock lock "" "hold flock -x LOCK around each part (above)" nonempty
+ringtrain_flag --fresh fresh "delete RAW first"
+ringtrain_rest named_parts "the parts (above; default: every part, in that order)" words
+ringtrain_parse_args "$@"
+[ -z "$out" ] || [ -n "$raw" ] || raw="$out/raw"
+out="${out:-$root/docs/scaling}"
 parts=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --out) out="${2:?--out needs a folder}"; [ -n "$raw" ] || raw="$out/raw"; shift 2 ;;
-    --raw) raw="${2:?--raw needs a folder}"; shift 2 ;;
-    --bin) bin="${2:?--bin needs a folder}"; shift 2 ;;
-    --rates) rates="${2:?--rates needs a list like 1gbit,100mbit}"; shift 2 ;;
-    --hosts) host_counts="${2:?--hosts needs a list like 2,4}"; shift 2 ;;
-    --profile-rates) profile_rates="${2:?--profile-rates needs a list like 1gbit,unshaped}"; shift 2 ;;
-    --quick) quick=1; shift ;;
-    --lock) lock="${2:?--lock needs a file}"; shift 2 ;;
-    --fresh) fresh=1; shift ;;
-    -h | --help) usage; exit 0 ;;
-    path | allreduce | baseline | train | profiles | target-a | target-a-repeat | target-b | report) parts+=("$1"); shift ;;
-    targets) parts+=(target-a target-a-repeat target-b); shift ;;
-    *) die "unknown option or part '$1' (see --help)" ;;
+for part in "${named_parts[@]}"; do
+  case "$part" in
+    path | allreduce | baseline | train | profiles | target-a | target-a-repeat | target-b | report) parts+=("$part") ;;
+    targets) parts+=(target-a target-a-repeat target-b) ;;
+    *) die "unknown part '$part' (see --help)" ;;
   esac
 done
 [ "${#parts[@]}" -gt 0 ] || parts=(path target-a target-a-repeat target-b allreduce baseline train baseline profiles report)

@@ -54,7 +54,7 @@ else
 fi
 refuses "build_image.sh refuses an unknown variant" "--variant 'gpu'" "$build" --dry-run --variant gpu
 refuses "run_image_cluster.sh refuses --workers 0" "--workers '0'" "$run" --dry-run --workers 0
-refuses "run_image_cluster.sh refuses an unknown option" "unknown argument --np" "$run" --np 4
+refuses "run_image_cluster.sh refuses an unknown option" "unknown option '--np'" "$run" --np 4
 refuses "run_image_cluster.sh refuses an unknown kind of pod" "--pods 'vm'" "$run" --dry-run --pods vm
 # --check: 0 where everything is here, else 77 and the missing piece named.
 for script in "$build" "$run"; do

@@ -24,7 +24,7 @@ for program in ringtrain allreduce_perf model_step_perf hdf5_read_perf mnist_jso
   [ -x "$prefix/bin/$program" ] || fail "no executable $prefix/bin/$program"
 done
 for file in data/fetch_mnist.sh data/fetch_gpt2_vocab.sh data/prepare_fortunes.sh scripts/lib/common.sh \
-  scripts/lib/fetch.sh; do
+  scripts/lib/fetch.sh scripts/lib/args.sh; do
   [ -f "$prefix/share/ringtrain/$file" ] || fail "no $prefix/share/ringtrain/$file"
 done
 [ "$failures" -eq 0 ] && ok "the programs in PREFIX/bin, the data scripts in PREFIX/share/ringtrain"
