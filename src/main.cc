@@ -350,7 +350,8 @@ int main(int argc, char** argv) {
   for (auto&& specs : {ringtrain::options::specsOf(ringtrain::training::trainOptionTable()),
                        ringtrain::options::specsOf(ringtrain::bench::benchOptionTable()),
                        ringtrain::options::specsOf(ringtrain::training::generateOptionTable()),
-                       ringtrain::commands::evalOptionSpecs()})
+                       ringtrain::commands::evalOptionSpecs(),
+                       ringtrain::commands::exportOptionSpecs()})
     ringtrain::options::registerProgramOptions(specs);
   if (std::strcmp(argv[1], "check") == 0) return ringtrain::commands::check(argc, argv);
   if (std::strcmp(argv[1], "generate") == 0)
