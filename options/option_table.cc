@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <sstream>
 
 #include "base/file_checks.h"
@@ -77,29 +76,54 @@ po::options_description describedOptions(const std::vector<Spec>& specs, bool fo
       auto* value = po::value<std::string>();
       if (spec.flag) value->implicit_value("true");
       if (forHelp && !spec.shownDefault.empty()) value->default_value(spec.shownDefault);
-      section.add_options()(spec.name.c_str(), value, spec.help.c_str());
+      const std::string names = spec.letter ? spec.name + "," + spec.letter : spec.name;
+      section.add_options()(names.c_str(), value, spec.help.c_str());
     }
     all.add(section);
   }
   return all;
 }
 
-po::options_description genericOptions() {
+// --help, and --config unless the program forwards it.
+po::options_description genericOptions(const Program& program) {
   po::options_description generic;
-  generic.add_options()("help,h", "print this help")(
-      "config", po::value<std::string>(),
-      "read options from this file (`name = value` lines; the command line and RINGTRAIN_* "
-      "variables win)");
+  generic.add_options()("help,h", "print this help");
+  if (!program.forwardsOthers) {
+    generic.add_options()("config", po::value<std::string>(),
+                          "read options from this file (`name = value` lines; the command line "
+                          "and RINGTRAIN_* variables win)");
+  }
   return generic;
 }
 
-std::optional<std::string> gatherCommandLine(const std::vector<Spec>& specs, int argc,
-                                             const char* const* argv, Gathered& gathered) {
-  po::options_description options = genericOptions();
+// A forwarding program keeps what it does not name for another table; otherwise the positional
+// options take the bare arguments, one each in the table's order.
+po::parsed_options parsedCommandLine(const Program& program, const std::vector<Spec>& specs,
+                                     int argc, const char* const* argv) {
+  po::options_description options = genericOptions(program);
   options.add(describedOptions(specs, false));
+  po::positional_options_description positional;
+  for (const Spec& spec : specs) {
+    if (spec.positional) positional.add(spec.name.c_str(), 1);
+  }
+  po::command_line_parser parser(argc, argv);
+  parser.options(options);
+  if (program.forwardsOthers)
+    parser.allow_unregistered();
+  else if (positional.max_total_count() > 0)
+    parser.positional(positional);
+  return parser.run();
+}
+
+std::optional<std::string> gatherCommandLine(const Program& program, const std::vector<Spec>& specs,
+                                             int argc, const char* const* argv,
+                                             Gathered& gathered) {
   try {
-    const po::parsed_options parsed = po::command_line_parser(argc, argv).options(options).run();
+    const po::parsed_options parsed = parsedCommandLine(program, specs, argc, argv);
+    if (program.forwardsOthers)
+      gathered.rest = po::collect_unrecognized(parsed.options, po::include_positional);
     for (const po::option& option : parsed.options) {
+      if (program.forwardsOthers && (option.unregistered || option.position_key >= 0)) continue;
       if (option.string_key == "help") {
         gathered.help = true;
         continue;
@@ -118,26 +142,15 @@ std::optional<std::string> gatherCommandLine(const std::vector<Spec>& specs, int
   return std::nullopt;
 }
 
-std::vector<std::string>& registeredOptionNames() {
-  static std::vector<std::string> names;
-  return names;
-}
-
 std::vector<std::string>& registeredVariables() {
   static std::vector<std::string> names;
   return names;
 }
 
-// An option of another program (registerProgramOptions).
-bool otherProgramsOption(const std::string& name) {
-  const auto& registered = registeredOptionNames();
-  return std::find(registered.begin(), registered.end(), name) != registered.end();
-}
-
 void gatherEnvironment(const Program& program, const std::vector<Spec>& specs, Gathered& gathered) {
-  std::set<std::string> names;
+  std::map<std::string, std::string> names;  // variable -> option (agg_iters: RINGTRAIN_AGG_ITERS)
   for (const Spec& spec : specs) {
-    if (!spec.hidden) names.insert(spec.name);
+    if (!spec.hidden) names.emplace(variableNameOf(spec.name), spec.name);
   }
   const auto& quiet = registeredVariables();
   for (char** entry = environ; *entry != nullptr; ++entry) {
@@ -145,13 +158,12 @@ void gatherEnvironment(const Program& program, const std::vector<Spec>& specs, G
     if (!variable.starts_with("RINGTRAIN_")) continue;
     const std::string key(variable.substr(0, variable.find('=')));
     const std::string value(variable.substr(std::min(variable.size(), key.size() + 1)));
-    const std::string name = optionNameOf(key);
-    if (name == "config") {
-      if (gathered.configFile.empty()) gathered.configFile = value;
-    } else if (names.count(name)) {
-      gathered.given.emplace(name, variableGiven(key, value));
-    } else if (std::find(quiet.begin(), quiet.end(), key) == quiet.end() &&
-               !otherProgramsOption(name)) {
+    if (key == "RINGTRAIN_CONFIG") {
+      // A forwarding program's --config is the other table's.
+      if (gathered.configFile.empty() && !program.forwardsOthers) gathered.configFile = value;
+    } else if (const auto option = names.find(key); option != names.end()) {
+      gathered.given.emplace(option->second, variableGiven(key, value));
+    } else if (std::find(quiet.begin(), quiet.end(), key) == quiet.end()) {
       gathered.warnings.push_back(unknownVariableWarning(key, program, specs));
     }
   }
@@ -198,9 +210,9 @@ std::optional<std::string> gatherConfigFile(const std::vector<Spec>& specs, Gath
 
 std::optional<std::string> gather(const Program& program, const std::vector<Spec>& specs, int argc,
                                   const char* const* argv, Gathered& gathered) {
-  if (auto error = gatherCommandLine(specs, argc, argv, gathered)) return error;
+  if (auto error = gatherCommandLine(program, specs, argc, argv, gathered)) return error;
   if (gathered.help) {
-    po::options_description shown = genericOptions();
+    po::options_description shown = genericOptions(program);
     shown.add(describedOptions(specs, true));
     std::ostringstream text;
     text << program.usage << "\n\n"
@@ -223,7 +235,7 @@ void registerKnownVariables(const std::vector<std::string_view>& names) {
 
 void registerProgramOptions(const std::vector<Spec>& specs) {
   for (const Spec& spec : specs)
-    registeredOptionNames().push_back(spec.name);
+    registeredVariables().push_back(variableNameOf(spec.name));
 }
 
 }  // namespace options

@@ -67,10 +67,12 @@ struct Option {
   std::string group;  // its --help section
   std::string help;
   Agreement agreement = Agreement::kCompared;
-  bool flag = false;      // a bare --name means true
-  bool hidden = false;    // test hooks and removed options: parsed, not in --help or variables
-  bool required = false;  // the program cannot run without it
-  bool saved = false;     // part of the configuration a checkpoint keeps
+  bool flag = false;        // a bare --name means true
+  bool hidden = false;      // test hooks and removed options: parsed, not in --help or variables
+  bool required = false;    // the program cannot run without it
+  bool saved = false;       // part of the configuration a checkpoint keeps
+  char letter = 0;          // a one-letter alias (-b for --minbytes, as nccl-tests'); 0: none
+  bool positional = false;  // may also be given bare, in the table's order (export CKPT OUT)
   // The text into the configuration; the error names the option (never the source).
   std::function<std::optional<std::string>(Config&, const std::string&)> read;
   // The value's problem (out of its range), or nullopt; empty: any value is good.
@@ -91,6 +93,9 @@ using Table = std::vector<Option<Config>>;
 struct Program {
   std::string name;   // "train"
   std::string usage;  // "usage: mpirun -np N ringtrain train [options]"
+  // Options the table does not name, bare arguments and --config are left, in order, in
+  // Outcome::rest for another table (eval hands them to train's); the variables still count.
+  bool forwardsOthers = false;
 };
 
 // An option's text and where it came from: "" for the command line, "RINGTRAIN_LR=x: " for a
@@ -107,6 +112,7 @@ struct Gathered {
   std::string helpText;
   std::string configFile;             // --config, if given
   std::vector<std::string> warnings;  // RINGTRAIN_* variables that name no option
+  std::vector<std::string> rest;      // the arguments forwarded (Program::forwardsOthers)
 };
 
 // About 60 characters of `text`, bytes that are not printable as \xNN: a value quoted in an error
@@ -126,6 +132,8 @@ struct Spec {
   std::string shownDefault;  // "" : none shown
   bool flag = false;
   bool hidden = false;
+  char letter = 0;
+  bool positional = false;
 };
 
 // Collects the command line, the variables and the --config file. Returns the first error
@@ -151,6 +159,7 @@ struct Outcome {
   std::string helpText;
   std::string configFile;
   std::vector<std::string> warnings;
+  std::vector<std::string> rest;  // the arguments forwarded (Program::forwardsOthers)
 };
 
 template <class Config>
@@ -160,7 +169,8 @@ std::vector<Spec> specsOf(const Table<Config>& table) {
   for (const Option<Config>& option : table) {
     const auto& shown = option.show ? option.show : option.write;
     specs.push_back({option.name, option.group, option.help,
-                     option.required || !shown ? "" : shown(defaults), option.flag, option.hidden});
+                     option.required || !shown ? "" : shown(defaults), option.flag, option.hidden,
+                     option.letter, option.positional});
   }
   return specs;
 }
@@ -176,6 +186,7 @@ std::optional<std::string> parse(const Program& program, const Table<Config>& ta
   outcome.helpText = gathered.helpText;
   outcome.configFile = gathered.configFile;
   outcome.warnings = gathered.warnings;
+  outcome.rest = gathered.rest;
   if (gathered.help) return std::nullopt;
   for (const Option<Config>& option : table) {
     const auto found = gathered.given.find(option.name);

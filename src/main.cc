@@ -16,6 +16,7 @@
 
 #include "base/exit_status.h"
 #include "base/log.h"
+#include "base/named_values.h"
 #include "collectives/communicator.h"
 #include "collectives/environment.h"
 #include "collectives/mpi_check.h"
@@ -33,6 +34,7 @@
 #include "src/commands/export_command.h"
 #include "src/commands/generation.h"
 #include "src/commands/script_variables.h"
+#include "src/commands/subcommand.h"
 #include "storage/checkpoint.h"
 #include "storage/checkpoint_folder_lock.h"
 #include "storage/tensorboard_writer.h"
@@ -274,50 +276,93 @@ int train(int argc, char** argv, collectives::MpiEnvironment& env) {
   return trainAndReport(config, sources, services, env);
 }
 
-// `ringtrain check KIND FILE`: reads FILE the way training would, in this process, without MPI
-// (the trainer runs it as a separate process before reading a file with libhdf5, see
-// formats/separate_check.h). One line on stdout; exit 0 when the file is good, 2 when it is not,
-// and whatever a crash gives. --help prints the usage and exits 0.
-int check(int argc, char** argv) {
-  constexpr const char* kCheckUsage =
-      "usage: ringtrain check checkpoint|hdf5-dataset FILE\n"
-      "  read FILE as the trainer would, without MPI; one line on stdout, exit 0 when it is\n"
-      "  good, 2 when it is not (hdf5-dataset: every sample read, every compressed chunk "
-      "inflated)\n";
-  if (argc == 3 && (std::strcmp(argv[2], "--help") == 0 || std::strcmp(argv[2], "-h") == 0)) {
-    std::cout << kCheckUsage;
-    return kExitOk;
-  }
-  if (argc != 4) {
-    std::cerr << kCheckUsage;
-    return kExitBadInput;
-  }
-  const std::string kind = argv[2];
-  const std::filesystem::path file = argv[3];
-  try {
-    if (kind == "checkpoint") {
+// `check`'s kinds of file; hdf5-dataset-quick is what the trainer runs before libhdf5 opens a
+// file in the job (formats/separate_check.h).
+enum class CheckKind { kCheckpoint, kHdf5Dataset, kHdf5DatasetQuick };
+constexpr NamedValue<CheckKind> kCheckKindNames[] = {
+    {CheckKind::kCheckpoint, "checkpoint"},
+    {CheckKind::kHdf5Dataset, "hdf5-dataset"},
+    {CheckKind::kHdf5DatasetQuick, "hdf5-dataset-quick"}};
+
+struct CheckRequest {
+  CheckKind kind = CheckKind::kCheckpoint;
+  std::string file;
+};
+
+// KIND FILE, bare (or as --kind, --file).
+const options::Table<CheckRequest>& checkOptionTable() {
+  static const options::Table<CheckRequest> table = [] {
+    const std::string group = "ringtrain check KIND FILE";
+    constexpr auto kPerRank = options::Agreement::kPerRank;  // one process: nothing compared
+    options::Table<CheckRequest> rows = {
+        options::with(options::choice<CheckRequest>(
+                          "kind", [](CheckRequest & r) -> auto& { return r.kind; }, kCheckKindNames,
+                          "what FILE is"),
+                      group, kPerRank),
+        options::with(options::text<CheckRequest>(
+                          "file", [](CheckRequest & r) -> auto& { return r.file; }, "the file"),
+                      group, kPerRank)};
+    for (auto& row : rows) {
+      row.required = true;
+      row.positional = true;
+    }
+    return rows;
+  }();
+  return table;
+}
+
+const options::Program kCheckProgram{
+    "check",
+    "usage: ringtrain check checkpoint|hdf5-dataset FILE\n"
+    "  read FILE as the trainer would, without MPI; one line on stdout, exit 0 when it is\n"
+    "  good, 2 when it is not (hdf5-dataset: every sample read, every compressed chunk "
+    "inflated)"};
+
+// Reads `file` as `kind` says; prints the one line of a good file, throws for a bad one.
+void checkFile(CheckKind kind, const std::filesystem::path& file) {
+  switch (kind) {
+    case CheckKind::kCheckpoint: {
       const storage::CheckpointContent c = storage::readCheckpoint(file);
       std::cout << fmt::format(
           "{}: good checkpoint: step {}, epoch {}, {} parameter tensors, "
           "optimiser {}, written by {} rank(s)\n",
           file.string(), c.step, c.epoch, c.parameters.size(), c.optimizerKind, c.worldSize);
-    } else if (kind == "hdf5-dataset") {
+      return;
+    }
+    case CheckKind::kHdf5Dataset: {
       // Every sample, every chunk inflated: damage anywhere in the file is found here.
       const data::Hdf5Dataset dataset(file);
       data::readEverySample(dataset);
       std::cout << "good: " << dataset.describe() << ", every sample read\n";
-    } else if (kind == "hdf5-dataset-quick") {
-      // What the trainer runs before libhdf5 opens a file in the job (separate_check.h): the
-      // layout, and the first, a middle and the last sample, where a forged file may crash.
+      return;
+    }
+    case CheckKind::kHdf5DatasetQuick: {
+      // The layout, and the first, a middle and the last sample, where a forged file may crash.
       const data::Hdf5Dataset dataset(file);
       data::readSamples(dataset, {0, dataset.size() / 2, dataset.size() - 1});
       std::cout << "opens: " << dataset.describe()
                 << "; read 3 samples only (check hdf5-dataset reads every one)\n";
-    } else {
-      std::cerr << "ringtrain check: unknown kind '" << kind
-                << "' (checkpoint, hdf5-dataset, hdf5-dataset-quick)\n";
-      return kExitBadInput;
+      return;
     }
+  }
+}
+
+// `ringtrain check KIND FILE`: reads FILE the way training would, in this process, without MPI
+// (the trainer runs it as a separate process before reading a file with libhdf5, see
+// formats/separate_check.h). One line on stdout; exit 0 when the file is good, 2 when it is not
+// (or the command line is bad, one line on stderr), and whatever a crash gives. --help prints
+// the usage and exits 0.
+int check(int argc, char** argv) {
+  CheckRequest request;
+  bool help = false;
+  if (const auto problem =
+          parseSubcommandLine(kCheckProgram, checkOptionTable(), argc, argv, request, help)) {
+    std::cerr << "ringtrain check: " << *problem << "\n";
+    return kExitBadInput;
+  }
+  if (help) return kExitOk;
+  try {
+    checkFile(request.kind, request.file);
   } catch (const std::exception& e) {
     std::cout << "error: " << e.what() << "\n";
     return kExitBadInput;
@@ -347,9 +392,11 @@ int main(int argc, char** argv) {
   // The programs share the RINGTRAIN_* variables: one's variable is no misspelling in another,
   // nor is a script's.
   ringtrain::options::registerKnownVariables(ringtrain::commands::scriptVariables());
-  for (auto&& specs : {ringtrain::options::specsOf(ringtrain::training::trainOptionTable()),
-                       ringtrain::options::specsOf(ringtrain::bench::benchOptionTable()),
-                       ringtrain::options::specsOf(ringtrain::training::generateOptionTable())})
+  for (auto&& specs :
+       {ringtrain::options::specsOf(ringtrain::training::trainOptionTable()),
+        ringtrain::options::specsOf(ringtrain::bench::benchOptionTable()),
+        ringtrain::options::specsOf(ringtrain::training::generateOptionTable()),
+        ringtrain::commands::evalOptionSpecs(), ringtrain::commands::exportOptionSpecs()})
     ringtrain::options::registerProgramOptions(specs);
   if (std::strcmp(argv[1], "check") == 0) return ringtrain::commands::check(argc, argv);
   if (std::strcmp(argv[1], "generate") == 0)

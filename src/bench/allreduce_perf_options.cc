@@ -3,13 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <boost/program_options.hpp>
 #include <exception>
-#include <iostream>
 
 #include "base/byte_size.h"
 #include "base/physical_memory.h"
+#include "options/option_table.h"
 #include "options/startup_errors.h"
+#include "src/bench/standalone_options.h"
 
 namespace ringtrain::allreduce_perf {
 
@@ -21,8 +21,6 @@ std::string joinNames(const std::vector<std::string>& names, const std::string& 
 }
 
 namespace {
-
-namespace po = boost::program_options;
 
 // More sizes than this in one sweep are refused: an -i far below -e would run for days.
 constexpr std::size_t kMaxSizes = 10000;
@@ -58,103 +56,112 @@ std::string choiceList(const std::pair<T, const char*> (&table)[N]) {
   return joinNames(names, ", ");
 }
 
-// nccl-tests' options, with its letters and meanings (its README's "Arguments").
-po::options_description ncclTestsOptions(Options& o, OptionText& text) {
-  po::options_description description("nccl-tests options (as all_reduce_perf's)");
-  auto add = description.add_options();
-  add("help,h", "print this help");
-  add("nthreads,t", po::value(&o.threads)->default_value(o.threads),
-      "threads per process: 1 only (one rank per process; more ranks: mpirun -np)");
-  add("ngpus,g", po::value(&o.gpus)->default_value(o.gpus),
-      "GPUs per thread: 1 only (one buffer per rank; more ranks: mpirun -np)");
-  add("minbytes,b", po::value(&text.minBytes)->default_value(text.minBytes),
-      "smallest size (8, 64K, 1.5M, 1G); sizes are whole elements of --datatype: at least one, "
-      "others rounded down");
-  add("maxbytes,e", po::value(&text.maxBytes)->default_value(text.maxBytes), "largest size");
-  add("stepbytes,i", po::value(&text.stepBytes),
-      "fixed increment between sizes (instead of --stepfactor)");
-  add("stepfactor,f", po::value(&o.stepFactor)->default_value(o.stepFactor),
-      "multiplication factor between sizes, at least 2");
-  add("iters,n", po::value(&o.iters)->default_value(o.iters), "timed iterations per size");
-  add("agg_iters,m", po::value(&o.aggIters)->default_value(o.aggIters),
-      "calls per timed iteration (nccl-tests groups them; here they run one after another)");
-  add("warmup_iters,w", po::value(&o.warmupIters)->default_value(o.warmupIters),
-      "untimed calls per size, backend and placement");
-  add("check,c", po::value(&o.checkIters)->default_value(o.checkIters),
-      "checked calls per measurement (0: no check, #wrong -1)");
-  const std::string types = "type: " + choiceList(kTypeChoices) + " (or float32, float16, ...)";
-  add("datatype,d", po::value(&text.type)->default_value(text.type), types.c_str());
-  const std::string ops = "reduction: " + choiceList(kOpChoices);
-  add("op,o", po::value(&text.op)->default_value(text.op), ops.c_str());
-  add("average,a", po::value(&o.average)->default_value(o.average),
-      "time reported: 0 rank 0, 1 average, 2 min, 3 max over ranks");
-  add("blocking,z", po::value(&o.blocking)->default_value(o.blocking),
-      "1: a barrier after every call (the calls themselves always complete before returning)");
-  add("cudagraph,G", po::value(&o.cudaGraphLaunches)->default_value(o.cudaGraphLaunches),
-      "CUDA graph launches: 0 only (refused otherwise: no backend here captures graphs)");
-  add("run_cycles,N", po::value(&o.runCycles)->default_value(o.runCycles),
-      "passes over the sizes: 1 only (run the program again for more)");
-  add("report_cputime,C", po::value(&o.reportCpuTime)->default_value(o.reportCpuTime),
-      "0 only: times are wall-clock (the calls block until complete, so CPU time adds nothing)");
-  add("timeout,T", po::value(&o.timeoutSeconds)->default_value(o.timeoutSeconds),
-      "0 only (no timeout; mpirun --timeout or timeout(1) bound a run)");
-  add("parallel_init,p", po::value(&o.parallelInit)->default_value(o.parallelInit),
-      "0 only: one rank per process sets up its communicators itself");
-  add("local_register,R", po::value(&o.localRegister)->default_value(o.localRegister),
-      "0 only: no backend here registers buffers");
-  return description;
+// What the table reads: the options, and the sizes and lists as typed (read after parsing).
+struct Parsed {
+  Options o;
+  OptionText text;
+  Parsed() { text.backends = joinNames(o.backends, ","); }
+};
+
+using Option = options::Option<Parsed>;
+
+// The member `m` of what is parsed.
+#define RINGTRAIN_FIELD(m) \
+  [](auto& p) -> auto& {   \
+    return p.m;            \
+  }
+
+// A number the later checks judge, in this program's words.
+template <class Field>
+Option anyNumber(std::string name, Field field, std::string help) {
+  return bench::anyNumber<Parsed>(std::move(name), field, std::move(help));
 }
 
-// ringtrain's own options: which backends, their tuning, and what else to report.
-po::options_description ringtrainOptions(Options& o, OptionText& text) {
-  po::options_description description("ringtrain options");
-  auto add = description.add_options();
-  add("backends", po::value(&text.backends)->default_value(text.backends),
-      "comma-separated backends, one table each, in this order (default: the backend training "
-      "uses, tuned; with --device cuda nccl)");
-  add("ring-small-bytes", po::value(&text.smallBytes),
-      "ring: largest all-reduce done by recursive doubling (bytes)");
-  add("ring-chunk-bytes", po::value(&text.chunkBytes), "ring: bytes per pipelined message");
-  add("ring-network-chunk-bytes", po::value(&text.networkChunkBytes),
-      "ring: bytes per message to a neighbour on another node (0: as --ring-chunk-bytes)");
-  add("also-ring-network-chunk-bytes", po::value(&text.networkVariants),
-      "comma-separated sizes: one more ring table per size (ring-net<size>), the ring with "
-      "that --ring-network-chunk-bytes");
-  add("ring-depth",
-      po::value(&o.communicator.ringPipelineDepth)->default_value(o.communicator.ringPipelineDepth),
-      "ring: chunk receives in flight");
-  add("ranks-per-node",
-      po::value(&o.communicator.test.ranksPerNode)->default_value(o.communicator.test.ranksPerNode),
-      "hierarchical, benchmarks only: every N consecutive ranks form a node (0: the real nodes)");
-  add("json", po::value(&o.jsonPath), "also write the results to this JSON file");
-  add("membw", po::bool_switch(&o.memoryBandwidth),
-      "measure memory bandwidth first and report the ring's memory-traffic floor");
-  add("progress-seconds", po::value(&o.progressSeconds)->default_value(o.progressSeconds),
-      "rank 0 says on stderr how many measurements are done, at most this often (0: after each)");
+// `option`, remembering in `given` that the command line gave it.
+Option noticed(Option option, bool OptionText::*given) {
+  option.read = [read = option.read, given](Parsed& p, const std::string& text) {
+    p.text.*given = true;
+    return read(p, text);
+  };
+  return option;
+}
+
+// nccl-tests' options, with its letters and meanings (its README's "Arguments").
+options::Table<Parsed> ncclTestsOptions() {
+  const std::string types = "type: " + choiceList(kTypeChoices) + " (or float32, float16, ...)";
+  const std::string ops = "reduction: " + choiceList(kOpChoices);
+  const Option blocking = bench::valued(options::boolean<Parsed>(
+      "blocking", RINGTRAIN_FIELD(o.blocking),
+      "1: a barrier after every call (the calls themselves always complete before returning)"));
+  // clang-format off
+  return bench::inGroup<Parsed>("nccl-tests options (as all_reduce_perf's)", {
+      bench::lettered('t', anyNumber("nthreads", RINGTRAIN_FIELD(o.threads), "threads per process: 1 only (one rank per process; more ranks: mpirun -np)")),
+      bench::lettered('g', anyNumber("ngpus", RINGTRAIN_FIELD(o.gpus), "GPUs per thread: 1 only (one buffer per rank; more ranks: mpirun -np)")),
+      bench::lettered('b', options::text<Parsed>("minbytes", RINGTRAIN_FIELD(text.minBytes), "smallest size (8, 64K, 1.5M, 1G); sizes are whole elements of --datatype: at least one, others rounded down")),
+      bench::lettered('e', options::text<Parsed>("maxbytes", RINGTRAIN_FIELD(text.maxBytes), "largest size")),
+      bench::lettered('i', options::text<Parsed>("stepbytes", RINGTRAIN_FIELD(text.stepBytes), "fixed increment between sizes (instead of --stepfactor)")),
+      bench::lettered('f', noticed(anyNumber("stepfactor", RINGTRAIN_FIELD(o.stepFactor), "multiplication factor between sizes, at least 2"), &OptionText::stepFactorGiven)),
+      bench::lettered('n', anyNumber("iters", RINGTRAIN_FIELD(o.iters), "timed iterations per size")),
+      bench::lettered('m', anyNumber("agg_iters", RINGTRAIN_FIELD(o.aggIters), "calls per timed iteration (nccl-tests groups them; here they run one after another)")),
+      bench::lettered('w', anyNumber("warmup_iters", RINGTRAIN_FIELD(o.warmupIters), "untimed calls per size, backend and placement")),
+      bench::lettered('c', anyNumber("check", RINGTRAIN_FIELD(o.checkIters), "checked calls per measurement (0: no check, #wrong -1)")),
+      bench::lettered('d', options::text<Parsed>("datatype", RINGTRAIN_FIELD(text.type), types)),
+      bench::lettered('o', options::text<Parsed>("op", RINGTRAIN_FIELD(text.op), ops)),
+      bench::lettered('a', anyNumber("average", RINGTRAIN_FIELD(o.average), "time reported: 0 rank 0, 1 average, 2 min, 3 max over ranks")),
+      bench::lettered('z', blocking),
+      bench::lettered('G', anyNumber("cudagraph", RINGTRAIN_FIELD(o.cudaGraphLaunches), "CUDA graph launches: 0 only (refused otherwise: no backend here captures graphs)")),
+      bench::lettered('N', anyNumber("run_cycles", RINGTRAIN_FIELD(o.runCycles), "passes over the sizes: 1 only (run the program again for more)")),
+      bench::lettered('C', anyNumber("report_cputime", RINGTRAIN_FIELD(o.reportCpuTime), "0 only: times are wall-clock (the calls block until complete, so CPU time adds nothing)")),
+      bench::lettered('T', anyNumber("timeout", RINGTRAIN_FIELD(o.timeoutSeconds), "0 only (no timeout; mpirun --timeout or timeout(1) bound a run)")),
+      bench::lettered('p', anyNumber("parallel_init", RINGTRAIN_FIELD(o.parallelInit), "0 only: one rank per process sets up its communicators itself")),
+      bench::lettered('R', anyNumber("local_register", RINGTRAIN_FIELD(o.localRegister), "0 only: no backend here registers buffers")),
+  });
+  // clang-format on
+}
+
+// ringtrain's own options: which backends, their tuning, and what else to report; the test hook.
+options::Table<Parsed> ringtrainOptions() {
   const std::string device =
       "cpu: host buffers (backends " + collectives::joinNames(collectives::hostBackends()) +
       "); cuda: cudaMalloc'd buffers on GPU local_rank % devices (backends " +
       collectives::joinNames(collectives::deviceBackends()) + "; default nccl)";
-  add("device", po::value(&o.device)->default_value(o.device), device.c_str());
-  add("tuning-file", po::value(&o.communicator.tuningFile),
-      "tuned: the tuning table to use (default: the built-in one)");
-  add("autotune", po::bool_switch(&o.tune),
-      "instead of the tables: time every algorithm of the tuned backend at every size (the first "
-      "-d and -o) and write the fastest per size to --tune-out");
-  add("tune-out", po::value(&o.tuneOut)->default_value(o.tuneOut), "--autotune: the table's file");
-  add("tune-rounds", po::value(&o.tuneRounds)->default_value(o.tuneRounds),
-      "--autotune: interleaved rounds per size (the median counts)");
-  add("tune-margin", po::value(&o.tuneMargin)->default_value(o.tuneMargin),
-      "--autotune: a size keeps the previous size's algorithm unless another is this share faster");
-  return description;
+  Option wrongRank = anyNumber("test-wrong-rank", RINGTRAIN_FIELD(o.testWrongRank), "");
+  wrongRank.hidden = true;  // the test hook: parsed, never shown
+  // clang-format off
+  return bench::inGroup<Parsed>("ringtrain options", {
+      noticed(options::text<Parsed>("backends", RINGTRAIN_FIELD(text.backends), "comma-separated backends, one table each, in this order (default: the backend training uses, tuned; with --device cuda nccl)"), &OptionText::backendsGiven),
+      options::text<Parsed>("ring-small-bytes", RINGTRAIN_FIELD(text.smallBytes), "ring: largest all-reduce done by recursive doubling (bytes)"),
+      options::text<Parsed>("ring-chunk-bytes", RINGTRAIN_FIELD(text.chunkBytes), "ring: bytes per pipelined message"),
+      options::text<Parsed>("ring-network-chunk-bytes", RINGTRAIN_FIELD(text.networkChunkBytes), "ring: bytes per message to a neighbour on another node (0: as --ring-chunk-bytes)"),
+      options::text<Parsed>("also-ring-network-chunk-bytes", RINGTRAIN_FIELD(text.networkVariants), "comma-separated sizes: one more ring table per size (ring-net<size>), the ring with that --ring-network-chunk-bytes"),
+      anyNumber("ring-depth", RINGTRAIN_FIELD(o.communicator.ringPipelineDepth), "ring: chunk receives in flight"),
+      anyNumber("ranks-per-node", RINGTRAIN_FIELD(o.communicator.test.ranksPerNode), "hierarchical, benchmarks only: every N consecutive ranks form a node (0: the real nodes)"),
+      options::text<Parsed>("json", RINGTRAIN_FIELD(o.jsonPath), "also write the results to this JSON file"),
+      options::boolean<Parsed>("membw", RINGTRAIN_FIELD(o.memoryBandwidth), "measure memory bandwidth first and report the ring's memory-traffic floor"),
+      anyNumber("progress-seconds", RINGTRAIN_FIELD(o.progressSeconds), "rank 0 says on stderr how many measurements are done, at most this often (0: after each)"),
+      options::text<Parsed>("device", RINGTRAIN_FIELD(o.device), device),
+      options::text<Parsed>("tuning-file", RINGTRAIN_FIELD(o.communicator.tuningFile), "tuned: the tuning table to use (default: the built-in one)"),
+      options::boolean<Parsed>("autotune", RINGTRAIN_FIELD(o.tune), "instead of the tables: time every algorithm of the tuned backend at every size (the first -d and -o) and write the fastest per size to --tune-out"),
+      options::text<Parsed>("tune-out", RINGTRAIN_FIELD(o.tuneOut), "--autotune: the table's file"),
+      anyNumber("tune-rounds", RINGTRAIN_FIELD(o.tuneRounds), "--autotune: interleaved rounds per size (the median counts)"),
+      anyNumber("tune-margin", RINGTRAIN_FIELD(o.tuneMargin), "--autotune: a size keeps the previous size's algorithm unless another is this share faster"),
+      wrongRank,
+  });
+  // clang-format on
 }
 
-// Parsed, never shown in --help: the test hook.
-po::options_description hiddenOptions(Options& o) {
-  po::options_description hidden;
-  hidden.add_options()("test-wrong-rank", po::value(&o.testWrongRank));
-  return hidden;
+// Every option, in --help's order.
+const options::Table<Parsed>& optionTable() {
+  static const options::Table<Parsed> table = [] {
+    options::Table<Parsed> all = ncclTestsOptions();
+    for (Option& option : ringtrainOptions())
+      all.push_back(std::move(option));
+    return all;
+  }();
+  return table;
 }
+
+#undef RINGTRAIN_FIELD
 
 // Reads size option `name` into `out`; an error message when `value` is no size.
 std::optional<std::string> readSize(const std::string& value, const char* name, std::size_t& out) {
@@ -364,36 +371,25 @@ std::optional<std::string> sizeProblem(const Options& o, int ranksOnNode) {
       gibibytes(static_cast<double>(memory)));
 }
 
+const options::Program kProgram{
+    "allreduce_perf",
+    "usage: mpirun -np N allreduce_perf [options]\n"
+    "allreduce_perf: all-reduce bus bandwidth, nccl-tests' all_reduce_perf table per backend\n"
+    "(defaults -b 8 -e 256M -f 2; nccl-tests' are -b 32M -e 32M -i 1M; one table, of tuned, unless "
+    "--backends)"};
+
 // Returns an error message for the first bad option, or nullopt; sets `help` for --help.
 std::optional<std::string> parseOptions(int argc, char** argv, int ranksOnNode, Options& o,
                                         bool& help) {
-  OptionText text;
-  text.backends = joinNames(o.backends, ",");
-  po::options_description shown;
-  shown.add(ncclTestsOptions(o, text)).add(ringtrainOptions(o, text));
-  po::options_description all;
-  all.add(shown).add(hiddenOptions(o));
-  try {
-    po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(all).run(), vm);
-    po::notify(vm);
-    text.backendsGiven = !vm["backends"].defaulted();
-    text.stepFactorGiven = !vm["stepfactor"].defaulted();
-    if (vm.count("help")) {
-      help = true;
-      std::cout << "allreduce_perf: all-reduce bus bandwidth, nccl-tests' all_reduce_perf table "
-                   "per backend\n(defaults -b 8 -e 256M -f 2; nccl-tests' are -b 32M -e 32M -i 1M; "
-                   "one table, of tuned, unless --backends)\n"
-                << shown << "\n";
-      return std::nullopt;
-    }
-  } catch (const po::error& e) {
-    return std::string(e.what());
-  }
-  if (auto e = readSizes(text, o)) return e;
-  if (auto e = readBackends(text, o)) return e;
+  Parsed parsed;
+  if (auto error = bench::parseStandalone(kProgram, optionTable(), argc, argv, parsed, help))
+    return error;
+  if (help) return std::nullopt;
+  o = parsed.o;
+  if (auto e = readSizes(parsed.text, o)) return e;
+  if (auto e = readBackends(parsed.text, o)) return e;
   if (auto e = checkRanges(o)) return e;
-  if (auto e = readTypeAndOp(text, o)) return e;
+  if (auto e = readTypeAndOp(parsed.text, o)) return e;
   return sizeProblem(o, ranksOnNode);
 }
 

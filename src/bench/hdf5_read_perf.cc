@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -30,12 +29,13 @@
 #include "data/data_error.h"
 #include "data/hdf5_dataset.h"
 #include "data/random.h"
+#include "options/option_table.h"
+#include "src/bench/standalone_options.h"
 
 namespace ringtrain {
 namespace {
 
 namespace fs = std::filesystem;
-namespace po = boost::program_options;
 using Clock = std::chrono::steady_clock;
 
 struct Options {
@@ -50,31 +50,37 @@ struct Options {
   bool keep = false;
 };
 
-std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool& help) {
-  po::options_description description("hdf5_read_perf options");
-  description.add_options()("help,h", "print this help")(
-      "file", po::value(&o.file), "read this HDF5 dataset instead of generating one")(
-      "dir", po::value(&o.dir)->default_value(o.dir), "where to generate the dataset")(
-      "samples", po::value(&o.samples)->default_value(o.samples), "samples to generate")(
-      "shape", po::value(&o.shape)->default_value(o.shape), "H,W,C of a generated sample")(
-      "compress", po::value(&o.compress)->default_value(o.compress),
-      "deflate level of the generated file (0: contiguous)")(
-      "batch", po::value(&o.batch)->default_value(o.batch), "samples per batch")(
-      "batches", po::value(&o.batches)->default_value(o.batches), "batches per measurement")(
-      "seed", po::value(&o.seed)->default_value(o.seed), "of the permutation")(
-      "keep", po::bool_switch(&o.keep), "keep the generated file");
-  try {
-    po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(description).run(), vm);
-    po::notify(vm);
-    if (vm.count("help")) {
-      help = true;
-      std::cout << description << "\n";
-      return std::nullopt;
-    }
-  } catch (const po::error& e) {
-    return std::string(e.what());
+// The member `m` of the options.
+#define RINGTRAIN_FIELD(m) \
+  [](auto& o) -> auto& {   \
+    return o.m;            \
   }
+
+const options::Table<Options>& optionTable() {
+  constexpr options::Range kAny = options::kAny;  // judged after reading, in parseOptions's words
+  // clang-format off
+  static const options::Table<Options> table = bench::inGroup<Options>("hdf5_read_perf options", {
+      options::text<Options>("file", RINGTRAIN_FIELD(file), "read this HDF5 dataset instead of generating one"),
+      options::text<Options>("dir", RINGTRAIN_FIELD(dir), "where to generate the dataset"),
+      options::number<Options>("samples", RINGTRAIN_FIELD(samples), kAny, "samples to generate"),
+      options::text<Options>("shape", RINGTRAIN_FIELD(shape), "H,W,C of a generated sample"),
+      options::number<Options>("compress", RINGTRAIN_FIELD(compress), kAny, "deflate level of the generated file (0: contiguous)"),
+      options::number<Options>("batch", RINGTRAIN_FIELD(batch), kAny, "samples per batch"),
+      options::number<Options>("batches", RINGTRAIN_FIELD(batches), kAny, "batches per measurement"),
+      options::number<Options>("seed", RINGTRAIN_FIELD(seed), kAny, "of the permutation"),
+      options::boolean<Options>("keep", RINGTRAIN_FIELD(keep), "keep the generated file"),
+  });
+  // clang-format on
+  return table;
+}
+
+#undef RINGTRAIN_FIELD
+
+std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool& help) {
+  const options::Program program{"hdf5_read_perf", "usage: hdf5_read_perf [options]"};
+  if (auto error = bench::parseStandalone(program, optionTable(), argc, argv, o, help))
+    return error;
+  if (help) return std::nullopt;
   if (o.batch < 1 || o.batches < 1 || o.samples < 1) {
     return std::string("--batch, --batches and --samples must be positive");
   }

@@ -27,7 +27,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdint>
 #include <ctime>
@@ -45,6 +44,8 @@
 #include "models/flush_to_zero.h"
 #include "models/matrix_products.h"
 #include "models/model_factory.h"
+#include "options/option_table.h"
+#include "src/bench/standalone_options.h"
 #ifdef RINGTRAIN_MODEL_STEP_PERF_CUDA
 #include <cuda_runtime_api.h>
 
@@ -56,7 +57,6 @@
 namespace ringtrain {
 namespace {
 
-namespace po = boost::program_options;
 using models::Index;
 
 struct Options {
@@ -75,54 +75,73 @@ struct Options {
   bool layerTimes = false;
 };
 
+// What the table reads: the options, and the lists as typed (read after parsing).
+struct Parsed {
+  Options o;
+  std::string hidden = "512,512";
+  std::string modelList = "mlp,cnn";
+  std::string precisionList = "fp32";
+};
+
+// The member `m` of what is parsed.
+#define RINGTRAIN_FIELD(m) \
+  [](auto& p) -> auto& {   \
+    return p.m;            \
+  }
+
+// A number parseOptions judges after reading, in its own words.
+template <class Field>
+options::Option<Parsed> anyNumber(std::string name, Field field, std::string help) {
+  return bench::anyNumber<Parsed>(std::move(name), field, std::move(help));
+}
+
+const options::Table<Parsed>& optionTable() {
+  // clang-format off
+  static const options::Table<Parsed> table = bench::inGroup<Parsed>("model_step_perf options", {
+      bench::lettered('b', anyNumber("batch", RINGTRAIN_FIELD(o.batch), "samples per step")),
+      options::text<Parsed>("hidden", RINGTRAIN_FIELD(hidden), "mlp hidden widths"),
+      options::text<Parsed>("models", RINGTRAIN_FIELD(modelList), "comma-separated: mlp, cnn, gpt"),
+      options::text<Parsed>("precision", RINGTRAIN_FIELD(precisionList), "comma-separated: fp32, bf16 (cpu)"),
+      anyNumber("gpt-batch", RINGTRAIN_FIELD(o.gptBatch), "gpt: sequences per step"),
+      anyNumber("vocab", RINGTRAIN_FIELD(o.gpt.vocabulary), "gpt: vocabulary"),
+      anyNumber("gemm", RINGTRAIN_FIELD(o.gemm), "size N of the bare N^3 product rows"),
+      options::text<Parsed>("json", RINGTRAIN_FIELD(o.json), "also write each row as a JSON line to this file"),
+      options::boolean<Parsed>("layer-times", RINGTRAIN_FIELD(o.layerTimes), "also time each layer (cpu)"),
+      anyNumber("seconds", RINGTRAIN_FIELD(o.seconds), "least time per round"),
+      anyNumber("repeats", RINGTRAIN_FIELD(o.repeats), "timed rounds"),
+      options::text<Parsed>("device", RINGTRAIN_FIELD(o.device), "cpu, or cuda (GPU builds)"),
+      bench::valued(options::boolean<Parsed>("ftz", RINGTRAIN_FIELD(o.flushToZero), "flush denormals to zero (1) or not (0)")),
+  });
+  // clang-format on
+  return table;
+}
+
+#undef RINGTRAIN_FIELD
+
 // Returns an error message for the first bad option, or nullopt; sets `help` for --help.
 std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool& help) {
-  std::string hidden = "512,512", modelList = "mlp,cnn", precisionList = "fp32";
-  po::options_description description("model_step_perf options");
-  description.add_options()("help,h", "print this help")(
-      "batch,b", po::value(&o.batch)->default_value(o.batch), "samples per step")(
-      "hidden", po::value(&hidden)->default_value(hidden), "mlp hidden widths")(
-      "models", po::value(&modelList)->default_value(modelList), "comma-separated: mlp, cnn, gpt")(
-      "precision", po::value(&precisionList)->default_value(precisionList),
-      "comma-separated: fp32, bf16 (cpu)")(
-      "gpt-batch", po::value(&o.gptBatch)->default_value(o.gptBatch), "gpt: sequences per step")(
-      "vocab", po::value(&o.gpt.vocabulary)->default_value(o.gpt.vocabulary), "gpt: vocabulary")(
-      "gemm", po::value(&o.gemm)->default_value(o.gemm), "size N of the bare N^3 product rows")(
-      "json", po::value(&o.json), "also write each row as a JSON line to this file")(
-      "layer-times", po::bool_switch(&o.layerTimes), "also time each layer (cpu)")(
-      "seconds", po::value(&o.seconds)->default_value(o.seconds), "least time per round")(
-      "repeats", po::value(&o.repeats)->default_value(o.repeats), "timed rounds")(
-      "device", po::value(&o.device)->default_value(o.device), "cpu, or cuda (GPU builds)")(
-      "ftz", po::value(&o.flushToZero)->default_value(o.flushToZero),
-      "flush denormals to zero (1) or not (0)");
-  try {
-    po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(description).run(), vm);
-    po::notify(vm);
-    if (vm.count("help")) {
-      help = true;
-      std::cout << description << "\n";
-      return std::nullopt;
-    }
-  } catch (const po::error& e) {
-    return std::string(e.what());
-  }
+  const options::Program program{"model_step_perf", "usage: model_step_perf [options]"};
+  Parsed parsed;
+  if (auto error = bench::parseStandalone(program, optionTable(), argc, argv, parsed, help))
+    return error;
+  if (help) return std::nullopt;
+  o = parsed.o;
   o.hidden.clear();
-  for (const std::string& width : base::commaSeparated(hidden)) {
+  for (const std::string& width : base::commaSeparated(parsed.hidden)) {
     try {
       o.hidden.push_back(std::stol(width));
     } catch (const std::exception&) {
       return "--hidden: '" + width + "' is not a number";
     }
   }
-  o.models = base::commaSeparated(modelList);
+  o.models = base::commaSeparated(parsed.modelList);
   if (o.batch < 1) return "--batch must be at least 1";
   if (o.repeats < 1 || o.seconds <= 0) return "--repeats and --seconds must be positive";
   for (const std::string& m : o.models)
     if (m != "mlp" && m != "cnn" && m != "gpt")
       return "--models: unknown model '" + m + "' (mlp, cnn, gpt)";
   o.precisions.clear();
-  for (const std::string& p : base::commaSeparated(precisionList)) {
+  for (const std::string& p : base::commaSeparated(parsed.precisionList)) {
     if (p != "fp32" && p != "bf16") return "--precision: unknown '" + p + "' (fp32, bf16)";
     o.precisions.push_back(p == "fp32" ? models::Precision::kFloat32
                                        : models::Precision::kBfloat16);

@@ -18,12 +18,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <functional>
-#include <iostream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -37,6 +35,8 @@
 #include "base/vector_dispatch.h"
 #include "models/matrix_products.h"
 #include "models/tensor.h"
+#include "options/option_table.h"
+#include "src/bench/standalone_options.h"
 
 #ifdef EIGEN_USE_BLAS
 // The CBLAS declaration (no header of one BLAS build needed); the library is the one Eigen uses.
@@ -48,7 +48,6 @@ extern "C" void cblas_sgemm(int order, int transA, int transB, int m, int n, int
 namespace ringtrain {
 namespace {
 
-namespace po = boost::program_options;
 using models::Index;
 using Clock = std::chrono::steady_clock;
 using Matrix = models::Matrix<float>;
@@ -211,34 +210,48 @@ struct Options {
   std::string json;
 };
 
+// What the table reads: the options, and --models as typed (read after parsing).
+struct Parsed {
+  Options o;
+  std::string models = "gpt2-124m,gpt-mini,cnn";
+};
+
+// The member `m` of what is parsed.
+#define RINGTRAIN_FIELD(m) \
+  [](auto& p) -> auto& {   \
+    return p.m;            \
+  }
+
+const options::Table<Parsed>& optionTable() {
+  constexpr options::Range kAny = options::kAny;  // judged after reading, in parseOptions's words
+  // clang-format off
+  static const options::Table<Parsed> table = bench::inGroup<Parsed>("product_perf options", {
+      options::text<Parsed>("models", RINGTRAIN_FIELD(models), "comma-separated: gpt2-124m, gpt-mini, cnn"),
+      options::number<Parsed>("gpt2-124m-batch", RINGTRAIN_FIELD(o.gpt2Batch), kAny, "gpt2-124m: sequences of 1024 tokens per step"),
+      options::number<Parsed>("gpt-mini-batch", RINGTRAIN_FIELD(o.miniBatch), kAny, "gpt-mini: sequences of 128 tokens per step"),
+      options::number<Parsed>("cnn-batch", RINGTRAIN_FIELD(o.cnnBatch), kAny, "cnn images per step"),
+      options::number<Parsed>("seconds", RINGTRAIN_FIELD(o.seconds), kAny, "least time per figure"),
+      options::number<Parsed>("repeats", RINGTRAIN_FIELD(o.repeats), kAny, "rounds"),
+      options::text<Parsed>("json", RINGTRAIN_FIELD(o.json), "also write each row as a JSON line to this file"),
+  });
+  // clang-format on
+  return table;
+}
+
+#undef RINGTRAIN_FIELD
+
 // Returns 0 to go on, else the exit status (2: a bad option, named; 0 after --help: -1).
 int parseOptions(int argc, char** argv, Options& o) {
-  std::string models = "gpt2-124m,gpt-mini,cnn";
-  po::options_description description("product_perf options");
-  description.add_options()("help,h", "print this help")(
-      "models", po::value(&models)->default_value(models),
-      "comma-separated: gpt2-124m, gpt-mini, cnn")(
-      "gpt2-124m-batch", po::value(&o.gpt2Batch)->default_value(o.gpt2Batch),
-      "gpt2-124m: sequences of 1024 tokens per step")(
-      "gpt-mini-batch", po::value(&o.miniBatch)->default_value(o.miniBatch),
-      "gpt-mini: sequences of 128 tokens per step")(
-      "cnn-batch", po::value(&o.cnnBatch)->default_value(o.cnnBatch), "cnn images per step")(
-      "seconds", po::value(&o.seconds)->default_value(o.seconds), "least time per figure")(
-      "repeats", po::value(&o.repeats)->default_value(o.repeats), "rounds")(
-      "json", po::value(&o.json), "also write each row as a JSON line to this file");
-  try {
-    po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(description).run(), vm);
-    po::notify(vm);
-    if (vm.count("help")) {
-      std::cout << description << "\n";
-      return -1;
-    }
-  } catch (const po::error& e) {
-    std::fprintf(stderr, "product_perf: %s\n", e.what());
+  const options::Program program{"product_perf", "usage: product_perf [options]"};
+  Parsed parsed;
+  bool help = false;
+  if (auto error = bench::parseStandalone(program, optionTable(), argc, argv, parsed, help)) {
+    std::fprintf(stderr, "product_perf: %s\n", error->c_str());
     return 2;
   }
-  o.models = base::commaSeparated(models);
+  if (help) return -1;
+  o = parsed.o;
+  o.models = base::commaSeparated(parsed.models);
   for (const std::string& m : o.models) {
     if (m != "gpt2-124m" && m != "gpt-mini" && m != "cnn") {
       std::fprintf(stderr, "product_perf: --models: no model '%s' (gpt2-124m, gpt-mini, cnn)\n",

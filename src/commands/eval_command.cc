@@ -4,14 +4,12 @@
 #include <unistd.h>  // getpid
 
 #include <algorithm>
-#include <boost/program_options.hpp>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,6 +17,7 @@
 #include "collectives/communicator.h"
 #include "models/flush_to_zero.h"
 #include "models/matrix_products.h"
+#include "options/option_table.h"
 #include "options/startup_errors.h"
 #include "src/commands/subcommand.h"
 #include "storage/checkpoint_model.h"
@@ -33,14 +32,13 @@
 namespace ringtrain::commands {
 namespace {
 
-namespace po = boost::program_options;
-
 // What `eval` itself takes; every other option is a `ringtrain train` option.
 struct EvalRequest {
   std::string checkpoint;  // a checkpoint file or folder
   std::string initFrom;    // a safetensors file
   std::string json;        // rank 0 writes the figures here ("" : none)
   std::vector<std::string> trainOptions;
+  std::vector<std::string> parseWarnings;
 };
 
 // The weights to evaluate, read on every rank.
@@ -51,39 +49,45 @@ struct SavedWeights {
   storage::CheckpointContent saved;  // a checkpoint's content (empty for a safetensors file)
 };
 
-constexpr const char* kTrainOptionsNote =
+// The member `m` of the request.
+#define RINGTRAIN_FIELD(m) \
+  [](auto& r) -> auto& {   \
+    return r.m;            \
+  }
+
+const options::Table<EvalRequest>& evalOptionTable() {
+  const std::string group = "ringtrain eval: the test-set loss and accuracy of weights";
+  constexpr auto kPerRank = options::Agreement::kPerRank;  // eval compares no option
+  using options::with;
+  // clang-format off
+  static const options::Table<EvalRequest> table = {
+      with(options::text<EvalRequest>("checkpoint", RINGTRAIN_FIELD(checkpoint), "a checkpoint (ckpt-<step>.h5), or a folder of them (its newest good one)"), group, kPerRank),
+      with(options::text<EvalRequest>("init-from", RINGTRAIN_FIELD(initFrom), "a safetensors file (ringtrain export, or Hugging Face's GPT-2)"), group, kPerRank),
+      with(options::text<EvalRequest>("json", RINGTRAIN_FIELD(json), "rank 0 also writes the figures to this JSON file"), group, kPerRank),
+  };
+  // clang-format on
+  return table;
+}
+
+#undef RINGTRAIN_FIELD
+
+// Every option eval does not name, --config among them, goes on to train's table.
+const options::Program kEvalProgram{
+    "eval",
+    "usage: ringtrain eval --checkpoint FILE|FOLDER | --init-from FILE [options]\n"
     "Any `ringtrain train` option (--data, --batch-size, --model, --synthetic, ...) overrides the\n"
-    "configuration saved with the weights; --config FILE replaces it.\n";
+    "configuration saved with the weights; --config FILE replaces it.",
+    true};
 
 std::optional<std::string> parseRequest(int argc, char** argv, EvalRequest& r, bool& help,
                                         std::string& helpText) {
-  po::options_description described("ringtrain eval: the test-set loss and accuracy of weights");
-  // clang-format off
-  described.add_options()
-      ("help,h", "print this help")
-      ("checkpoint", po::value(&r.checkpoint), "a checkpoint (ckpt-<step>.h5), or a folder of them (its newest good one)")
-      ("init-from", po::value(&r.initFrom), "a safetensors file (ringtrain export, or Hugging Face's GPT-2)")
-      ("json", po::value(&r.json), "rank 0 also writes the figures to this JSON file");
-  // clang-format on
-  try {
-    po::variables_map values;
-    const po::parsed_options parsed =
-        po::command_line_parser(argc, argv).options(described).allow_unregistered().run();
-    po::store(parsed, values);
-    if (values.count("help")) {
-      help = true;
-      std::ostringstream text;
-      text << "usage: ringtrain eval --checkpoint FILE|FOLDER | --init-from FILE [options]\n\n"
-           << described << "\n"
-           << kTrainOptionsNote;
-      helpText = text.str();
-      return std::nullopt;
-    }
-    po::notify(values);
-    r.trainOptions = po::collect_unrecognized(parsed.options, po::include_positional);
-  } catch (const po::error& e) {
-    return e.what();
-  }
+  options::Outcome outcome;
+  auto error = options::parse(kEvalProgram, evalOptionTable(), argc, argv, r, outcome);
+  help = outcome.help;
+  helpText = outcome.helpText;
+  r.trainOptions = outcome.rest;
+  r.parseWarnings = outcome.warnings;
+  if (error || help) return error;
   if (r.checkpoint.empty() == r.initFrom.empty())
     return "give one of --checkpoint FILE|FOLDER and --init-from FILE (the weights to evaluate)";
   return std::nullopt;
@@ -176,6 +180,10 @@ nlohmann::json figures(const models::BatchResult& result, training::EvaluationKi
 
 }  // namespace
 
+std::vector<options::Spec> evalOptionSpecs() {
+  return options::specsOf(evalOptionTable());
+}
+
 int evalCommand(int argc, char** argv, collectives::MpiEnvironment& env) {
   const std::optional<EvalRequest> request = options::parseOnEveryRank<EvalRequest>(
       [&](EvalRequest& r, bool& help, std::string& helpText) {
@@ -183,7 +191,8 @@ int evalCommand(int argc, char** argv, collectives::MpiEnvironment& env) {
       },
       env.worldRank());
   if (!request) return kExitOk;  // --help
-  models::enableFlushToZero();   // as training computes
+  options::warnOnRankZero(request->parseWarnings, env.worldRank());
+  models::enableFlushToZero();  // as training computes
   models::keepMatrixProductsOnOneThread();
   std::optional<std::string> error;
   SavedWeights weights;

@@ -13,12 +13,18 @@
 // matrix products only (--device is not used).
 #pragma once
 
+#include <vector>
+
 #include "collectives/environment.h"
+#include "options/option_table.h"
 
 namespace ringtrain::commands {
 
 // argv[0] is "eval". Rank 0 prints the evaluation line and, with --json, writes the figures.
 // Returns 0; a bad option, file or model ends every rank with one line and exit status 2.
 int evalCommand(int argc, char** argv, collectives::MpiEnvironment& env);
+
+// Eval's own options (--checkpoint, --init-from, --json), for registerProgramOptions.
+std::vector<options::Spec> evalOptionSpecs();
 
 }  // namespace ringtrain::commands

@@ -1,12 +1,12 @@
 #include "src/commands/export_command.h"
 
-#include <boost/program_options.hpp>
 #include <filesystem>
 #include <iostream>
 #include <optional>
 #include <string>
 
 #include "base/exit_status.h"
+#include "base/named_values.h"
 #include "src/commands/subcommand.h"
 #include "storage/safetensors.h"
 #include "training/exported_weights.h"
@@ -14,42 +14,73 @@
 namespace ringtrain::commands {
 namespace {
 
-namespace po = boost::program_options;
+enum class ExportFormat { kSafetensors };
+inline constexpr NamedValue<ExportFormat> kExportFormatNames[] = {
+    {ExportFormat::kSafetensors, "safetensors"}};
 
 struct ExportOptions {
-  std::filesystem::path checkpoint;
-  std::filesystem::path out;
+  ExportFormat format = ExportFormat::kSafetensors;
+  std::string checkpoint;
+  std::string out;
 };
 
-std::optional<std::string> parseOptions(int argc, char** argv, ExportOptions& o, bool& help) {
-  po::options_description described(
-      "ringtrain export --format safetensors CHECKPOINT OUT: a checkpoint's weights for other "
-      "tools");
-  std::string format = "safetensors", checkpoint, out;
-  // clang-format off
-  described.add_options()
-      ("help,h", "print this help")
-      ("format", po::value(&format)->default_value(format), "safetensors (the only format)")
-      ("checkpoint", po::value(&checkpoint)->required(), "a checkpoint (ckpt-<step>.h5), or its folder (the newest good one)")
-      ("out", po::value(&out)->required(), "the file to write (replaced if it exists)");
-  // clang-format on
-  po::positional_options_description positional;
-  positional.add("checkpoint", 1).add("out", 1);
-  if (auto error = parseSubcommandLine(argc, argv, described, positional, help)) return error;
-  if (help) return std::nullopt;
-  if (format != "safetensors") return "--format " + format + ": the only format is safetensors";
-  o.checkpoint = checkpoint;
-  o.out = out;
-  return std::nullopt;
+// The member `m` of the options.
+#define RINGTRAIN_FIELD(m) \
+  [](auto& o) -> auto& {   \
+    return o.m;            \
+  }
+
+// --format: one format there is, and the error says so.
+options::Option<ExportOptions> formatOption() {
+  options::Option<ExportOptions> option = options::choice<ExportOptions>(
+      "format", RINGTRAIN_FIELD(format), kExportFormatNames, "the only format");
+  option.read = [](ExportOptions& o, const std::string& text) -> std::optional<std::string> {
+    const auto format = valueIn(kExportFormatNames, text);
+    if (!format) return "--format " + text + ": the only format is safetensors";
+    o.format = *format;
+    return std::nullopt;
+  };
+  return option;
 }
 
+const options::Table<ExportOptions>& exportOptionTable() {
+  const std::string group = "ringtrain export: a checkpoint's weights for other tools";
+  constexpr auto kPerRank = options::Agreement::kPerRank;  // one process: nothing compared
+  using options::with;
+  static const options::Table<ExportOptions> table = [&] {
+    // clang-format off
+    options::Table<ExportOptions> rows = {
+        with(formatOption(), group, kPerRank),
+        with(options::text<ExportOptions>("checkpoint", RINGTRAIN_FIELD(checkpoint), "a checkpoint (ckpt-<step>.h5), or its folder (the newest good one)"), group, kPerRank),
+        with(options::text<ExportOptions>("out", RINGTRAIN_FIELD(out), "the file to write (replaced if it exists)"), group, kPerRank),
+    };
+    // clang-format on
+    for (std::size_t row = 1; row < rows.size(); ++row) {  // CHECKPOINT OUT, bare or named
+      rows[row].required = true;
+      rows[row].positional = true;
+    }
+    return rows;
+  }();
+  return table;
+}
+
+#undef RINGTRAIN_FIELD
+
+const options::Program kExportProgram{
+    "export", "usage: ringtrain export --format safetensors CHECKPOINT OUT"};
+
 }  // namespace
+
+std::vector<options::Spec> exportOptionSpecs() {
+  return options::specsOf(exportOptionTable());
+}
 
 int exportCommand(int argc, char** argv, std::string_view version) {
   ExportOptions options;
   bool help = false;
   try {
-    if (const auto problem = parseOptions(argc, argv, options, help)) {
+    if (const auto problem =
+            parseSubcommandLine(kExportProgram, exportOptionTable(), argc, argv, options, help)) {
       std::cerr << "ringtrain export: " << *problem << "\n";
       return kExitBadInput;
     }
@@ -57,7 +88,7 @@ int exportCommand(int argc, char** argv, std::string_view version) {
     const storage::ResumePlan plan = checkpointToRead(options.checkpoint);
     const storage::SafetensorsContent content = training::exportedWeights(plan.content, version);
     storage::writeSafetensors(options.out, content);
-    std::cout << options.out.string() << ": " << content.tensors.size() << " tensors of step "
+    std::cout << options.out << ": " << content.tensors.size() << " tensors of step "
               << plan.content.step << " from " << plan.path.string() << "\n";
   } catch (const std::exception& e) {
     std::cerr << "ringtrain export: " << e.what() << "\n";

@@ -2,29 +2,14 @@
 
 #include <iostream>
 
+#include "base/log.h"
+
 namespace ringtrain::commands {
 
-namespace po = boost::program_options;
-
-std::optional<std::string> parseSubcommandLine(int argc, char** argv,
-                                               const po::options_description& described,
-                                               const po::positional_options_description& positional,
-                                               bool& help) {
-  try {
-    po::variables_map values;
-    po::store(
-        po::command_line_parser(argc - 1, argv + 1).options(described).positional(positional).run(),
-        values);
-    if (values.count("help")) {
-      std::cout << described;
-      help = true;
-      return std::nullopt;
-    }
-    po::notify(values);
-  } catch (const po::error& e) {
-    return e.what();
-  }
-  return std::nullopt;
+void reportParsing(const options::Outcome& outcome) {
+  if (outcome.help) std::cout << outcome.helpText;
+  for (const std::string& warning : outcome.warnings)
+    logLine(LogLevel::kWarn, "warning: " + warning);
 }
 
 storage::ResumePlan checkpointToRead(const std::filesystem::path& path) {

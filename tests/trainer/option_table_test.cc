@@ -65,7 +65,7 @@ class OptionTableTest : public ::testing::Test {
   void TearDown() override {
     for (const char* name :
          {"RINGTRAIN_BATCH_SIZE", "RINGTRAIN_LR", "RINGTRAIN_BATCHSIZE", "RINGTRAIN_BUILD_DIR",
-          "RINGTRAIN_PROFILE", "RINGTRAIN_CHUNKS", "RINGTRAIN_CONFIG"})
+          "RINGTRAIN_PROFILE", "RINGTRAIN_CHUNKS", "RINGTRAIN_CONFIG", "RINGTRAIN_AGG_ITERS"})
       ::unsetenv(name);
     std::filesystem::remove_all(dir_);
   }
@@ -342,6 +342,87 @@ TEST_F(OptionTableTest, GenerateReadsItsTable) {
   ASSERT_FALSE(parseWords(parseGenerateConfig, {"--checkpoint", "c.h5", "--top-k", "5"}, o));
   EXPECT_EQ(o.topK, 5);
   EXPECT_EQ(o.checkpoint, "c.h5");
+}
+
+// A table of no program, for the machinery's own capabilities.
+struct Sample {
+  std::size_t minBytes = 8;
+  int aggIters = 1;
+  std::string first;
+  std::string second;
+};
+
+options::Table<Sample> sampleTable() {
+  options::Table<Sample> table = {
+      options::number<Sample>(
+          "minbytes", [](Sample & s) -> auto& { return s.minBytes; }, options::kAny,
+          "smallest size"),
+      options::number<Sample>(
+          "agg_iters", [](Sample & s) -> auto& { return s.aggIters; }, options::kPositive,
+          "calls per iteration"),
+      options::text<Sample>(
+          "first", [](Sample & s) -> auto& { return s.first; }, "a file"),
+      options::text<Sample>(
+          "second", [](Sample & s) -> auto& { return s.second; }, "another")};
+  table[0].letter = 'b';
+  table[2].positional = true;
+  table[3].positional = true;
+  return table;
+}
+
+std::optional<std::string> sample(std::vector<std::string> words, Sample& s,
+                                  options::Outcome& outcome, bool forwards = false) {
+  std::vector<const char*> argv = {"sample"};
+  for (const auto& w : words)
+    argv.push_back(w.c_str());
+  const options::Program program{"sample", "usage: sample [options]", forwards};
+  return options::parse(program, sampleTable(), static_cast<int>(argv.size()), argv.data(), s,
+                        outcome);
+}
+
+TEST_F(OptionTableTest, AOneLetterAliasReadsAndShowsInHelp) {
+  Sample s;
+  options::Outcome outcome;
+  ASSERT_FALSE(sample({"-b", "64", "--agg_iters", "3"}, s, outcome));
+  EXPECT_EQ(s.minBytes, 64U);
+  EXPECT_EQ(s.aggIters, 3);
+  ASSERT_FALSE(sample({"--help"}, s, outcome));
+  EXPECT_THAT(outcome.helpText, HasSubstr("-b [ --minbytes ] arg (=8)"));
+  // An underscore in the name: the variable is RINGTRAIN_AGG_ITERS, no misspelling.
+  ::setenv("RINGTRAIN_AGG_ITERS", "4", 1);
+  Sample v;
+  ASSERT_FALSE(sample({}, v, outcome));
+  EXPECT_EQ(v.aggIters, 4);
+  EXPECT_TRUE(outcome.warnings.empty()) << outcome.warnings.front();
+}
+
+TEST_F(OptionTableTest, PositionalOptionsTakeTheBareArgumentsInOrder) {
+  Sample s;
+  options::Outcome outcome;
+  ASSERT_FALSE(sample({"a.h5", "-b", "16", "b.out"}, s, outcome));
+  EXPECT_EQ(s.first, "a.h5");
+  EXPECT_EQ(s.second, "b.out");
+  Sample named;
+  ASSERT_FALSE(sample({"--second", "y", "x"}, named, outcome));
+  EXPECT_EQ(named.first, "x");
+  EXPECT_EQ(named.second, "y");
+  Sample extra;
+  const auto error = sample({"a", "b", "c"}, extra, outcome);
+  ASSERT_TRUE(error);
+  EXPECT_THAT(*error, HasSubstr("too many positional options"));
+}
+
+TEST_F(OptionTableTest, AForwardingProgramLeavesTheRestAndConfigInOrder) {
+  ::setenv("RINGTRAIN_CONFIG", (dir_ / "none.conf").c_str(), 1);  // the other table's
+  Sample s;
+  options::Outcome outcome;
+  ASSERT_FALSE(sample({"--data", "d", "-b", "16", "bare", "--config", "f.conf", "--lr=0.1"}, s,
+                      outcome, true));
+  EXPECT_EQ(s.minBytes, 16U);
+  EXPECT_EQ(s.first, "");
+  EXPECT_THAT(outcome.rest,
+              ::testing::ElementsAre("--data", "d", "bare", "--config", "f.conf", "--lr=0.1"));
+  EXPECT_EQ(outcome.configFile, "");
 }
 
 }  // namespace
