@@ -92,6 +92,9 @@ po::options_description genericOptions(const Program& program) {
     generic.add_options()("config", po::value<std::string>(),
                           "read options from this file (`name = value` lines; the command line "
                           "and RINGTRAIN_* variables win)");
+    generic.add_options()("print-config",
+                          "print the options these sources give, as --config lines, and exit "
+                          "(presets resolved: --model gpt2-124m prints its layers, width, ...)");
   }
   return generic;
 }
@@ -126,6 +129,10 @@ std::optional<std::string> gatherCommandLine(const Program& program, const std::
       if (program.forwardsOthers && (option.unregistered || option.position_key >= 0)) continue;
       if (option.string_key == "help") {
         gathered.help = true;
+        continue;
+      }
+      if (option.string_key == "print-config") {
+        gathered.printConfig = true;
         continue;
       }
       const std::string text = option.value.empty() ? "true" : option.value.front();

@@ -109,6 +109,7 @@ struct Given {
 struct Gathered {
   std::map<std::string, Given> given;  // option name -> its text
   bool help = false;
+  bool printConfig = false;  // --print-config
   std::string helpText;
   std::string configFile;             // --config, if given
   std::vector<std::string> warnings;  // RINGTRAIN_* variables that name no option
@@ -153,7 +154,8 @@ void registerKnownVariables(const std::vector<std::string_view>& names);
 // parsing (the programs' libraries do not know each other).
 void registerProgramOptions(const std::vector<Spec>& specs);
 
-// What parsing gives beside the configuration.
+// What parsing gives beside the configuration. --print-config is a help whose text is the
+// configuration read (configText).
 struct Outcome {
   bool help = false;
   std::string helpText;
@@ -173,6 +175,19 @@ std::vector<Spec> specsOf(const Table<Config>& table) {
                      option.letter, option.positional});
   }
   return specs;
+}
+
+// `name = value` lines of every option that means something for `config` and has a value (not
+// hidden, not empty): a --config file that gives the same configuration, for scripts to read.
+template <class Config>
+std::string configText(const Table<Config>& table, const Config& config) {
+  std::string text;
+  for (const Option<Config>& option : table) {
+    if (option.hidden || (option.applies && !option.applies(config))) continue;
+    const std::string value = option.write(config);
+    if (!value.empty()) text += option.name + " = " + value + "\n";
+  }
+  return text;
 }
 
 // Parses argv (argv[0] is the program's word) into `config`: the first bad value's error as one
@@ -199,6 +214,10 @@ std::optional<std::string> parse(const Program& program, const Table<Config>& ta
     if (option.check) {
       if (auto error = option.check(config)) return given.where + *error;
     }
+  }
+  if (gathered.printConfig) {
+    outcome.help = true;
+    outcome.helpText = configText(table, config);
   }
   return std::nullopt;
 }

@@ -83,22 +83,14 @@ elif ! "$torch_python" -c 'import torch' >/dev/null 2>&1; then
 fi
 [ -z "$pytorch_skip" ] || echo "# PyTorch points skipped: $pytorch_skip" >&2
 
-# shape MODEL: the model's shape (its preset, then --model-args) and batch, as shell variables.
+# shape MODEL: the model's shape (its preset, then --model-args, as ringtrain reads them) and batch,
+# as shell variables.
 shape() {
   local -a args
   read -ra args <<<"$model_args"
-  layers=4 heads=4 width=256 context=128 vocab=50257 demo_batch=8
-  [ "$1" != gpt2-124m ] || layers=12 heads=12 width=768 context=1024 demo_batch=4
-  local i
-  for ((i = 0; i < ${#args[@]}; i++)); do
-    case "${args[i]}" in
-      --layers) layers="${args[i + 1]}" ;;
-      --heads) heads="${args[i + 1]}" ;;
-      --width) width="${args[i + 1]}" ;;
-      --context) context="${args[i + 1]}" ;;
-      --vocab) vocab="${args[i + 1]}" ;;
-    esac
-  done
+  ringtrain_gpt_shape "$ringtrain" --model "$1" "${args[@]}" || exit 2
+  demo_batch=8
+  [ "$1" != gpt2-124m ] || demo_batch=4
   point_batch="${batch:-$demo_batch}"
 }
 

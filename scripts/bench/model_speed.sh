@@ -168,22 +168,11 @@ run() {
 }
 
 # --- the GPTs ---
-# The model's shape, for PyTorch and the FLOP count: the preset's, then any explicit option.
+# The model's shape, for PyTorch and the FLOP count: the preset's, then any explicit option, as
+# ringtrain reads them.
 gpt_shape() {
   read -ra ringtrain_model <<<"$model_args"
-  layers=4 heads=4 width=256 context=128 vocab=50257
-  [ "$model" != gpt2-124m ] || layers=12 heads=12 width=768 context=1024
-  local i next
-  for ((i = 0; i < ${#ringtrain_model[@]}; i++)); do
-    next="${ringtrain_model[i + 1]:-}"
-    case "${ringtrain_model[i]}" in
-      --layers) layers="$next" ;;
-      --heads) heads="$next" ;;
-      --width) width="$next" ;;
-      --context) context="$next" ;;
-      --vocab) vocab="$next" ;;
-    esac
-  done
+  ringtrain_gpt_shape "$ringtrain" "${ringtrain_model[@]}" || exit 2
   shape=(--layers "$layers" --heads "$heads" --width "$width" --context "$context" --vocab "$vocab")
 }
 

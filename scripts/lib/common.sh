@@ -93,6 +93,20 @@ ringtrain_fair_malloc() {
 }
 
 # Open MPI refuses to run as root unless told twice; CI and containers run as root.
+# ringtrain_gpt_shape RINGTRAIN OPTION...: the GPT's sizes as `RINGTRAIN train OPTION...
+# --print-config` gives them (--model's preset, then the options) into the variables layers,
+# heads, width, context and vocab; the program's error and status 2 when it refuses them.
+ringtrain_gpt_shape() {
+  local bin="$1" config key value
+  shift
+  config="$("$bin" train "$@" --print-config)" || return 2
+  while read -r key _ value; do
+    case "$key" in
+      layers | heads | width | context | vocab) printf -v "$key" '%s' "$value" ;;
+    esac
+  done <<<"$config"
+}
+
 ringtrain_allow_mpirun_as_root() {
   if [ "$(id -u)" -eq 0 ]; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -314,6 +314,28 @@ TEST_F(OptionTableTest, TheLibraryReadsTheExchangeVariablesAsTrainDoes) {
   }
 }
 
+// --print-config gives the configuration read, presets resolved, as a --config file that gives it
+// back; scripts read the GPT's shape from it.
+TEST_F(OptionTableTest, PrintConfigWritesTheConfigurationAsAConfigFile) {
+  TrainConfig printed;
+  std::string text;
+  ASSERT_FALSE(train({"--model", "gpt2-124m", "--layers", "2", "--print-config"}, printed, &text));
+  for (const char* line : {"model = gpt\n", "layers = 2\n", "heads = 12\n", "width = 768\n",
+                           "context = 1024\n", "vocab = 50257\n"})
+    EXPECT_THAT(text, HasSubstr(line));
+  const std::string file = (dir_ / "printed.cfg").string();
+  std::ofstream(file) << text;
+  TrainConfig read, given;
+  ASSERT_FALSE(train({"--config", file, "--synthetic"}, read));
+  ASSERT_FALSE(train({"--model", "gpt2-124m", "--layers", "2", "--synthetic"}, given));
+  EXPECT_EQ(comparableOptions(read), comparableOptions(given));
+
+  BenchConfig bench;
+  ASSERT_FALSE(parseWords(parseBenchConfig, {"--chunks", "3", "--print-config"}, bench, &text));
+  EXPECT_THAT(text, HasSubstr("chunks = 3\n"));
+  EXPECT_THAT(text, HasSubstr("fusion-threshold = 8388608\n"));
+}
+
 TEST_F(OptionTableTest, BenchReadsVariablesAndConfigFilesAndOffersNoNccl) {
   ::setenv("RINGTRAIN_CHUNKS", "3", 1);
   const std::string file = (dir_ / "bench.cfg").string();
