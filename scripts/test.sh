@@ -109,7 +109,7 @@ if [ "$fuzz_only" -eq 0 ] && [ "$no_tsan" -eq 0 ]; then
     ringtrain_say "ThreadSanitizer step skipped: ctest arguments given (${ctest_args[*]})"
   else
     step tsan
-    ringtrain_thread_sanitizer_checks "${RINGTRAIN_TSAN_BUILD_DIR:-$root/build-tsan}"
+    ringtrain_thread_sanitizer_checks "${RINGTRAIN_TSAN_BUILD_DIR:-$root/build-tsan}" "$full"
   fi
 fi
 if [ "$no_fuzz" -eq 0 ]; then

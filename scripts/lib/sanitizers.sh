@@ -168,21 +168,23 @@ ringtrain_sanitized_ctest() {
 # The ThreadSanitizer step of scripts/test.sh: ringtrain's own threads (the gradient reducer's
 # communication thread, the stall watchdog, the batch prefetcher, the timeline writer, the SIGTERM
 # timer) and the shared-memory exchange between ranks, checked for data races and lock-order
-# inversions. Builds only the programs it runs into $1 (clang, no CUDA), then runs the unit tests
-# that start threads, the MPI tests of the gradient exchanges, the trainer and resume on 2 ranks
-# (the reducer tests on 3 as well), and `ringtrain train` on 2 ranks with the shm and ring
-# backends, prefetching and a timeline. Any report fails the step (TSan's exit status 66); the
-# only suppressions (tsan.supp) are of Open MPI, which is not instrumented.
+# inversions. Builds only the programs it runs into $1 (clang, no CUDA), then runs the
+# collectives' unit tests, the MPI tests of the gradient exchanges on 2 and 3 ranks, and
+# `ringtrain train` on 2 ranks with the shm and ring backends, prefetching and a timeline; with
+# $2 = 1 (--full) also the training core's and resilience unit tests and the trainer and resume
+# MPI tests on 2 ranks. Any report fails the step (TSan's exit status 66); the only suppressions
+# (tsan.supp) are of Open MPI, which is not instrumented.
 RINGTRAIN_TSAN_FLAGS="-fsanitize=thread -fno-omit-frame-pointer"
 
 ringtrain_thread_sanitizer_checks() {
-  local build_dir="$1" root bin logs failed=0 n=0
+  local build_dir="$1" full="${2:-0}" root bin logs failed=0 n=0 target=thread_sanitizer_quick
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
   ringtrain_configure_sanitized "$build_dir" "$RINGTRAIN_TSAN_FLAGS" "$RINGTRAIN_TSAN_FLAGS" ||
     return 1
+  [ "$full" -eq 0 ] || target=thread_sanitizer_programs
   # One target for all the programs (tests/CMakeLists.txt): the Makefile generator builds targets
   # named one by one, each one's last compiles and link leaving cores idle.
-  cmake --build "$build_dir" -j "$(nproc)" --target thread_sanitizer_programs || return 1
+  cmake --build "$build_dir" -j "$(nproc)" --target "$target" || return 1
   bin="$build_dir/bin"
   logs="$build_dir/tsan-logs"
   rm -rf "$logs" && mkdir -p "$logs"
@@ -205,15 +207,17 @@ ringtrain_thread_sanitizer_checks() {
     fi
   }
   tsan_check "$bin/collectives_unit_tests"
-  tsan_check "$bin/trainer_unit_tests"
-  tsan_check "$bin/resilience_unit_tests"
   tsan_check mpirun -np 2 --oversubscribe "$bin/engine_mpi_tests"
   tsan_check mpirun -np 3 --oversubscribe "$bin/engine_mpi_tests"
-  # Less the MNIST convergence runs (109 of its 145 s under ThreadSanitizer): they train the same
-  # threads as the exactness cases, only for longer.
-  tsan_check mpirun -np 2 --oversubscribe "$bin/trainer_mpi_tests" \
-    --gtest_filter='-WireFormats/MnistCompression.*'
-  tsan_check mpirun -np 2 --oversubscribe "$bin/resume_mpi_tests"
+  if [ "$full" -eq 1 ]; then
+    tsan_check "$bin/trainer_unit_tests"
+    tsan_check "$bin/resilience_unit_tests"
+    # Less the MNIST convergence runs (109 of its 145 s under ThreadSanitizer): they train the
+    # same threads as the exactness cases, only for longer.
+    tsan_check mpirun -np 2 --oversubscribe "$bin/trainer_mpi_tests" \
+      --gtest_filter='-WireFormats/MnistCompression.*'
+    tsan_check mpirun -np 2 --oversubscribe "$bin/resume_mpi_tests"
+  fi
   local backend
   for backend in shm ring; do
     tsan_check mpirun -np 2 --oversubscribe "$bin/ringtrain" train --synthetic --steps 200 --log-every 100 \
