@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154  # the options' variables are set by ringtrain_opt (args.sh)
 # Prepares the GPT corpus: the English fortunes of Debian's `fortunes` package as token files in
 # llm.c's format, for `ringtrain train --data DIR` with a token model.
 #   data/prepare_fortunes.sh [--out DIR] [--sample N] [--build-dir DIR] [--fortunes-dir DIR]
@@ -24,11 +25,13 @@
 #
 # Defaults: --out <repo>/data/fortunes, --build-dir $RINGTRAIN_BUILD_DIR or <repo>/build (for
 # bin/gpt2_tokenize), --fortunes-dir /usr/share/games/fortunes, --vocab <repo>/data/gpt2.
-# Errors: one line, exit status 1; bad arguments: the usage, exit status 2.
+# Errors: one line, exit status 1; bad arguments: one line, exit status 2 (--help: the options).
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-# shellcheck source=scripts/lib/common.sh
-source "$root/scripts/lib/common.sh"
+# args.sh (and the common.sh it sources): the checkout's scripts/lib, or, installed (cmake
+# --install puts this script in PREFIX/share/ringtrain/data), PREFIX/share/ringtrain/scripts/lib.
+# shellcheck source=scripts/lib/args.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib/args.sh"
+root="$ringtrain_root"
 
 # The English fortune files of Debian 12's fortunes (1:1.99.1-7.3) and fortunes-min, in order.
 fortune_files=(
@@ -41,39 +44,25 @@ fortune_files=(
 rule="fortunes v1: '%' lines separate, blank dropped, every 10th to validation, <|endoftext|> between"
 default_fortunes_dir=/usr/share/games/fortunes
 
-usage() {
-  echo "usage: data/prepare_fortunes.sh [--out DIR] [--sample N] [--build-dir DIR] [--fortunes-dir DIR] [--vocab DIR]" >&2
-  exit 2
-}
-
 fail() {
   ringtrain_say "error: $*"
   exit 1
 }
 
-out="$root/data/fortunes"
-sample=""
-build="$(ringtrain_default_build_dir)"
-fortunes_dir="$default_fortunes_dir"
-vocab="$root/data/gpt2"
-while [ "$#" -gt 0 ]; do
-  case "$1" in
-    --out | --sample | --build-dir | --fortunes-dir | --vocab)
-      if [ "$#" -lt 2 ] || [ -z "$2" ]; then usage; fi
-      ;;&
-    --out) out="$2" ;;
-    --sample) [[ "$2" =~ ^[1-9][0-9]*$ ]] || usage; sample="$2" ;;
-    --build-dir) build="$2" ;;
-    --fortunes-dir) fortunes_dir="$2" ;;
-    --vocab) vocab="$2" ;;
-    *) usage ;;
-  esac
-  shift 2
-done
-tool="$build/bin/gpt2_tokenize"
+ringtrain_opt --out out "$root/data/fortunes" "the folder of fortunes_train.bin, fortunes_val.bin and FORTUNES_SOURCE.txt" nonempty
+ringtrain_opt --sample sample "" "only the first SAMPLE fortunes (CI; default: all)" nonempty
+ringtrain_opt --build-dir build_dir "$(ringtrain_default_build_dir)" "the build folder whose bin/ holds gpt2_tokenize" nonempty
+ringtrain_opt --fortunes-dir fortunes_dir "$default_fortunes_dir" "the fortune files (only the default installs the fortunes package)" nonempty
+ringtrain_opt --vocab vocab "$root/data/gpt2" "GPT-2's encoder.json and vocab.bpe (fetched when missing)" nonempty
+ringtrain_parse_args "$@"
+if [ -n "$sample" ] && [[ ! "$sample" =~ ^[1-9][0-9]*$ ]]; then
+  echo "${0##*/}: --sample '$sample': expected a positive whole number (see --help)" >&2
+  exit 2
+fi
+tool="$build_dir/bin/gpt2_tokenize"
 
 # ---- What goes in ---------------------------------------------------------------------------
-[ -x "$tool" ] || fail "$tool is not built; build it first (cmake --build $build --target gpt2_tokenize) or pass --build-dir"
+[ -x "$tool" ] || fail "$tool is not built; build it first (cmake --build $build_dir --target gpt2_tokenize) or pass --build-dir"
 
 # The listed files that are in $fortunes_dir, into the array `taken`.
 find_fortune_files() {
