@@ -152,17 +152,22 @@ ringtrain_build() {
 
 # What the main jobs do first: install what is missing, let mpirun run as root (exported to
 # the caller), and build into $1 the targets that follow, no more (scripts/test.sh builds the
-# rest, the tests included). The CUDA kernels are built for this machine's GPUs, and not at all
-# where it has none; RINGTRAIN_CUDA_ARCHITECTURES (e.g. "80;90") asks for others.
+# rest, the tests included). A new build folder gets the CUDA kernels for this machine's GPUs, and
+# none where it has none; RINGTRAIN_CUDA_ARCHITECTURES (e.g. "80;90") asks for others. A folder
+# configured before keeps its choice (scripts/test.sh's, whose tests run train_gpt.sh in it).
 ringtrain_set_up() {
-  local build_dir="$1"
+  local build_dir="$1" gpu=()
   shift
   ringtrain_install_packages "${RINGTRAIN_PACKAGES[@]}"
   ringtrain_allow_mpirun_as_root
   mkdir -p "$build_dir"
-  local gpu=(-DRINGTRAIN_CUDA=AUTO -DRINGTRAIN_CUDA_ARCHITECTURES="${RINGTRAIN_CUDA_ARCHITECTURES:-native}")
-  if [ -z "${RINGTRAIN_CUDA_ARCHITECTURES:-}" ] && ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+  if [ -n "${RINGTRAIN_CUDA_ARCHITECTURES:-}" ]; then
+    gpu=(-DRINGTRAIN_CUDA=AUTO -DRINGTRAIN_CUDA_ARCHITECTURES="$RINGTRAIN_CUDA_ARCHITECTURES")
+  elif [ ! -f "$build_dir/CMakeCache.txt" ]; then
     gpu=(-DRINGTRAIN_CUDA=OFF)
+    if nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+      gpu=(-DRINGTRAIN_CUDA=AUTO -DRINGTRAIN_CUDA_ARCHITECTURES=native)
+    fi
   fi
   ringtrain_configure "$build_dir" "${gpu[@]}"
   cmake --build "$build_dir" -j "$(nproc)" --target "$@"
