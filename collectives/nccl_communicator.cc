@@ -49,6 +49,15 @@ void NcclCommunicator::allreduceImpl(const void* send, void* recv, std::size_t c
                      problem);
   const ncclRedOp_t reduction = ncclOp(type, op, kBackend);
   runOnStream("all-reduce", [&] {
+    // One rank's reduction is its input. NCCL 2.28.3 left the last count % 4 elements of a
+    // one-rank out-of-place float32 average unwritten (H200, 2026-11-30), so copy instead.
+    if (size() == 1) {
+      if (send != recv) {
+        RINGTRAIN_CUDA_CHECK(cudaMemcpyAsync(recv, send, count * sizeOf(type),
+                                             cudaMemcpyDeviceToDevice, channel_.stream()));
+      }
+      return;
+    }
     RINGTRAIN_NCCL_CHECK(ncclAllReduce(send, recv, count, ncclType(type), reduction,
                                        channel_.nccl(), channel_.stream()));
   });
