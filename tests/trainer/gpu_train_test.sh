@@ -61,7 +61,7 @@ same_accuracy() {
   fi
 }
 
-same_accuracy "mlp 1 epoch" 0.95 0.01 --model mlp --epochs 1 --batch-size 64
+same_accuracy "mlp 1 epoch" 0.90 0.01 --model mlp --epochs 1 --batch-size 64
 same_accuracy "cnn 300 steps" 0.90 0.02 --model cnn --steps 300 --batch-size 64
 
 # --accumulate-steps on the device: 2 micro-batches of 32 per step train as one batch of 64 does
