@@ -15,8 +15,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib/args.sh"
 cd "$ringtrain_root" || exit 2
 ringtrain_opt --out out "${OUT:-$PWD/device-out}" "the logs and summary.txt"
 ringtrain_opt --build build build-device "the build folder"
+ringtrain_opt --werror werror ON "ON or OFF: warnings as errors (a newer compiler there may warn anew)"
 ringtrain_rest steps "the steps (above)" words
 ringtrain_parse_args "$@"
+[[ $werror == ON || $werror == OFF ]] || { echo "device_check.sh: --werror '$werror': expected ON or OFF" >&2; exit 2; }
 [[ ${#steps[@]} -gt 0 ]] || steps=(build gpu-tests share-refused)
 mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -29,14 +31,15 @@ for step in "${steps[@]}"; do
     build)
       nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
       start=$SECONDS
-      if ! cmake -S . -B "$build" -G Ninja -DRINGTRAIN_CUDA=ON -DRINGTRAIN_WERROR=ON \
+      if ! cmake -S . -B "$build" -G Ninja -DRINGTRAIN_CUDA=ON -DRINGTRAIN_WERROR="$werror" \
+            -DRINGTRAIN_CUDA_ARCHITECTURES="${RINGTRAIN_CUDA_ARCHITECTURES:-native}" \
             >"$out/configure.log" 2>&1; then
         tail -30 "$out/configure.log"; note "configure FAILED"; exit 1
       fi
       if ! cmake --build "$build" -j "$jobs" >"$out/build.log" 2>&1; then
         grep -E "error|Error" "$out/build.log" | head -40; note "build FAILED"; exit 1
       fi
-      note "build ok in $((SECONDS - start)) s"
+      note "build ok in $((SECONDS - start)) s, $(grep -c 'warning:' "$out/build.log") warning lines"
       ;;
     gpu-tests)
       ctest --test-dir "$build" -L gpu --output-on-failure >"$out/ctest_gpu.log" 2>&1 || status=1
