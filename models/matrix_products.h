@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 #include "base/named_values.h"
@@ -17,10 +18,26 @@ struct MatrixProducts {
   bool blas = false;       // the products go to a BLAS library (EIGEN_USE_BLAS)
   bool sequential = true;  // that library runs them on the calling thread only
   std::string name;        // e.g. "OpenBLAS 0.3.21 (serial, Zen)" or "Eigen 3.4.0"
+  std::string rechosen;    // the kernels OpenBLAS chose at load, where ringtrain asked again
 };
 
 // What this build links, asked of the library itself where it can tell.
 MatrixProducts matrixProducts();
+
+// The CPU's widest float32 vectors that the OS enables, as OpenBLAS's x86-64 kernels group them.
+enum class VectorWidth { kNarrow, kAvx2, kAvx512 };
+VectorWidth cpuVectorWidth();
+
+// The OpenBLAS kernels to ask for where `chosen` (its core name) does not use `cpu`'s vectors,
+// else "": a DYNAMIC_ARCH OpenBLAS older than the CPU takes a model it does not know for its
+// oldest kernels (0.3.21 ran Prescott's SSE3 kernels, 20% of the FMA peak, on an AVX-512 Xeon
+// where SkylakeX's reached 78%).
+std::string widerBlasKernels(std::string_view chosen, VectorWidth cpu);
+
+// Has OpenBLAS choose its kernels again as if OPENBLAS_CORETYPE were `core`; true when it now
+// runs them. Otherwise (a build for one CPU, an unknown name) the earlier kernels stay. Call
+// only while no product runs. Without OpenBLAS, false.
+bool useBlasKernels(std::string_view core);
 
 // Keeps the products on the calling thread even where the loader found a threaded OpenBLAS in
 // place of the serial one (the alternatives of a Debian system can do that when the binary has

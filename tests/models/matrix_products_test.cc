@@ -5,10 +5,13 @@
 
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <strings.h>
 
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 namespace ringtrain::models {
 namespace {
@@ -96,6 +99,50 @@ TEST(MatrixProducts, RunOnTheCallingThreadOnly) {
   EXPECT_EQ(threadsOfThisProcess(), before);
   EXPECT_EQ(before, 1) << "the test program itself starts no thread; a library loaded with it did";
 }
+
+TEST(MatrixProducts, KernelsNarrowerThanTheCpuAreReplaced) {
+  EXPECT_EQ(widerBlasKernels("Prescott", VectorWidth::kAvx512), "SkylakeX");
+  EXPECT_EQ(widerBlasKernels("Haswell", VectorWidth::kAvx512), "SkylakeX");
+  EXPECT_EQ(widerBlasKernels("Zen", VectorWidth::kAvx512), "SkylakeX");
+  EXPECT_EQ(widerBlasKernels("SkylakeX", VectorWidth::kAvx512), "");
+  EXPECT_EQ(widerBlasKernels("COOPERLAKE", VectorWidth::kAvx512), "");
+  EXPECT_EQ(widerBlasKernels("Prescott", VectorWidth::kAvx2), "Haswell");
+  EXPECT_EQ(widerBlasKernels("Sandybridge", VectorWidth::kAvx2), "Haswell");
+  EXPECT_EQ(widerBlasKernels("Zen", VectorWidth::kAvx2), "");
+  EXPECT_EQ(widerBlasKernels("Haswell", VectorWidth::kAvx2), "");
+  EXPECT_EQ(widerBlasKernels("Prescott", VectorWidth::kNarrow), "");
+}
+
+#ifdef EIGEN_USE_BLAS
+extern "C" char* openblas_get_corename(void);
+
+// At load the products took the CPU's widest kernels, or the ones OPENBLAS_CORETYPE names.
+TEST(MatrixProducts, RunTheCpusWidestKernelsUnlessTheUserChose) {
+  const std::string core = openblas_get_corename();
+  if (const char* chosen = std::getenv("OPENBLAS_CORETYPE")) {
+    EXPECT_EQ(strcasecmp(core.c_str(), chosen), 0) << core << " against OPENBLAS_CORETYPE";
+  } else {
+    EXPECT_EQ(widerBlasKernels(core, cpuVectorWidth()), "") << core;
+  }
+  EXPECT_NE(matrixProducts().name.find(core), std::string::npos) << matrixProducts().name;
+}
+
+// Asking again switches the kernels, products stay right, an unknown name changes nothing.
+TEST(MatrixProducts, OpenBlasChoosesItsKernelsAgainWhenAsked) {
+  const std::string original = openblas_get_corename();
+  const Matrix a = Matrix::Random(96, 200), b = Matrix::Random(200, 72);
+  const std::string other = strcasecmp(original.c_str(), "Prescott") == 0 ? "Core2" : "Prescott";
+  ASSERT_TRUE(useBlasKernels(other));
+  EXPECT_EQ(strcasecmp(openblas_get_corename(), other.c_str()), 0) << openblas_get_corename();
+  Matrix c(96, 72);
+  c.noalias() = a * b;
+  expectNear(c, product(a, b), 200);
+  EXPECT_FALSE(useBlasKernels("NoSuchKernels"));
+  EXPECT_EQ(strcasecmp(openblas_get_corename(), other.c_str()), 0) << openblas_get_corename();
+  ASSERT_TRUE(useBlasKernels(original));
+  EXPECT_EQ(openblas_get_corename(), original);
+}
+#endif
 
 }  // namespace
 }  // namespace ringtrain::models
