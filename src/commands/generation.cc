@@ -19,7 +19,9 @@ namespace {
 
 constexpr std::int32_t kEndOfText = 50256;  // GPT-2's <|endoftext|>
 
-const storage::Tensor& tensorNamed(const storage::CheckpointContent& saved, const std::string& name,
+// The name is a C string: g++ 13 takes a reference returned beside a temporary std::string for a
+// dangling one (-Wdangling-reference).
+const storage::Tensor& tensorNamed(const storage::CheckpointContent& saved, const char* name,
                                    const std::filesystem::path& file) {
   for (const storage::Tensor& tensor : saved.parameters)
     if (tensor.name == name) return tensor;

@@ -48,7 +48,9 @@ storage::CheckpointContent checkpointOf(const models::Model<float>& model) {
   return saved;
 }
 
-const storage::Tensor& named(const std::vector<storage::Tensor>& tensors, const std::string& name) {
+// The name is a C string: g++ 13 takes a reference returned beside a temporary std::string for a
+// dangling one (-Wdangling-reference).
+const storage::Tensor& named(const std::vector<storage::Tensor>& tensors, const char* name) {
   for (const storage::Tensor& t : tensors)
     if (t.name == name) return t;
   throw std::out_of_range(name);
