@@ -278,6 +278,13 @@ std::string savedLines(const Table<Config>& table, const Config& config) {
 // through it and (for write, check and show) reads a const Config through a const_cast, never
 // writing there.
 
+// A row's field: RINGTRAIN_FIELD(batchSize) reads and writes config.batchSize of whatever
+// configuration the table is read into.
+#define RINGTRAIN_FIELD(m)    \
+  [](auto& config) -> auto& { \
+    return config.m;          \
+  }
+
 template <class Config, class Field>
 auto& fieldOf(const Config& config, const Field& field) {
   return field(const_cast<Config&>(config));

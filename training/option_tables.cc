@@ -15,12 +15,6 @@ constexpr Agreement kPresence = Agreement::kPresenceCompared;
 constexpr Agreement kPerRank = Agreement::kPerRank;
 constexpr bool kSaved = true;
 
-// The member `m` of whatever configuration the option is read into.
-#define RINGTRAIN_FIELD(m) \
-  [](auto& c) -> auto& {   \
-    return c.m;            \
-  }
-
 using TrainOption = options::Option<TrainConfig>;
 
 // --model: a kind, or a GPT preset (gpt-mini, gpt2-124m) which also sets the GPT's sizes.
@@ -274,7 +268,5 @@ const options::Table<GenerationOptions>& generateOptionTable() {
   }();
   return table;
 }
-
-#undef RINGTRAIN_FIELD
 
 }  // namespace ringtrain::training

@@ -65,12 +65,6 @@ struct Parsed {
 
 using Option = options::Option<Parsed>;
 
-// The member `m` of what is parsed.
-#define RINGTRAIN_FIELD(m) \
-  [](auto& p) -> auto& {   \
-    return p.m;            \
-  }
-
 // A number the later checks judge, in this program's words.
 template <class Field>
 Option anyNumber(std::string name, Field field, std::string help) {
@@ -160,8 +154,6 @@ const options::Table<Parsed>& optionTable() {
   }();
   return table;
 }
-
-#undef RINGTRAIN_FIELD
 
 // Reads size option `name` into `out`; an error message when `value` is no size.
 std::optional<std::string> readSize(const std::string& value, const char* name, std::size_t& out) {

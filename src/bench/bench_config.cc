@@ -1,6 +1,7 @@
 #include "src/bench/bench_config.h"
 
 #include "options/exchange_settings.h"
+#include "options/option_table.h"
 
 namespace ringtrain::bench {
 namespace {
@@ -8,12 +9,6 @@ namespace {
 constexpr auto kCompared = options::Agreement::kCompared;
 constexpr auto kPerRank = options::Agreement::kPerRank;
 using options::with;
-
-// The member `m` of the configuration.
-#define RINGTRAIN_FIELD(m) \
-  [](auto& c) -> auto& {   \
-    return c.m;            \
-  }
 
 // The benchmark's own options.
 options::Table<BenchConfig> benchmarkOptions() {
@@ -35,8 +30,6 @@ options::Table<BenchConfig> benchmarkOptions() {
   };
   // clang-format on
 }
-
-#undef RINGTRAIN_FIELD
 
 // The gradient engine's options as `ringtrain train` takes them, but --backend without nccl (the
 // benchmark averages host buffers) and nothing saved (no checkpoint).

@@ -50,31 +50,23 @@ struct Options {
   bool keep = false;
 };
 
-// The member `m` of the options.
-#define RINGTRAIN_FIELD(m) \
-  [](auto& o) -> auto& {   \
-    return o.m;            \
-  }
-
 const options::Table<Options>& optionTable() {
-  constexpr options::Range kAny = options::kAny;  // judged after reading, in parseOptions's words
+  // The numbers are judged after reading, in parseOptions's words.
   // clang-format off
   static const options::Table<Options> table = bench::inGroup<Options>("hdf5_read_perf options", {
       options::text<Options>("file", RINGTRAIN_FIELD(file), "read this HDF5 dataset instead of generating one"),
       options::text<Options>("dir", RINGTRAIN_FIELD(dir), "where to generate the dataset"),
-      options::number<Options>("samples", RINGTRAIN_FIELD(samples), kAny, "samples to generate"),
+      bench::anyNumber<Options>("samples", RINGTRAIN_FIELD(samples), "samples to generate"),
       options::text<Options>("shape", RINGTRAIN_FIELD(shape), "H,W,C of a generated sample"),
-      options::number<Options>("compress", RINGTRAIN_FIELD(compress), kAny, "deflate level of the generated file (0: contiguous)"),
-      options::number<Options>("batch", RINGTRAIN_FIELD(batch), kAny, "samples per batch"),
-      options::number<Options>("batches", RINGTRAIN_FIELD(batches), kAny, "batches per measurement"),
-      options::number<Options>("seed", RINGTRAIN_FIELD(seed), kAny, "of the permutation"),
+      bench::anyNumber<Options>("compress", RINGTRAIN_FIELD(compress), "deflate level of the generated file (0: contiguous)"),
+      bench::anyNumber<Options>("batch", RINGTRAIN_FIELD(batch), "samples per batch"),
+      bench::anyNumber<Options>("batches", RINGTRAIN_FIELD(batches), "batches per measurement"),
+      bench::anyNumber<Options>("seed", RINGTRAIN_FIELD(seed), "of the permutation"),
       options::boolean<Options>("keep", RINGTRAIN_FIELD(keep), "keep the generated file"),
   });
   // clang-format on
   return table;
 }
-
-#undef RINGTRAIN_FIELD
 
 std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool& help) {
   const options::Program program{"hdf5_read_perf", "usage: hdf5_read_perf [options]"};

@@ -83,12 +83,6 @@ struct Parsed {
   std::string precisionList = "fp32";
 };
 
-// The member `m` of what is parsed.
-#define RINGTRAIN_FIELD(m) \
-  [](auto& p) -> auto& {   \
-    return p.m;            \
-  }
-
 // A number parseOptions judges after reading, in its own words.
 template <class Field>
 options::Option<Parsed> anyNumber(std::string name, Field field, std::string help) {
@@ -115,8 +109,6 @@ const options::Table<Parsed>& optionTable() {
   // clang-format on
   return table;
 }
-
-#undef RINGTRAIN_FIELD
 
 // Returns an error message for the first bad option, or nullopt; sets `help` for --help.
 std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool& help) {

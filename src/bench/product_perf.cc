@@ -216,12 +216,6 @@ struct Parsed {
   std::string models = "gpt2-124m,gpt-mini,cnn";
 };
 
-// The member `m` of what is parsed.
-#define RINGTRAIN_FIELD(m) \
-  [](auto& p) -> auto& {   \
-    return p.m;            \
-  }
-
 const options::Table<Parsed>& optionTable() {
   constexpr options::Range kAny = options::kAny;  // judged after reading, in parseOptions's words
   // clang-format off
@@ -237,8 +231,6 @@ const options::Table<Parsed>& optionTable() {
   // clang-format on
   return table;
 }
-
-#undef RINGTRAIN_FIELD
 
 // Returns 0 to go on, else the exit status (2: a bad option, named; 0 after --help: -1).
 int parseOptions(int argc, char** argv, Options& o) {

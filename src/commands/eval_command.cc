@@ -49,12 +49,6 @@ struct SavedWeights {
   storage::CheckpointContent saved;  // a checkpoint's content (empty for a safetensors file)
 };
 
-// The member `m` of the request.
-#define RINGTRAIN_FIELD(m) \
-  [](auto& r) -> auto& {   \
-    return r.m;            \
-  }
-
 const options::Table<EvalRequest>& evalOptionTable() {
   const std::string group = "ringtrain eval: the test-set loss and accuracy of weights";
   constexpr auto kPerRank = options::Agreement::kPerRank;  // eval compares no option
@@ -68,8 +62,6 @@ const options::Table<EvalRequest>& evalOptionTable() {
   // clang-format on
   return table;
 }
-
-#undef RINGTRAIN_FIELD
 
 // Every option eval does not name, --config among them, goes on to train's table.
 const options::Program kEvalProgram{

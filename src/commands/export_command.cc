@@ -7,6 +7,7 @@
 
 #include "base/exit_status.h"
 #include "base/named_values.h"
+#include "options/option_table.h"
 #include "src/commands/subcommand.h"
 #include "storage/safetensors.h"
 #include "training/exported_weights.h"
@@ -23,12 +24,6 @@ struct ExportOptions {
   std::string checkpoint;
   std::string out;
 };
-
-// The member `m` of the options.
-#define RINGTRAIN_FIELD(m) \
-  [](auto& o) -> auto& {   \
-    return o.m;            \
-  }
 
 // --format: one format there is, and the error says so.
 options::Option<ExportOptions> formatOption() {
@@ -63,8 +58,6 @@ const options::Table<ExportOptions>& exportOptionTable() {
   }();
   return table;
 }
-
-#undef RINGTRAIN_FIELD
 
 const options::Program kExportProgram{
     "export", "usage: ringtrain export --format safetensors CHECKPOINT OUT"};
