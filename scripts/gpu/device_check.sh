@@ -3,7 +3,7 @@
 # The GPU checks of docs/gpu.md in one command, for a machine with an NVIDIA GPU, CUDA at
 # /usr/local/cuda, NCCL, Open MPI and the Debian/Ubuntu -dev packages of scripts/lib/common.sh.
 #
-#   scripts/gpu/device_check.sh [--out DIR] [--build DIR] [STEP ...]
+#   scripts/gpu/device_check.sh [--out DIR] [--build DIR] [--packages DIR] [STEP ...]
 #
 # STEP: build (configure + build with the GPU path ON), gpu-tests (ctest -L gpu), share-refused
 # (two ranks on one GPU must stop with a clear message), all-tests (the whole suite), bench
@@ -15,6 +15,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib/args.sh"
 cd "$ringtrain_root" || exit 2
 ringtrain_opt --out out "${OUT:-$PWD/device-out}" "the logs and summary.txt"
 ringtrain_opt --build build build-device "the build folder"
+ringtrain_opt --packages packages "" "first unpack the .debs of this folder (scripts/gpu/pack_packages.sh)"
 ringtrain_opt --werror werror ON "ON or OFF: warnings as errors (a newer compiler there may warn anew)"
 ringtrain_rest steps "the steps (above)" words
 ringtrain_parse_args "$@"
@@ -31,8 +32,17 @@ for step in "${steps[@]}"; do
     build)
       nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
       start=$SECONDS
+      extra=()
+      if [[ -n $packages ]]; then
+        scripts/gpu/unpack_packages.sh "$packages" >"$out/packages.log" 2>&1
+        note "$(grep 'files added' "$out/packages.log")"
+        # The image's newer Boost package asks for program_options of its own version.
+        if compgen -G "$packages/libboost-program-options1.74-dev_*" >/dev/null; then
+          extra+=(-DBoost_DIR=/usr/lib/x86_64-linux-gnu/cmake/Boost-1.74.0)
+        fi
+      fi
       if ! cmake -S . -B "$build" -G Ninja -DRINGTRAIN_CUDA=ON -DRINGTRAIN_WERROR="$werror" \
-            -DRINGTRAIN_CUDA_ARCHITECTURES="${RINGTRAIN_CUDA_ARCHITECTURES:-native}" \
+            -DRINGTRAIN_CUDA_ARCHITECTURES="${RINGTRAIN_CUDA_ARCHITECTURES:-native}" "${extra[@]}" \
             >"$out/configure.log" 2>&1; then
         tail -30 "$out/configure.log"; note "configure FAILED"; exit 1
       fi

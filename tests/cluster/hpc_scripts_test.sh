@@ -15,8 +15,9 @@ trap 'rm -rf "$work"' EXIT
 # shellcheck source=tests/support/checks.sh
 source "$root/tests/support/checks.sh"
 
-# 1. Syntax and shellcheck of every shell script of the cluster work.
+# 1. Syntax and shellcheck of every shell script of the cluster and GPU-machine work.
 scripts=("$root"/scripts/mpirun/*.sh "$slurm" "$root"/scripts/lib/forward_sigterm.sh "$root"/k8s/*.sh
+  "$root"/scripts/gpu/*.sh
   "$root"/tests/cluster/*.sh)
 for script in "${scripts[@]}"; do
   bash -n "$script" || fail "bash -n $script"
