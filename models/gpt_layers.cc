@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "models/matrix_products.h"
+#include "models/stage_clock.h"
 #include "models/transformer_kernels.h"
 
 namespace ringtrain::models {
@@ -43,6 +44,7 @@ void TokenEmbedding<Scalar>::initialize(SplitMix64& generator) {
 
 template <class Scalar>
 void TokenEmbedding<Scalar>::forward(ConstBatchView<Scalar> x, BatchView<Scalar> y) {
+  const StageScope stage(Stage::kEmbedding, bytesOf<Scalar>(x.size() * (1 + 2 * width_)));
   BatchView<Scalar> out = columns(y, width_);
   for (Index n = 0; n < x.size(); ++n) {
     const Scalar id = x.data()[n];
@@ -51,14 +53,17 @@ void TokenEmbedding<Scalar>::forward(ConstBatchView<Scalar> x, BatchView<Scalar>
                                   std::to_string(static_cast<double>(id)) + " at position " +
                                   std::to_string(n) + " is not an id in [0, " +
                                   std::to_string(vocabulary_) + ")");
-    out.col(n) = VectorView<Scalar>(this->parameterData() + static_cast<Index>(id) * width_,
-                                    width_);
+    out.col(n) =
+        VectorView<Scalar>(this->parameterData() + static_cast<Index>(id) * width_, width_);
   }
 }
 
 template <class Scalar>
 void TokenEmbedding<Scalar>::backwardParameters(ConstBatchView<Scalar> x,
                                                 ConstBatchView<Scalar> dy) {
+  // The whole table zeroed, then each token's row read, added to and written.
+  const StageScope stage(Stage::kEmbedding,
+                         bytesOf<Scalar>(vocabulary_ * width_ + 3 * x.size() * width_));
   std::fill_n(this->gradientData(), vocabulary_ * width_, Scalar(0));
   const ConstBatchView<Scalar> d = columns(dy, width_);
   for (Index n = 0; n < x.size(); ++n) {
@@ -92,6 +97,7 @@ void PositionEmbedding<Scalar>::initialize(SplitMix64& generator) {
 // embedding is one column of size C·T added to every sample.
 template <class Scalar>
 void PositionEmbedding<Scalar>::forward(ConstBatchView<Scalar> x, BatchView<Scalar> y) {
+  const StageScope stage(Stage::kEmbedding, bytesOf<Scalar>(2 * x.size() + x.rows()));
   const VectorView<Scalar> weight(this->parameterData(), x.rows());
   y.noalias() = x.colwise() + weight;
 }
@@ -99,12 +105,14 @@ void PositionEmbedding<Scalar>::forward(ConstBatchView<Scalar> x, BatchView<Scal
 template <class Scalar>
 void PositionEmbedding<Scalar>::backwardParameters(ConstBatchView<Scalar>,
                                                    ConstBatchView<Scalar> dy) {
+  const StageScope stage(Stage::kEmbedding, bytesOf<Scalar>(dy.size() + dy.rows()));
   VectorView<Scalar>(this->gradientData(), dy.rows()).noalias() = dy.rowwise().sum();
 }
 
 template <class Scalar>
 void PositionEmbedding<Scalar>::backwardInput(ConstBatchView<Scalar>, ConstBatchView<Scalar>,
                                               ConstBatchView<Scalar> dy, BatchView<Scalar> dx) {
+  const StageScope stage(Stage::kEmbedding, bytesOf<Scalar>(2 * dy.size()));
   dx = dy;
 }
 
@@ -140,8 +148,8 @@ template <class Scalar>
 void LayerNorm<Scalar>::backwardParameters(ConstBatchView<Scalar> x, ConstBatchView<Scalar> dy) {
   const ConstBatchView<Scalar> in = columns(x, width_);
   const Scalar* mean = statistics_.data();
-  layerNormBackwardParameters(in, columns(dy, width_), mean, mean + in.cols(),
-                              this->gradientData(), this->gradientData() + width_);
+  layerNormBackwardParameters(in, columns(dy, width_), mean, mean + in.cols(), this->gradientData(),
+                              this->gradientData() + width_);
 }
 
 template <class Scalar>

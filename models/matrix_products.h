@@ -11,6 +11,7 @@
 
 #include "base/named_values.h"
 #include "models/bf16_gemm.h"
+#include "models/stage_clock.h"
 
 namespace ringtrain::models {
 
@@ -67,6 +68,7 @@ auto strided(Expression&& m) {
 // blocks of them, their transposes); dst must not alias them.
 template <class Dst, class Lhs, class Rhs>
 void product(Dst&& dst, const Lhs& lhs, const Rhs& rhs, bool accumulate = false) {
+  const StageScope stage(Stage::kProducts);
   using Scalar = typename std::decay_t<Dst>::Scalar;
   if constexpr (std::is_same_v<Scalar, float>) {
     if (matrixPrecision() == Precision::kBfloat16) {

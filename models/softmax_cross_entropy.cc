@@ -5,6 +5,7 @@
 #include <string>
 
 #include "models/exponentials.h"
+#include "models/stage_clock.h"
 
 namespace ringtrain::models {
 void checkClassLabels(std::span<const std::int32_t> labels, Index classes, Index batch) {
@@ -32,6 +33,9 @@ LossTotals SoftmaxCrossEntropy<Scalar>::compute(ConstBatchView<Scalar> logits,
                                                 BatchView<Scalar>* gradient) {
   const Index classes = logits.rows();
   const Index batch = logits.cols();
+  // At least the logits read and the gradient written once each.
+  const StageScope stage(Stage::kLoss,
+                         bytesOf<Scalar>((gradient != nullptr ? 2 : 1) * classes * batch));
   checkClassLabels(targets.labels, classes, batch);
   Scalar* scratch = exponentials_.reserve(classes);
   const Scalar inverseBatch = Scalar(1) / static_cast<Scalar>(batch);

@@ -4,6 +4,7 @@
 
 #include "models/exponentials.h"
 #include "models/matrix_products.h"
+#include "models/stage_clock.h"
 
 namespace ringtrain::models {
 namespace {
@@ -23,6 +24,8 @@ template <class Scalar>
 void layerNormForward(ConstBatchView<Scalar> x, const Scalar* gamma, const Scalar* beta,
                       BatchView<Scalar> y, Scalar* mean, Scalar* rstd) {
   const Index width = x.rows();
+  const StageScope stage(Stage::kLayerNorm,
+                         bytesOf<Scalar>(2 * x.size() + 2 * x.cols() + 2 * width));
   const ColumnArray<Scalar> g(gamma, width);
   const ColumnArray<Scalar> b(beta, width);
   for (Index n = 0; n < x.cols(); ++n) {
@@ -40,6 +43,7 @@ template <class Scalar>
 void layerNormBackwardParameters(ConstBatchView<Scalar> x, ConstBatchView<Scalar> dy,
                                  const Scalar* mean, const Scalar* rstd, Scalar* dgamma,
                                  Scalar* dbeta) {
+  const StageScope stage(Stage::kLayerNorm, bytesOf<Scalar>(2 * x.size() + 2 * x.rows()));
   Eigen::Map<Eigen::Array<Scalar, Eigen::Dynamic, 1>> dg(dgamma, x.rows());
   dg.setZero();
   for (Index n = 0; n < x.cols(); ++n)
@@ -51,6 +55,7 @@ template <class Scalar>
 void layerNormBackwardInput(ConstBatchView<Scalar> x, ConstBatchView<Scalar> dy,
                             const Scalar* gamma, const Scalar* mean, const Scalar* rstd,
                             BatchView<Scalar> dx, bool accumulate) {
+  const StageScope stage(Stage::kLayerNorm, bytesOf<Scalar>((accumulate ? 4 : 3) * x.size()));
   const ColumnArray<Scalar> gammas(gamma, x.rows());
   for (Index n = 0; n < x.cols(); ++n) {
     const auto xHat = normalized(x, n, mean, rstd);
@@ -72,6 +77,7 @@ constexpr double kGeluCubic = 0.044715;
 
 template <class Scalar>
 void geluForward(const Scalar* h, Scalar* g, Index count) {
+  const StageScope stage(Stage::kGelu, bytesOf<Scalar>(2 * count));
   using Array = Eigen::Array<Scalar, Eigen::Dynamic, 1>;
   const Eigen::Map<const Array> x(h, count);
   const auto s = static_cast<Scalar>(kGeluScale);
@@ -81,6 +87,7 @@ void geluForward(const Scalar* h, Scalar* g, Index count) {
 
 template <class Scalar>
 void geluBackward(const Scalar* h, const Scalar* dg, Scalar* dh, Index count) {
+  const StageScope stage(Stage::kGelu, bytesOf<Scalar>(3 * count));
   using Array = Eigen::Array<Scalar, Eigen::Dynamic, 1>;
   const Eigen::Map<const Array> x(h, count);
   const auto s = static_cast<Scalar>(kGeluScale);
@@ -135,6 +142,8 @@ void attentionForward(const AttentionShape& shape, ConstBatchView<Scalar> qkv,
   const Index t = shape.context;
   const Index sequences = qkv.cols() / t;
   const Scalar scale = attentionScale<Scalar>(shape);
+  // Apart from its products: each head's T×T scores read and written once.
+  const StageScope stage(Stage::kAttention, bytesOf<Scalar>(2 * sequences * shape.heads * t * t));
   BatchView<Scalar> p(scratch, t, t);
   for (Index b = 0; b < sequences; ++b) {
     for (Index h = 0; h < shape.heads; ++h) {
@@ -152,6 +161,9 @@ void attentionBackward(const AttentionShape& shape, ConstBatchView<Scalar> qkv,
   const Scalar scale = attentionScale<Scalar>(shape);
   BatchView<Scalar> p(scratch, t, t);
   BatchView<Scalar> dScores(scratch + t * t, t, t);
+  // Apart from its products: the recomputed scores (read, written), then p and dScores read and
+  // dScores written.
+  const StageScope stage(Stage::kAttention, bytesOf<Scalar>(5 * sequences * shape.heads * t * t));
   for (Index b = 0; b < sequences; ++b) {
     for (Index h = 0; h < shape.heads; ++h) {
       headProbabilities(shape, qkv, b, h, scale, p);

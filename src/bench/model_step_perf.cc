@@ -24,11 +24,17 @@
 // --layer-times (cpu) adds, after each model's rows, one more round that times every layer's
 // forward and backward through the model's layer observer: ms per step and share of the step,
 // in the thread's CPU time, which leaves out the time other processes held the core.
+//
+// --stage-times (cpu) adds one more round with models/stage_clock.h on: the products' time per
+// step (and GFLOP/s) against each kind of kernel between them (attention's softmax, layer norm,
+// GELU, embeddings, the loss), each with the least bytes it moves per second, beside one core's
+// memcpy bandwidth measured then; wall time, so run it on an idle core.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <functional>
@@ -41,9 +47,11 @@
 #include <vector>
 
 #include "base/comma_list.h"
+#include "base/steady_clock.h"
 #include "models/flush_to_zero.h"
 #include "models/matrix_products.h"
 #include "models/model_factory.h"
+#include "models/stage_clock.h"
 #include "options/option_table.h"
 #include "src/bench/standalone_options.h"
 #ifdef RINGTRAIN_MODEL_STEP_PERF_CUDA
@@ -73,6 +81,7 @@ struct Options {
   Index gemm = 1024;  // 0: no bare product rows
   std::string json;   // "" : no JSON
   bool layerTimes = false;
+  bool stageTimes = false;
 };
 
 // What the table reads: the options, and the lists as typed (read after parsing).
@@ -101,6 +110,7 @@ const options::Table<Parsed>& optionTable() {
       anyNumber("gemm", RINGTRAIN_FIELD(o.gemm), "size N of the bare N^3 product rows"),
       options::text<Parsed>("json", RINGTRAIN_FIELD(o.json), "also write each row as a JSON line to this file"),
       options::boolean<Parsed>("layer-times", RINGTRAIN_FIELD(o.layerTimes), "also time each layer (cpu)"),
+      options::boolean<Parsed>("stage-times", RINGTRAIN_FIELD(o.stageTimes), "also time the products against the kernels between them, with their bandwidth (cpu)"),
       anyNumber("seconds", RINGTRAIN_FIELD(o.seconds), "least time per round"),
       anyNumber("repeats", RINGTRAIN_FIELD(o.repeats), "timed rounds"),
       options::text<Parsed>("device", RINGTRAIN_FIELD(o.device), "cpu, or cuda (GPU builds)"),
@@ -221,6 +231,11 @@ class Report {
                "batch", "params", "ms/step", "samples/s", "best", "GFLOP/s", "best");
   }
 
+  // A JSON line as it is, where --json was given.
+  void json(const std::string& line) {
+    if (json_.is_open()) json_ << line << "\n";
+  }
+
   void row(const std::string& what, models::Precision precision, Index batch, std::size_t params,
            double flopsPerStep, const Timing& t) {
     const auto b = static_cast<double>(batch);
@@ -317,6 +332,58 @@ void reportLayerTimes(models::Model<float>& model, const models::Batch<float>& b
                forward[i] / n * 1e3, backward[i] / n * 1e3,
                100 * (forward[i] + backward[i]) / total);
   }
+}
+
+// Copy bandwidth of one core (bytes read and written), over a buffer well past the caches: the
+// ceiling the stages' bandwidth is read against.
+double copyGigabytesPerSecond(const Options& o) {
+  const std::size_t count = std::size_t{16} << 20;  // 64 MiB of floats
+  std::vector<float> from(count, 1.0f), to(count, 0.0f);
+  return 2.0 * static_cast<double>(count * sizeof(float)) /
+         timeSteps([&] { std::memcpy(to.data(), from.data(), count * sizeof(float)); }, o)
+             .medianSeconds *
+         1e-9;
+}
+
+// One more round of `model`'s step with the stage clock on: each stage's time per step, share of
+// the step, and bandwidth (the least bytes its kernels move) or, for the products, GFLOP/s.
+void reportStageTimes(models::Model<float>& model, const models::Batch<float>& batch,
+                      double flopsPerStep, const std::string& label, const Options& o,
+                      Report& report) {
+  using models::kStageNames;
+  models::setMatrixPrecision(o.precisions.front());
+  models::takeStageTimes();
+  models::enableStageClock(true);
+  std::int64_t steps = 0;
+  const std::int64_t start = steadyNowNs();
+  do {
+    model.forward(batch);
+    model.backward();
+    ++steps;
+  } while (static_cast<double>(steadyNowNs() - start) * 1e-9 < o.seconds);
+  const double stepNs = static_cast<double>(steadyNowNs() - start) / static_cast<double>(steps);
+  models::enableStageClock(false);
+  const models::StageTimes times = models::takeStageTimes();
+  const double copy = copyGigabytesPerSecond(o);
+  fmt::print("  {:<30} {:>9} {:>7} {:>10}   (one-core copy: {:.1f} GB/s)\n", "stage", "ms/step",
+             "share", "GB/s", copy);
+  double rest = stepNs;
+  for (std::size_t i = 0; i < models::kStageCount; ++i) {
+    const double ns = static_cast<double>(times.ns[i]) / static_cast<double>(steps);
+    const double bytes = static_cast<double>(times.bytes[i]) / static_cast<double>(steps);
+    rest -= ns;
+    const bool products = kStageNames[i].value == models::Stage::kProducts;
+    const double rate = ns > 0 ? (products ? flopsPerStep : bytes) / ns : 0;  // per ns = G per s
+    fmt::print("  {:<30} {:>9.3f} {:>6.1f}% {:>10.1f}{}\n", kStageNames[i].name, ns * 1e-6,
+               100 * ns / stepNs, rate, products ? " GFLOP/s" : "");
+    report.json(fmt::format(
+        "{{\"what\": \"{} stage\", \"stage\": \"{}\", \"ms\": {:.4f}, \"share\": {:.4f}, "
+        "\"{}\": {:.2f}, \"copy_gbps\": {:.2f}}}",
+        label, kStageNames[i].name, ns * 1e-6, ns / stepNs, products ? "gflops" : "gbps", rate,
+        copy));
+  }
+  fmt::print("  {:<30} {:>9.3f} {:>6.1f}%\n", "the rest (adds, biases, copies)", rest * 1e-6,
+             100 * rest / stepNs);
 }
 
 // The bare product C = A B of N x N matrices through models::product in each precision.
@@ -454,6 +521,8 @@ int run(const Options& o) {
     for (std::size_t v = 0; v < steps.size(); ++v)
       report.row(label + " step", o.precisions[v], batch, model.parameterCount(), flops, steps[v]);
     if (o.layerTimes) reportLayerTimes(model, {data.inputs, data.labels, {}}, o);
+    if (o.stageTimes)
+      reportStageTimes(model, {data.inputs, data.labels, {}}, flops, label, o, report);
     if (name == "mlp" && o.precisions.front() == models::Precision::kFloat32) {
       std::vector<Index> widths{spec.input.size()};
       widths.insert(widths.end(), o.hidden.begin(), o.hidden.end());
