@@ -10,6 +10,7 @@
 #include "models/gpt_layers.h"
 #include "models/model_factory.h"
 #include "models/transformer_block.h"
+#include "models/transformer_kernels.h"
 #include "tests/models/gradient_check.h"
 
 namespace ringtrain::models {
@@ -61,9 +62,39 @@ TEST(GptLayerTest, TokenEmbeddingRefusesAnIdOutsideTheVocabulary) {
   TokenEmbedding<double> layer("wte", 5, 3, 2);
   std::vector<double> parameters(15), gradients(15), ids{1, 5}, out(6);
   layer.bind(parameters.data(), gradients.data());
-  EXPECT_THROW(layer.forward(ConstBatchView<double>(ids.data(), 2, 1),
-                             BatchView<double>(out.data(), 6, 1)),
-               std::invalid_argument);
+  EXPECT_THROW(
+      layer.forward(ConstBatchView<double>(ids.data(), 2, 1), BatchView<double>(out.data(), 6, 1)),
+      std::invalid_argument);
+}
+
+// float's GELU (its own tanh through the vector exponential, in chunks) against double's
+// (Eigen's tanh) over the range GPT activations take and past tanh's saturation, a count that
+// leaves a partial chunk, and NaN passed through.
+TEST(GptLayerTest, FloatGeluMatchesDoubleAndSaturates) {
+  std::vector<double> h;
+  for (int i = 0; i < 1300; ++i)
+    h.push_back(-12.0 + 24.0 * i / 1299.0);
+  h.push_back(1e-30);
+  h.push_back(std::nan(""));
+  const auto count = static_cast<Index>(h.size());
+  std::vector<double> dg(h.size()), g(h.size()), dh(h.size());
+  for (std::size_t i = 0; i < h.size(); ++i)
+    dg[i] = 1.0 - 0.001 * static_cast<double>(i % 7);
+  geluForward(h.data(), g.data(), count);
+  geluBackward(h.data(), dg.data(), dh.data(), count);
+  const std::vector<float> hf(h.begin(), h.end()), dgf(dg.begin(), dg.end());
+  std::vector<float> gf(h.size()), dhf(h.size());
+  geluForward(hf.data(), gf.data(), count);
+  geluBackward(hf.data(), dgf.data(), dhf.data(), count);
+  for (std::size_t i = 0; i + 1 < h.size(); ++i) {
+    const double x = static_cast<double>(hf[i]);
+    EXPECT_NEAR(gf[i], g[i], 2e-6 * (1 + std::abs(x))) << "GELU(" << x << ")";
+    EXPECT_NEAR(dhf[i], dh[i], 2e-6 * (1 + x * x)) << "GELU'(" << x << ")";
+  }
+  EXPECT_EQ(gf[1299], 12.0f) << "saturated: tanh 1";
+  EXPECT_EQ(gf[0], -0.0f) << "saturated: tanh -1";
+  EXPECT_TRUE(std::isnan(gf.back()));
+  EXPECT_TRUE(std::isnan(dhf.back()));
 }
 
 ModelSpec tinyGpt() {
@@ -99,8 +130,8 @@ TEST(GptModelTest, EveryParameterMatchesFiniteDifferencesOfTheMeanTokenLoss) {
   model.forward(data.batch());
   model.backward();
   const std::vector<double> analytic(model.gradients().begin(), model.gradients().end());
-  const auto numeric = numericGradient(model.parameters(),
-                                       [&] { return model.forward(data.batch()).meanLoss(); });
+  const auto numeric =
+      numericGradient(model.parameters(), [&] { return model.forward(data.batch()).meanLoss(); });
   const auto error = compareGradients(analytic, numeric);
   EXPECT_LT(error.worst, kGradientTolerance) << error.describe();
 }
@@ -156,11 +187,20 @@ TEST(GptModelTest, ParameterNamesAreGpt2sAndTheCountMatchesTheEstimate) {
   const ModelSpec spec = tinyGpt();
   auto model = makeModel<float>(spec);
   EXPECT_EQ(static_cast<double>(model.parameterCount()), parameterCount(spec));
-  const std::vector<std::string> names = {
-      "wte.weight",         "wpe.weight",         "h.0.ln_1.weight",      "h.0.ln_1.bias",
-      "h.0.attn.c_attn.weight", "h.0.attn.c_attn.bias", "h.0.attn.c_proj.weight",
-      "h.0.attn.c_proj.bias", "h.0.ln_2.weight", "h.0.ln_2.bias", "h.0.mlp.c_fc.weight",
-      "h.0.mlp.c_fc.bias",  "h.0.mlp.c_proj.weight", "h.0.mlp.c_proj.bias"};
+  const std::vector<std::string> names = {"wte.weight",
+                                          "wpe.weight",
+                                          "h.0.ln_1.weight",
+                                          "h.0.ln_1.bias",
+                                          "h.0.attn.c_attn.weight",
+                                          "h.0.attn.c_attn.bias",
+                                          "h.0.attn.c_proj.weight",
+                                          "h.0.attn.c_proj.bias",
+                                          "h.0.ln_2.weight",
+                                          "h.0.ln_2.bias",
+                                          "h.0.mlp.c_fc.weight",
+                                          "h.0.mlp.c_fc.bias",
+                                          "h.0.mlp.c_proj.weight",
+                                          "h.0.mlp.c_proj.bias"};
   for (std::size_t i = 0; i < names.size(); ++i)
     EXPECT_EQ(model.parameterTable()[i].name, names[i]);
   EXPECT_EQ(model.parameterTable().back().name, "ln_f.bias");
