@@ -78,7 +78,7 @@ bool useBlasKernels(std::string_view core) {
   };
   chooseAs(std::string(core));
   const bool ok = oneOf(openblas_get_corename(), {core});
-  if (!ok) chooseAs(before);  // an unknown name leaves OpenBLAS on Prescott's kernels
+  if (!ok) chooseAs(before);  // an unknown name leaves OpenBLAS on its fallback kernels
   if (set != nullptr) {
     setenv("OPENBLAS_CORETYPE", saved.c_str(), 1);
   } else {
