@@ -27,7 +27,7 @@
 
 namespace ringtrain::base {
 
-enum class CpuFeature { kF16c, kAvx2, kAvx512f, kAvx512Bf16 };
+enum class CpuFeature { kF16c, kAvx2, kFma, kAvx512f, kAvx512Core, kAvx512Bf16 };
 
 #if defined(__x86_64__) && defined(__GNUC__)
 // Bit `bit` of register `reg` (0 eax, 1 ebx, 2 ecx, 3 edx) of cpuid leaf `leaf`, `subleaf`: for the
@@ -40,12 +40,21 @@ inline bool cpuidBit(unsigned leaf, unsigned subleaf, int reg, unsigned bit) {
 #endif
 
 // Whether this CPU (and the OS, for the vector registers) has the feature; false off x86-64.
+// Before main (a static initialiser) call initCpuFeatures() first.
 inline bool cpuHas(CpuFeature feature) {
 #if defined(__x86_64__) && defined(__GNUC__)
   switch (feature) {
-    case CpuFeature::kF16c: return __builtin_cpu_supports("avx") && cpuidBit(1, 0, 2, 29);
-    case CpuFeature::kAvx2: return __builtin_cpu_supports("avx2");
-    case CpuFeature::kAvx512f: return __builtin_cpu_supports("avx512f");
+    case CpuFeature::kF16c:
+      return __builtin_cpu_supports("avx") && cpuidBit(1, 0, 2, 29);
+    case CpuFeature::kAvx2:
+      return __builtin_cpu_supports("avx2");
+    case CpuFeature::kFma:
+      return __builtin_cpu_supports("fma");
+    case CpuFeature::kAvx512f:
+      return __builtin_cpu_supports("avx512f");
+    case CpuFeature::kAvx512Core:  // Skylake-X's set: F, BW, DQ, VL (x86-64-v4)
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
     case CpuFeature::kAvx512Bf16:
       return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
              cpuidBit(7, 1, 0, 5);
@@ -53,6 +62,12 @@ inline bool cpuHas(CpuFeature feature) {
 #endif
   (void)feature;
   return false;
+}
+
+inline void initCpuFeatures() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+#endif
 }
 
 }  // namespace ringtrain::base

@@ -51,10 +51,9 @@ const std::string rechosenAtLoad = matchBlasKernelsToCpu();
 
 VectorWidth cpuVectorWidth() {
   using base::CpuFeature;
-  if (base::cpuHas(CpuFeature::kAvx512f) && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
-    return VectorWidth::kAvx512;
-  if (base::cpuHas(CpuFeature::kAvx2) && __builtin_cpu_supports("fma")) return VectorWidth::kAvx2;
+  base::initCpuFeatures();  // rechosenAtLoad asks during static initialisation
+  if (base::cpuHas(CpuFeature::kAvx512Core)) return VectorWidth::kAvx512;
+  if (base::cpuHas(CpuFeature::kAvx2) && base::cpuHas(CpuFeature::kFma)) return VectorWidth::kAvx2;
   return VectorWidth::kNarrow;
 }
 

@@ -194,7 +194,7 @@ __attribute__((target("avx2,fma"))) double peakAvx2(double seconds) {
 std::pair<std::string, double> fmaPeak(double seconds) {
 #if defined(__x86_64__) && defined(__GNUC__)
   if (base::cpuHas(base::CpuFeature::kAvx512f)) return {"avx512", peakAvx512(seconds)};
-  if (base::cpuHas(base::CpuFeature::kAvx2) && __builtin_cpu_supports("fma"))
+  if (base::cpuHas(base::CpuFeature::kAvx2) && base::cpuHas(base::CpuFeature::kFma))
     return {"avx2", peakAvx2(seconds)};
 #endif
   (void)seconds;
