@@ -21,6 +21,12 @@ ringtrain_rest steps "the steps (above)" words
 ringtrain_parse_args "$@"
 [[ $werror == ON || $werror == OFF ]] || { echo "device_check.sh: --werror '$werror': expected ON or OFF" >&2; exit 2; }
 [[ ${#steps[@]} -gt 0 ]] || steps=(build gpu-tests share-refused)
+for step in "${steps[@]}"; do  # every step known before the first one runs
+  case $step in
+    build | gpu-tests | share-refused | all-tests | bench) ;;
+    *) echo "device_check.sh: unknown step '$step' (build, gpu-tests, share-refused, all-tests, bench)" >&2; exit 2 ;;
+  esac
+done
 mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 jobs=$(nproc)
@@ -89,7 +95,6 @@ for step in "${steps[@]}"; do
         note "no scripts/gpu/device_bench.sh yet"
       fi
       ;;
-    *) echo "device_check.sh: unknown step '$step'" >&2; exit 2 ;;
   esac
 done
 cat "$out/summary.txt"

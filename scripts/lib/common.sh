@@ -36,11 +36,12 @@ RINGTRAIN_TORCH_PACKAGES=(python3-torch python3-torchvision)
 ringtrain_say() { printf '[ringtrain] %s\n' "$*" >&2; }
 
 # ringtrain_need_count OPTION VALUE [MIN]: exit 2 with one line unless VALUE is a whole number
-# of at least MIN (default 1); the benchmark scripts' check of their counts.
+# of at least MIN (default 1), written without leading zeros (bash reads 08 as octal); the
+# benchmark scripts' check of their counts.
 ringtrain_need_count() {
   local min="${3:-1}"
-  [[ "$2" =~ ^[0-9]+$ ]] && [ "$2" -ge "$min" ] && return 0
-  ringtrain_say "error: $1 '$2': expected a whole number of at least $min"
+  [[ "$2" =~ ^(0|[1-9][0-9]*)$ ]] && [ "$2" -ge "$min" ] && return 0
+  ringtrain_say "error: $1 '$2': expected a whole number of at least $min (no leading zeros)"
   exit 2
 }
 

@@ -80,7 +80,7 @@ if /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
 else
   echo "skipping the PyTorch rows: /usr/bin/python3 cannot import torch (python3-torch)"
 fi
-for bad in "--rounds 0" "--seconds x" "--compare-build $build_dir" "--compare-build /nowhere" \
+for bad in "--rounds 0" "--rounds 08" "--seconds x" "--compare-build $build_dir" "--compare-build /nowhere" \
   "--no-such-option" "--quick" "--precision bf16"; do
   # shellcheck disable=SC2086
   bash "$script" --model cnn --build-dir "$build_dir" --no-pytorch $bad >"$work/bad.out" 2>&1
