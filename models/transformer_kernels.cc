@@ -111,18 +111,24 @@ RINGTRAIN_VECTOR_CLONES void geluSlopes(const float* h, const float* t, const fl
     dh[i] = dg[i] * slope;
   }
 }
+// Calls use(i, t, n) for each chunk [i, i + n) of h, t holding its tanh(s (h + c h³)).
+template <class Use>
+void inGeluChunks(const float* h, Index count, Use use) {
+  float t[kGeluChunk];
+  for (Index i = 0; i < count; i += kGeluChunk) {
+    const Index n = std::min(kGeluChunk, count - i);
+    geluTanh(h + i, t, n);
+    use(i, t, n);
+  }
+}
 }  // namespace
 
 template <class Scalar>
 void geluForward(const Scalar* h, Scalar* g, Index count) {
   const StageScope stage(Stage::kGelu, bytesOf<Scalar>(2 * count));
   if constexpr (std::is_same_v<Scalar, float>) {
-    float t[kGeluChunk];
-    for (Index i = 0; i < count; i += kGeluChunk) {
-      const Index n = std::min(kGeluChunk, count - i);
-      geluTanh(h + i, t, n);
-      geluValues(h + i, t, g + i, n);
-    }
+    inGeluChunks(h, count,
+                 [&](Index i, const float* t, Index n) { geluValues(h + i, t, g + i, n); });
   } else {
     using Array = Eigen::Array<Scalar, Eigen::Dynamic, 1>;
     const Eigen::Map<const Array> x(h, count);
@@ -136,12 +142,9 @@ template <class Scalar>
 void geluBackward(const Scalar* h, const Scalar* dg, Scalar* dh, Index count) {
   const StageScope stage(Stage::kGelu, bytesOf<Scalar>(3 * count));
   if constexpr (std::is_same_v<Scalar, float>) {
-    float t[kGeluChunk];
-    for (Index i = 0; i < count; i += kGeluChunk) {
-      const Index n = std::min(kGeluChunk, count - i);
-      geluTanh(h + i, t, n);
+    inGeluChunks(h, count, [&](Index i, const float* t, Index n) {
       geluSlopes(h + i, t, dg + i, dh + i, n);
-    }
+    });
   } else {
     using Array = Eigen::Array<Scalar, Eigen::Dynamic, 1>;
     const Eigen::Map<const Array> x(h, count);
