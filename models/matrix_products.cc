@@ -107,7 +107,6 @@ MatrixProducts matrixProducts() {
   m.name = config.substr(0, config.find(' ', config.find(' ') + 1)) + " (" +
            (m.sequential ? "serial" : "threaded") + ", " + openblas_get_corename() +
            (rechosenAtLoad.empty() ? "" : "; OpenBLAS had chosen " + rechosenAtLoad) + ")";
-  m.rechosen = rechosenAtLoad;
 #else
   m.name = "Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." +
            std::to_string(EIGEN_MAJOR_VERSION) + "." + std::to_string(EIGEN_MINOR_VERSION);

@@ -19,7 +19,6 @@ struct MatrixProducts {
   bool blas = false;       // the products go to a BLAS library (EIGEN_USE_BLAS)
   bool sequential = true;  // that library runs them on the calling thread only
   std::string name;        // e.g. "OpenBLAS 0.3.21 (serial, Zen)" or "Eigen 3.4.0"
-  std::string rechosen;    // the kernels OpenBLAS chose at load, where ringtrain asked again
 };
 
 // What this build links, asked of the library itself where it can tell.
