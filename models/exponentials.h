@@ -13,4 +13,18 @@ namespace ringtrain::models {
 template <class Scalar>
 void shiftedExponentials(const Scalar* in, Scalar* out, Index n, Scalar shift);
 
+template <class Scalar>
+struct SoftmaxTotals {
+  Scalar maximum;  // m = max in[i]
+  Scalar sum;      // Σ exp(in[i] − m), at least 1
+};
+
+// out[i] = factor · exp(in[i] − m) / Σ_j exp(in[j] − m) for i < n > 0; in and out do not overlap.
+// float reads `in` once, a chunk at a time: a chunk's exponentials are taken from the largest
+// value seen so far and rescaled when the pass over out (then in cache) divides by the sum. So
+// the loss's 50,257-value column comes from memory once, not once for the maximum and again for
+// the exponentials.
+template <class Scalar>
+SoftmaxTotals<Scalar> scaledSoftmax(const Scalar* in, Scalar* out, Index n, Scalar factor);
+
 }  // namespace ringtrain::models

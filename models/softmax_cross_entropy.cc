@@ -25,8 +25,8 @@ void SoftmaxCrossEntropy<Scalar>::reserve(Index outputs, Index /*batch*/) {
   exponentials_.reserve(outputs);
 }
 
-// Column by column: one sample's C exponentials (200 KB for GPT-2's vocabulary) stay in cache
-// from the exponential to the sum and the scaling, where whole-batch passes went to memory each.
+// Column by column: one sample's C values (200 KB for GPT-2's vocabulary) come from memory once
+// and stay in cache from the exponential to the scaling (scaledSoftmax).
 template <class Scalar>
 LossTotals SoftmaxCrossEntropy<Scalar>::compute(ConstBatchView<Scalar> logits,
                                                 const Targets<Scalar>& targets,
@@ -43,12 +43,9 @@ LossTotals SoftmaxCrossEntropy<Scalar>::compute(ConstBatchView<Scalar> logits,
   LossTotals totals;
   for (Index b = 0; b < batch; ++b) {
     const auto z = logits.col(b);
-    // The exponentials go straight into the gradient when there is one: the gradient is those
-    // same values, scaled, with 1/B taken off at the label.
-    VectorView<Scalar> exps(gradient != nullptr ? gradient->col(b).data() : scratch, classes);
-    const Scalar maximum = z.maxCoeff();
-    shiftedExponentials(z.data(), exps.data(), classes, maximum);
-    const Scalar sum = exps.sum();
+    // The gradient is the softmax over 1/B, with 1/B taken off at the label.
+    Scalar* softmax = gradient != nullptr ? gradient->col(b).data() : scratch;
+    const auto [maximum, sum] = scaledSoftmax(z.data(), softmax, classes, inverseBatch);
     const Index label = targets.labels[static_cast<std::size_t>(b)];
     // (m − z) first: both are large when the logits are, their difference is not, and adding
     // log Σ to m first would round it away (1001 + 0.31 in float keeps only ~4 decimals).
@@ -56,10 +53,7 @@ LossTotals SoftmaxCrossEntropy<Scalar>::compute(ConstBatchView<Scalar> logits,
     // Correct when the label holds the maximum and no earlier class ties it (the first maximum
     // wins, as in argmax), so all-equal logits count as class 0, not as every label.
     if (z(label) == maximum && (z.head(label).array() < z(label)).all()) ++totals.correct;
-    if (gradient != nullptr) {
-      exps *= inverseBatch / sum;
-      exps(label) -= inverseBatch;
-    }
+    if (gradient != nullptr) softmax[label] -= inverseBatch;
   }
   return totals;
 }

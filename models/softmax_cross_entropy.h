@@ -28,7 +28,7 @@ class SoftmaxCrossEntropy final : public Loss<Scalar> {
                      BatchView<Scalar>* gradient) override;
 
  private:
-  Workspace<Scalar> exponentials_;  // one sample's exp(z − m), when no gradient buffer holds them
+  Workspace<Scalar> exponentials_;  // one sample's softmax, when no gradient buffer holds it
 };
 
 extern template class SoftmaxCrossEntropy<float>;

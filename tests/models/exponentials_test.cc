@@ -64,6 +64,40 @@ TEST(ExponentialsTest, EveryLengthGetsEveryElement) {
   }
 }
 
+// Lengths across the chunk boundaries (512 values) with the largest value late, so the earlier
+// chunks' exponentials are rescaled, and logits near 1000, where exp(z) alone would overflow.
+TEST(ScaledSoftmaxTest, FloatMatchesDoubleWithTheMaximumInALateChunk) {
+  for (const Index n : {Index{1}, Index{7}, Index{512}, Index{513}, Index{1500}, Index{50257}}) {
+    std::vector<float> x(static_cast<std::size_t>(n));
+    for (Index i = 0; i < n; ++i)
+      x[static_cast<std::size_t>(i)] = 1000.0F + 0.001F * static_cast<float>(i % 997);
+    x.back() = 1003.0F;  // the maximum, in the last chunk
+    std::vector<float> y(x.size());
+    const auto totals = scaledSoftmax(x.data(), y.data(), n, 0.25F);
+    const std::vector<double> xd(x.begin(), x.end());
+    std::vector<double> yd(xd.size());
+    const auto reference = scaledSoftmax(xd.data(), yd.data(), n, 0.25);
+    EXPECT_EQ(totals.maximum, 1003.0F);
+    EXPECT_NEAR(totals.sum, reference.sum, 1e-5 * reference.sum) << "n " << n;
+    double total = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) {
+      ASSERT_NEAR(y[i], yd[i], 1e-5 * yd[i]) << "n " << n << ", i " << i;
+      total += y[i];
+    }
+    EXPECT_NEAR(total, 0.25, 1e-5) << "n " << n;
+  }
+}
+
+TEST(ScaledSoftmaxTest, ANanReachesTheSumAndEveryValue) {
+  std::vector<float> x(1200, 1.0F);
+  x[700] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> y(x.size());
+  const auto totals = scaledSoftmax(x.data(), y.data(), static_cast<Index>(x.size()), 1.0F);
+  EXPECT_TRUE(std::isnan(totals.sum));
+  EXPECT_TRUE(std::isnan(y[0]));
+  EXPECT_TRUE(std::isnan(y[1199]));
+}
+
 TEST(ExponentialsTest, DoubleIsStdExp) {
   const std::vector<double> x{-700.0, -1.0, 0.0, 2.5};
   std::vector<double> y(x.size());
