@@ -13,12 +13,17 @@
 // layer takes; `sgemm` is cblas_sgemm on operands of the same shapes and transposes. The peak is
 // a loop of independent fused multiply-adds in the widest vectors the CPU has (AVX-512, else
 // AVX2), chosen at run time. Per model, `step` weighs every shape by how often a step multiplies
-// it. Each figure is the median (and range) of --repeats rounds of at least --seconds each,
-// rounds interleaved across the shapes. Prints a table; --json adds one JSON line per row.
+// it. --peers adds other libraries' float32 GEMM on the same operands, loaded at run time (the
+// build needs neither): `blis` (BLIS's serial CBLAS, Debian's libblis4-serial) and `onednn`
+// (oneDNN's dnnl_sgemm, libdnnl2). Each figure is the median (and range) of --repeats rounds of at
+// least --seconds each, rounds interleaved across the shapes and the ways. Prints a table; --json
+// adds one JSON line per row.
+#include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -148,6 +153,53 @@ void sgemmProduct(const Shape& s, Operands& o) {
 }
 #endif
 
+// A way to compute a shape's product on its operands.
+using ProductCall = std::function<void(const Shape&, Operands&)>;
+
+enum class Peer { kBlis, kOneDnn };
+struct PeerLibrary {
+  Peer peer;
+  const char* name;    // as --peers and the table call it
+  const char* file;    // dlopen()'s name
+  const char* symbol;  // its float32 GEMM
+};
+constexpr PeerLibrary kPeerLibraries[] = {
+    {Peer::kBlis, "blis", "libblis.so.4", "cblas_sgemm"},
+    {Peer::kOneDnn, "onednn", "libdnnl.so.2", "dnnl_sgemm"},
+};
+
+using CblasSgemm = void (*)(int, int, int, int, int, int, float, const float*, int, const float*,
+                            int, float, float*, int);
+using DnnlSgemm = int (*)(char, char, std::int64_t, std::int64_t, std::int64_t, float, const float*,
+                          std::int64_t, const float*, std::int64_t, float, float*, std::int64_t);
+
+// The peer's GEMM, or an error naming the library. RTLD_LOCAL and RTLD_DEEPBIND: BLIS exports the
+// BLAS names too, and neither it nor OpenBLAS may take the other's calls.
+ProductCall loadPeer(const PeerLibrary& library, std::string& error) {
+  void* handle = dlopen(library.file, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+  void* symbol = handle != nullptr ? dlsym(handle, library.symbol) : nullptr;
+  if (symbol == nullptr) {
+    error = fmt::format("--peers {}: cannot load {} from {}: {}", library.name, library.symbol,
+                        library.file, dlerror());
+    return {};
+  }
+  if (library.peer == Peer::kBlis) {
+    auto* sgemm = reinterpret_cast<CblasSgemm>(symbol);
+    return [sgemm](const Shape& s, Operands& o) {
+      constexpr int kColMajor = 102, kNoTrans = 111, kTrans = 112;
+      sgemm(kColMajor, s.transA ? kTrans : kNoTrans, s.transB ? kTrans : kNoTrans,
+            static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), 1.0f, o.a.data(),
+            static_cast<int>(o.a.rows()), o.b.data(), static_cast<int>(o.b.rows()), 0.0f,
+            o.c.data(), static_cast<int>(o.c.rows()));
+    };
+  }
+  auto* sgemm = reinterpret_cast<DnnlSgemm>(symbol);
+  return [sgemm](const Shape& s, Operands& o) {  // row-major: C^T = op(B)^T op(A)^T
+    sgemm(s.transB ? 'T' : 'N', s.transA ? 'T' : 'N', s.n, s.m, s.k, 1.0f, o.b.data(), o.b.rows(),
+          o.a.data(), o.a.rows(), 0.0f, o.c.data(), o.c.rows());
+  };
+}
+
 // The FMA peak: 12 independent chains (enough to cover two FMA units' latency) of
 // acc = acc * a + b in vectors of `lanes` floats, GFLOP/s over at least `seconds`. A macro, since
 // each body must be compiled inside its own target function (lambdas and templates would be
@@ -205,6 +257,7 @@ struct Options {
   std::vector<std::string> models{"gpt2-124m", "gpt-mini", "cnn"};
   // 1024 tokens a step for either GPT; the cnn's batch of model_speed.sh.
   Index gpt2Batch = 1, miniBatch = 8, cnnBatch = 64;
+  std::vector<Peer> peers;
   double seconds = 0.3;
   int repeats = 3;
   std::string json;
@@ -214,6 +267,7 @@ struct Options {
 struct Parsed {
   Options o;
   std::string models = "gpt2-124m,gpt-mini,cnn";
+  std::string peers;
 };
 
 const options::Table<Parsed>& optionTable() {
@@ -224,6 +278,7 @@ const options::Table<Parsed>& optionTable() {
       options::number<Parsed>("gpt2-124m-batch", RINGTRAIN_FIELD(o.gpt2Batch), kAny, "gpt2-124m: sequences of 1024 tokens per step"),
       options::number<Parsed>("gpt-mini-batch", RINGTRAIN_FIELD(o.miniBatch), kAny, "gpt-mini: sequences of 128 tokens per step"),
       options::number<Parsed>("cnn-batch", RINGTRAIN_FIELD(o.cnnBatch), kAny, "cnn images per step"),
+      options::text<Parsed>("peers", RINGTRAIN_FIELD(peers), "comma-separated, loaded at run time: blis, onednn"),
       options::number<Parsed>("seconds", RINGTRAIN_FIELD(o.seconds), kAny, "least time per figure"),
       options::number<Parsed>("repeats", RINGTRAIN_FIELD(o.repeats), kAny, "rounds"),
       options::text<Parsed>("json", RINGTRAIN_FIELD(o.json), "also write each row as a JSON line to this file"),
@@ -250,6 +305,15 @@ int parseOptions(int argc, char** argv, Options& o) {
                    m.c_str());
       return 2;
     }
+  }
+  for (const std::string& name : base::commaSeparated(parsed.peers)) {
+    const auto* library = std::find_if(std::begin(kPeerLibraries), std::end(kPeerLibraries),
+                                       [&](const PeerLibrary& l) { return name == l.name; });
+    if (library == std::end(kPeerLibraries)) {
+      std::fprintf(stderr, "product_perf: --peers: no library '%s' (blis, onednn)\n", name.c_str());
+      return 2;
+    }
+    o.peers.push_back(library->peer);
   }
   if (o.models.empty() || o.gpt2Batch < 1 || o.miniBatch < 1 || o.cnnBatch < 1 || o.repeats < 1 ||
       o.seconds <= 0) {
@@ -280,31 +344,52 @@ Spread spreadOf(std::vector<double> v) {
   return {v[v.size() / 2], v.front(), v.back()};
 }
 
-// Per shape and round: seconds per call of each way.
-struct Timings {
-  std::vector<std::vector<double>> ringtrain, sgemm;  // [shape][round]
-  std::vector<double> peak;                           // [round], GFLOP/s
-  std::string peakIsa;
+// One way of computing the products, and its seconds per call [shape][round].
+struct Way {
+  std::string name;  // the table's and the JSON's: ringtrain, sgemm, blis, onednn
+  ProductCall call;  // empty: not measured (sgemm without a linked BLAS)
+  std::vector<std::vector<double>> seconds;
 };
 
-Timings measure(const std::vector<Shape>& shapes, const Options& o) {
-  Timings t;
-  t.ringtrain.resize(shapes.size());
-  t.sgemm.resize(shapes.size());
-  for (int round = 0; round < o.repeats; ++round) {
-    auto [isa, peak] = fmaPeak(o.seconds);
-    t.peakIsa = isa;
-    t.peak.push_back(peak);
-    for (std::size_t i = 0; i < shapes.size(); ++i) {
-      Operands operands(shapes[i]);
-      t.ringtrain[i].push_back(
-          secondsPerCall([&] { ringtrainProduct(shapes[i], operands); }, o.seconds));
+// ringtrain, the linked BLAS's sgemm, then the --peers; an error where a peer does not load.
+std::vector<Way> waysOf(const Options& o, std::string& error) {
+  std::vector<Way> ways{{"ringtrain", ringtrainProduct, {}}, {"sgemm", {}, {}}};
 #ifdef EIGEN_USE_BLAS
-      t.sgemm[i].push_back(secondsPerCall([&] { sgemmProduct(shapes[i], operands); }, o.seconds));
+  ways[1].call = sgemmProduct;
 #endif
+  for (const Peer peer : o.peers) {
+    for (const PeerLibrary& library : kPeerLibraries) {
+      if (library.peer != peer) continue;
+      ways.push_back({library.name, loadPeer(library, error), {}});
+      if (!error.empty()) return {};
     }
   }
-  return t;
+  return ways;
+}
+
+struct Peak {
+  std::vector<double> gflops;  // [round]
+  std::string isa;
+};
+
+Peak measure(const std::vector<Shape>& shapes, std::vector<Way>& ways, const Options& o) {
+  Peak peak;
+  for (Way& way : ways)
+    way.seconds.resize(way.call ? shapes.size() : 0);
+  for (int round = 0; round < o.repeats; ++round) {
+    auto [isa, gflops] = fmaPeak(o.seconds);
+    peak.isa = isa;
+    peak.gflops.push_back(gflops);
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      Operands operands(shapes[i]);
+      for (Way& way : ways) {
+        if (way.call)
+          way.seconds[i].push_back(
+              secondsPerCall([&] { way.call(shapes[i], operands); }, o.seconds));
+      }
+    }
+  }
+  return peak;
 }
 
 std::string cell(const Spread& s) {
@@ -319,50 +404,83 @@ std::vector<double> rates(double flops, const std::vector<double>& seconds) {
   return r;
 }
 
-void report(const std::vector<Shape>& shapes, const Timings& t, const Options& o) {
-  std::ofstream json;
-  if (!o.json.empty()) json.open(o.json);
-  const Spread peak = spreadOf(t.peak);
-  const bool sgemm = !t.sgemm.empty() && !t.sgemm.front().empty();
-  fmt::print(
-      "| model | product | m x n x k | per step | ringtrain GFLOP/s | of peak | sgemm GFLOP/s |\n");
-  fmt::print("|---|---|---|---:|---:|---:|---:|\n");
-  std::map<std::string, std::pair<double, std::vector<double>>> steps;  // flops, seconds a round
-  auto line = [&](const std::string& model, const std::string& what, const std::string& dims,
-                  int perStep, const Spread& ours, const Spread& theirs) {
-    fmt::print("| {} | {} | {} | {} | {} | {:.0f}% | {} |\n", model, what, dims, perStep,
-               cell(ours), peak.median > 0 ? 100 * ours.median / peak.median : 0.0,
-               sgemm ? cell(theirs) : "-");
-    if (json.is_open())
-      json << fmt::format(
+// A model's step: every shape's seconds a round, weighed by how often a step multiplies it.
+std::vector<double> stepSeconds(const std::vector<Shape>& shapes,
+                                const std::vector<std::size_t>& of, const Way& way, int repeats) {
+  std::vector<double> seconds(static_cast<std::size_t>(repeats));
+  for (std::size_t i : of)
+    for (std::size_t r = 0; r < seconds.size(); ++r)
+      seconds[r] += way.seconds[i][r] * shapes[i].perStep;
+  return seconds;
+}
+
+// Prints one row of the table and its JSON line: a figure per way (0 where not measured).
+class Rows {
+ public:
+  Rows(const std::vector<Way>& ways, const Peak& peak, const std::string& json)
+      : ways_(ways), peak_(peak), median_(spreadOf(peak.gflops).median) {
+    if (!json.empty()) json_.open(json);
+    fmt::print("| model | product | m x n x k | per step | ringtrain GFLOP/s | of peak |");
+    for (std::size_t w = 1; w < ways.size(); ++w)
+      fmt::print(" {} GFLOP/s |", ways[w].name);
+    fmt::print("\n|---|---|---|---:|---:|---:|");
+    for (std::size_t w = 1; w < ways.size(); ++w)
+      fmt::print("---:|");
+    fmt::print("\n");
+  }
+
+  // `seconds(way)`: that way's seconds a round for this row.
+  void add(const std::string& model, const std::string& what, const std::string& dims, int perStep,
+           double flops, const std::function<std::vector<double>(const Way&)>& seconds) {
+    std::string cells, fields;
+    double ours = 0;
+    for (const Way& way : ways_) {
+      const Spread s = way.call ? spreadOf(rates(flops, seconds(way))) : Spread{};
+      if (&way == &ways_.front()) {
+        ours = s.median;
+        cells += fmt::format(" {} | {:.0f}% |", cell(s), median_ > 0 ? 100 * ours / median_ : 0.0);
+      } else {
+        cells += way.call ? fmt::format(" {} |", cell(s)) : std::string(" - |");
+      }
+      fields += fmt::format("\"{}_gflops\": {:.3f}, ", way.name, s.median);
+    }
+    fmt::print("| {} | {} | {} | {} |{}\n", model, what, dims, perStep, cells);
+    if (json_.is_open())
+      json_ << fmt::format(
           "{{\"model\": \"{}\", \"product\": \"{}\", \"shape\": \"{}\", \"per_step\": {}, "
-          "\"ringtrain_gflops\": {:.3f}, \"sgemm_gflops\": {:.3f}, \"peak_gflops\": {:.3f}, "
-          "\"peak_isa\": \"{}\"}}\n",
-          model, what, dims, perStep, ours.median, sgemm ? theirs.median : 0.0, peak.median,
-          t.peakIsa);
-  };
+          "{}\"peak_gflops\": {:.3f}, \"peak_isa\": \"{}\"}}\n",
+          model, what, dims, perStep, fields, median_, peak_.isa);
+  }
+
+ private:
+  const std::vector<Way>& ways_;
+  const Peak& peak_;
+  double median_;
+  std::ofstream json_;
+};
+
+void report(const std::vector<Shape>& shapes, const std::vector<Way>& ways, const Peak& peak,
+            const Options& o) {
+  Rows rows(ways, peak, o.json);
   std::map<std::string, std::vector<std::size_t>> byModel;
   for (std::size_t i = 0; i < shapes.size(); ++i) {
     const Shape& s = shapes[i];
-    line(s.model, s.what, fmt::format("{} x {} x {}", s.m, s.n, s.k), s.perStep,
-         spreadOf(rates(flopsOf(s), t.ringtrain[i])),
-         sgemm ? spreadOf(rates(flopsOf(s), t.sgemm[i])) : Spread{});
+    rows.add(s.model, s.what, fmt::format("{} x {} x {}", s.m, s.n, s.k), s.perStep, flopsOf(s),
+             [&](const Way& way) { return way.seconds[i]; });
     byModel[s.model].push_back(i);
   }
   for (const std::string& model : o.models) {
     double flops = 0;
-    std::vector<double> ours(static_cast<std::size_t>(o.repeats)), theirs = ours;
-    for (std::size_t i : byModel[model]) {
+    for (std::size_t i : byModel[model])
       flops += flopsOf(shapes[i]) * shapes[i].perStep;
-      for (std::size_t r = 0; r < ours.size(); ++r) {
-        ours[r] += t.ringtrain[i][r] * shapes[i].perStep;
-        if (sgemm) theirs[r] += t.sgemm[i][r] * shapes[i].perStep;
-      }
-    }
-    line(model, "step (all products)", fmt::format("{:.1f} GFLOP", flops / 1e9), 1,
-         spreadOf(rates(flops, ours)), sgemm ? spreadOf(rates(flops, theirs)) : Spread{});
+    rows.add(model, "step (all products)", fmt::format("{:.1f} GFLOP", flops / 1e9), 1, flops,
+             [&](const Way& way) { return stepSeconds(shapes, byModel[model], way, o.repeats); });
   }
-  fmt::print("| FMA peak, one core | {} | | | {} | 100% | |\n", t.peakIsa, cell(peak));
+  std::string empty;
+  for (std::size_t w = 1; w < ways.size(); ++w)
+    empty += " |";
+  fmt::print("| FMA peak, one core | {} | | | {} | 100% |{}\n", peak.isa,
+             cell(spreadOf(peak.gflops)), empty);
 }
 
 }  // namespace
@@ -377,7 +495,14 @@ int main(int argc, char** argv) {
       "# product_perf: one thread, products by {}; median (range) of {} rounds of at least "
       "{} s a figure\n",
       models::matrixProducts().name, o.repeats, o.seconds);
+  std::string error;
+  std::vector<Way> ways = waysOf(o, error);
+  if (!error.empty()) {
+    std::fprintf(stderr, "product_perf: %s\n", error.c_str());
+    return 2;
+  }
   const std::vector<Shape> shapes = shapesOf(o);
-  report(shapes, measure(shapes, o), o);
+  const Peak peak = measure(shapes, ways, o);
+  report(shapes, ways, peak, o);
   return 0;
 }

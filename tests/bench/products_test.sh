@@ -2,15 +2,16 @@
 # scripts/bench/products.sh on the CNN, two short rounds: a table row and a JSON line for each of
 # its twelve products and its step, with positive GFLOP/s through models::product() and through
 # cblas_sgemm (where the build links a BLAS); the FMA peak measured in the widest vectors
-# /proc/cpuinfo lists (avx512f, else avx2 with fma); bad options exit 2 with one line. Judges no
-# speed: benchmarks are not timed tests.
+# /proc/cpuinfo lists (avx512f, else avx2 with fma); with --peers, BLIS's and oneDNN's columns and
+# JSON fields, positive (the script installs their Debian packages); bad options exit 2 with one
+# line. Judges no speed: benchmarks are not timed tests.
 #   products_test.sh PRODUCTS_SH BUILD_DIR
 # shellcheck source=../../scripts/lib/args.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/args.sh"
 ringtrain_test_start checks
 script="$1"
 build_dir="$2"
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 BLIS_NUM_THREADS=1
 unset OPENBLAS_CORETYPE
 
 if timeout 300 bash "$script" --build "$build_dir" --models cnn --rounds 2 --seconds 0.01 \
@@ -45,7 +46,23 @@ for r in rows:
 assert rows[-1]["product"] == "step (all products)", rows[-1]
 PY
 
-for bad in "--rounds 0" "--seconds x" "--models cnn,nosuch" "--no-such-option 1"; do
+if timeout 600 bash "$script" --build "$build_dir" --models cnn --rounds 1 --seconds 0.01 \
+  --peers blis,onednn --json "$work/peers.jsonl" >"$work/peers.out" 2>"$work/peers.err"; then
+  ok "--peers blis,onednn: exit status 0"
+else
+  fail "--peers blis,onednn: exit status $?" "$(cat "$work/peers.out" "$work/peers.err")"
+fi
+grep -qE "^\| cnn \| step \(all products\) \|.*\| [0-9.]+ \([0-9.-]+\) \| [0-9.]+ \([0-9.-]+\) \|$" \
+  "$work/peers.out" && grep -q "| blis GFLOP/s | onednn GFLOP/s |" "$work/peers.out" &&
+  ok "--peers: the blis and onednn columns" || fail "--peers: no blis and onednn columns" "$(cat "$work/peers.out")"
+python3 - "$work/peers.jsonl" <<'PY' && ok "--peers: JSON" || fail "--peers: JSON" "$(cat "$work/peers.jsonl")"
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+assert len(rows) == 13, len(rows)
+assert all(r["blis_gflops"] > 0 and r["onednn_gflops"] > 0 for r in rows), rows
+PY
+
+for bad in "--rounds 0" "--seconds x" "--models cnn,nosuch" "--no-such-option 1" "--peers blis,nosuch"; do
   # shellcheck disable=SC2086
   timeout 60 bash "$script" --build "$build_dir" $bad >"$work/bad.out" 2>&1
   status=$?
