@@ -62,7 +62,20 @@ int Timeline::threadIndex(std::string_view category) {
 void Timeline::span(std::string_view name, std::string_view category, std::int64_t startNs,
                     std::int64_t endNs, std::int64_t bytes, std::string_view backend) {
   const std::lock_guard lock(mutex_);
-  pending_.push_back({name, category, startNs, endNs, bytes, backend, threadIndex(category)});
+  pending_.push_back({name, category, startNs, endNs, bytes, backend, threadIndex(category), {}});
+}
+
+void Timeline::counters(std::string_view name, std::int64_t atNs,
+                        std::span<const CounterValue> values) {
+  const std::lock_guard lock(mutex_);
+  pending_.push_back({name,
+                      "counter",
+                      atNs,
+                      atNs,
+                      -1,
+                      {},
+                      threadIndex("counter"),
+                      std::vector<CounterValue>(values.begin(), values.end())});
 }
 
 void Timeline::writerLoop() {
@@ -79,11 +92,26 @@ void Timeline::writerLoop() {
   }
 }
 
+// A counter sample's JSON: {"name":..,"ph":"C",..,"args":{"series":value,...}}.
+std::string Timeline::counterJson(const Event& e) const {
+  std::string args;
+  for (const CounterValue& v : e.values)
+    args += fmt::format(R"({}"{}":{:.6g})", args.empty() ? "" : ",", jsonEscape(v.name), v.value);
+  return fmt::format(
+      R"({{"name":"{}","cat":"{}","ph":"C","pid":{},"tid":{},"ts":{:.3f},"args":{{{}}}}})",
+      jsonEscape(e.name), jsonEscape(e.category), rank_, e.thread,
+      static_cast<double>(e.start - originNs_) * 1e-3, args);
+}
+
 void Timeline::write(const std::vector<Event>& events) {
   std::string text;
   for (const Event& e : events) {
     text += firstEvent_ ? "" : ",\n";
     firstEvent_ = false;
+    if (!e.values.empty()) {
+      text += counterJson(e);
+      continue;
+    }
     text += fmt::format(
         R"({{"name":"{}","cat":"{}","ph":"X","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f})",
         jsonEscape(e.name), jsonEscape(e.category), rank_, e.thread,
@@ -152,9 +180,7 @@ void Timeline::finish() {
     out << ",\n" << text;
   }
   out << "\n]}\n";
-  if (!out)
-    logLine(LogLevel::kWarn,
-                         "warning: could not write the timeline " + path_);
+  if (!out) logLine(LogLevel::kWarn, "warning: could not write the timeline " + path_);
 }
 
 }  // namespace ringtrain::engine

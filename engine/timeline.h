@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <fstream>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -33,6 +34,13 @@ class Timeline final : public TraceSink {
 
   void span(std::string_view name, std::string_view category, std::int64_t startNs,
             std::int64_t endNs, std::int64_t bytes = -1, std::string_view backend = {}) override;
+  // One sample of named values at `atNs` (Chrome's counter event: a track per name, a series per
+  // value). The names must outlive the timeline (string literals, static tables).
+  struct CounterValue {
+    std::string_view name;
+    double value;
+  };
+  void counters(std::string_view name, std::int64_t atNs, std::span<const CounterValue> values);
   // Collective over the constructor's `comm`: flushes and, on rank 0, writes the merged trace.
   void finish();
   const std::string& path() const { return path_; }
@@ -46,10 +54,12 @@ class Timeline final : public TraceSink {
     std::int64_t bytes;
     std::string_view backend;
     int thread;
+    std::vector<CounterValue> values;  // a counter sample's; empty for a span
   };
   int threadIndex(std::string_view category);
   void writerLoop();
   void write(const std::vector<Event>& events);
+  std::string counterJson(const Event& e) const;
 
   std::string path_;
   std::string partPath_;

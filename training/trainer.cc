@@ -171,7 +171,8 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
   schedule_.stepSize = config.lrStepSize;
   schedule_.gamma = config.lrGamma;
   schedule_.totalSteps = plan_.plannedSteps;
-  if (environment_.timeline) trace_.observe(model_, exchange_->buckets());
+  if (environment_.timeline)
+    trace_.observe(model_, exchange_->buckets(), config.device != Device::kCuda);
   batches_ = std::make_unique<BatchPrefetcher>(
       train, prefetchesInBackground(config, train.readsStorage()));
 }
@@ -405,6 +406,7 @@ double Trainer::shardedNorm() {
 
 std::int64_t Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
   const std::int64_t start = steadyNowNs();
+  trace_.beginStep();
   models::BatchResult result;
   std::int64_t samples = 0;
   for (int micro = 0; micro < config_.accumulateSteps; ++micro) {
@@ -435,6 +437,7 @@ std::int64_t Trainer::trainStep(std::int64_t step, TrainingSummary& summary) {
   }
   if (gpu_) result.add(gpu_->lastResult());
   const std::int64_t finished = steadyNowNs();
+  trace_.endStep();
 
   summary.waitSeconds += exchange_->lastWaitSeconds();
   summary.reduceSeconds += exchange_->lastReduceSeconds();

@@ -15,7 +15,9 @@ the last rank's end of backward (the tail depends on it: the longer the others w
 the average they have done), so that two builds can be compared at equal lag; and when each of
 the two ends, the rank that finished backward first and the one that finished last. With --spans
 also the median duration of every span name (each layer's forward and backward, ...), per rank.
-Prints tables, or one JSON object with --json.
+Where the trace has the model's stage samples (CPU training: "model stages (ms)", one a step),
+the median milliseconds per step of each stage (the products against the kernels between them),
+per rank, over the same steps. Prints tables, or one JSON object with --json.
 """
 import argparse
 import collections
@@ -124,6 +126,21 @@ def tail_by_lag(tails):
     return bins
 
 
+def stage_medians(events, skip):
+    """rank -> stage -> median ms per step of the "model stages (ms)" samples after `skip`."""
+    samples = collections.defaultdict(list)
+    for e in events:
+        if e.get("ph") == "C" and e.get("name") == "model stages (ms)":
+            samples[e["pid"]].append(e)
+    medians = {}
+    for rank in sorted(samples):
+        kept = sorted(samples[rank], key=lambda e: e["ts"])[skip:]
+        if kept:
+            medians[rank] = {stage: statistics.median(e["args"][stage] for e in kept)
+                             for stage in kept[0]["args"]}
+    return medians
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("file")
@@ -140,6 +157,7 @@ def main():
         return 2
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
     result = summarise(events, args.skip, args.overlap == "on", args.spans)
+    result["stage_ms_median"] = stage_medians(events, args.skip)
     if args.json:
         print(json.dumps(result))
         return 0
@@ -159,6 +177,12 @@ def main():
         print(f"optimiser end after the last backward end, median: rank first to finish backward "
               f"{ends['rank_first_to_finish_backward']:.0f} us, rank last to finish "
               f"{ends['rank_last_to_finish_backward']:.0f} us")
+    stages = result["stage_ms_median"]
+    if stages:
+        names = list(next(iter(stages.values())))
+        print(f"{'model stage, median ms/step':<36}" + "".join(f"{'rank ' + str(r):>10}" for r in stages))
+        for name in names:
+            print(f"{name:<36}" + "".join(f"{stages[r].get(name, 0):>10.2f}" for r in stages))
     if args.spans:
         medians = result["span_us_median"]
         names = sorted({n for m in medians.values() for n in m})

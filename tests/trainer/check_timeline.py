@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Checks a ringtrain --timeline file: valid JSON in Chrome's trace format with, on every rank,
 forward and backward spans for every layer, each bucket's all-reduce with its bytes and backend,
-waits, optimiser updates and evaluation (and, when asked, checkpoints on rank 0).
+waits, optimiser updates and evaluation (and, when asked, checkpoints on rank 0); counter samples
+("ph": "C") with non-negative numbers only, and with --stage, on every rank the "model stages (ms)"
+samples with that stage's time above 0.
 
   check_timeline.py FILE --ranks N --layers fc1,relu1,... --backend ring [--require CATEGORY]...
-                     [--require-rank0 CATEGORY]... [--shared]
+                     [--require-rank0 CATEGORY]... [--shared] [--stage NAME]...
 
 --shared (backend shm): whichever rank is idle averages, so all-reduce ("averaging") and wait spans
 are required on some rank, not on every rank.
@@ -27,6 +29,8 @@ def main():
                         help="a further category every rank must have")
     parser.add_argument("--require-rank0", action="append", default=[],
                         help="a further category rank 0 must have (checkpoint: rank 0 writes)")
+    parser.add_argument("--stage", action="append", default=[],
+                        help="a model stage whose time every rank's samples must show")
     parser.add_argument("--shared", action="store_true",
                         help="all-reduce and wait spans on some rank suffice (shm)")
     args = parser.parse_args()
@@ -41,13 +45,22 @@ def main():
     problems = []
     spans = collections.defaultdict(list)  # pid -> complete events
     names = collections.defaultdict(set)  # pid -> process_name metadata
+    stages = collections.defaultdict(collections.Counter)  # pid -> stage -> total ms
     for e in events:
         if e.get("ph") == "M":
             if e.get("name") == "process_name":
                 names[e["pid"]].add(e["args"]["name"])
             continue
+        if e.get("ph") == "C":
+            values = e.get("args", {})
+            if not values or not all(isinstance(v, (int, float)) and v >= 0
+                                     for v in values.values()):
+                problems.append(f"counter sample without non-negative values: {e}")
+            if e.get("name") == "model stages (ms)":
+                stages[e.get("pid")].update(values)
+            continue
         if e.get("ph") != "X":
-            problems.append(f"event of phase {e.get('ph')!r} (only X and M expected): {e}")
+            problems.append(f"event of phase {e.get('ph')!r} (only X, C and M expected): {e}")
             continue
         for key in ("name", "cat", "pid", "tid", "ts", "dur"):
             if key not in e:
@@ -87,6 +100,10 @@ def main():
         for category in wanted + args.require + (args.require_rank0 if rank == 0 else []):
             if category not in categories:
                 problems.append(f"rank {rank}: no '{category}' span")
+        for stage in args.stage:
+            if not stages[rank][stage] > 0:
+                problems.append(f"rank {rank}: no time in model stage '{stage}' "
+                                f"(samples: {dict(stages[rank])})")
     if args.shared:
         for category, seen in some_rank.items():
             if not seen:

@@ -175,7 +175,8 @@ in_parallel expect "check-finite off" 3 30 \
   "error: the test loss is nan at step 16: training diverged; try a lower --lr \(now 0\.1\)" \
   -np 2 "${train[@]}" --steps 20 --check-finite off --test-nan-step 7
 
-# The timeline, for each backend, with several buckets (shm: whichever rank is idle averages).
+# The timeline, for each backend, with several buckets (shm: whichever rank is idle averages), and
+# the MLP's stage samples: its time is in the products and the loss.
 timeline() {
   local backend="$1" trace="$work/timeline-$1.json" shared=()
   if [ "$backend" = shm ]; then shared=(--shared); fi
@@ -183,7 +184,8 @@ timeline() {
     -np 2 "${train[@]}" --steps 30 --backend "$backend" --fusion-threshold 256K \
     --timeline "$trace" --checkpoint-dir "$work/checkpoints-$backend" --checkpoint-every 10 &&
     if ! python3 "$check_timeline" "$trace" --ranks 2 --backend "$backend" \
-      --layers fc1,relu1,fc2,relu2,fc3 --require-rank0 checkpoint "${shared[@]}"; then
+      --layers fc1,relu1,fc2,relu2,fc3 --require-rank0 checkpoint "${shared[@]}" \
+      --stage products --stage "loss (softmax, cross-entropy)"; then
       fail "timeline, $backend backend: the trace lacks events"
     fi
 }

