@@ -6,7 +6,8 @@
 # shared storage (IDX, HDF5 datasets, checkpoints) for a bounded time. Exits non-zero if anything
 # failed. A second run installs nothing and rebuilds only what changed.
 #   scripts/test.sh                    everything
-#   scripts/test.sh -R allreduce       extra arguments go to ctest (and skip the ThreadSanitizer step)
+#   scripts/test.sh -R allreduce       extra arguments go to ctest (and skip the ThreadSanitizer step);
+#                                      a --option that is neither this script's nor ctest's is refused
 # --full: also the tests labelled "full" (the heavy forms of quick ones: the failure matrix on 3
 # ranks), and afterwards the heavy checks: build the container image and run it as an MPIJob
 # would (scripts/image/; many minutes; skipped, saying why, without root, mmdebstrap or buildah),
@@ -55,6 +56,15 @@ step() {
 trap 'step end; ringtrain_say "time by step: $(IFS=,; echo "${step_times[*]}" | sed "s/,/, /g")"' EXIT
 
 ringtrain_install_packages "${RINGTRAIN_PACKAGES[@]}"
+# ctest passes over long options it does not know, so a mistyped one of ours (--ful) would run
+# the tests without the step it meant: refuse a --option that is neither ours nor ctest's.
+if [ "${#ctest_args[@]}" -gt 0 ]; then
+  known=" $(ctest --help | grep -E '^ +-' | grep -oE -- '--[a-z][a-z0-9-]*' | tr '\n' ' ')"
+  for arg in "${ctest_args[@]}"; do
+    [[ "$arg" != --* || "$known" == *" ${arg%%=*} "* ]] ||
+      { ringtrain_say "error: unknown option '$arg' (neither scripts/test.sh's nor ctest's; see --help)"; exit 2; }
+  done
+fi
 if [ "$no_torch" -eq 0 ] || [ "$torch" -eq 1 ]; then ringtrain_install_torch; fi
 ringtrain_allow_mpirun_as_root
 
