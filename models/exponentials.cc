@@ -73,7 +73,6 @@ constexpr Index kChunks = 256;
 
 }  // namespace
 
-template <>
 void shiftedExponentials(const float* in, float* out, Index n, float shift) {
   exponentialsFloat(in, out, n, shift);
 }
@@ -113,12 +112,6 @@ SoftmaxTotals<double> scaledSoftmax(const double* in, double* out, Index n, doub
   for (Index i = 0; i < n; ++i)
     out[i] *= scale;
   return totals;
-}
-
-template <>
-void shiftedExponentials(const double* in, double* out, Index n, double shift) {
-  for (Index i = 0; i < n; ++i)
-    out[i] = std::exp(in[i] - shift);
 }
 
 }  // namespace ringtrain::models

@@ -174,8 +174,7 @@ void causalSoftmax(BatchView<Scalar> scores, Scalar scale) {
   for (Index i = 0; i < t; ++i) {
     auto visible = scores.col(i).head(i + 1).array();
     visible *= scale;
-    shiftedExponentials(visible.data(), visible.data(), i + 1, visible.maxCoeff());
-    visible /= visible.sum();
+    scaledSoftmax(visible.data(), visible.data(), i + 1, Scalar(1));
     scores.col(i).tail(t - i - 1).setZero();
   }
 }
