@@ -257,7 +257,7 @@ struct Options {
   std::vector<std::string> models{"gpt2-124m", "gpt-mini", "cnn"};
   // 1024 tokens a step for either GPT; the cnn's batch of model_speed.sh.
   Index gpt2Batch = 1, miniBatch = 8, cnnBatch = 64;
-  std::vector<Peer> peers;
+  std::vector<PeerLibrary> peers;
   double seconds = 0.3;
   int repeats = 3;
   std::string json;
@@ -313,7 +313,7 @@ int parseOptions(int argc, char** argv, Options& o) {
       std::fprintf(stderr, "product_perf: --peers: no library '%s' (blis, onednn)\n", name.c_str());
       return 2;
     }
-    o.peers.push_back(library->peer);
+    o.peers.push_back(*library);
   }
   if (o.models.empty() || o.gpt2Batch < 1 || o.miniBatch < 1 || o.cnnBatch < 1 || o.repeats < 1 ||
       o.seconds <= 0) {
@@ -357,12 +357,9 @@ std::vector<Way> waysOf(const Options& o, std::string& error) {
 #ifdef EIGEN_USE_BLAS
   ways[1].call = sgemmProduct;
 #endif
-  for (const Peer peer : o.peers) {
-    for (const PeerLibrary& library : kPeerLibraries) {
-      if (library.peer != peer) continue;
-      ways.push_back({library.name, loadPeer(library, error), {}});
-      if (!error.empty()) return {};
-    }
+  for (const PeerLibrary& library : o.peers) {
+    ways.push_back({library.name, loadPeer(library, error), {}});
+    if (!error.empty()) return {};
   }
   return ways;
 }
