@@ -173,6 +173,19 @@ using CblasSgemm = void (*)(int, int, int, int, int, int, float, const float*, i
 using DnnlSgemm = int (*)(char, char, std::int64_t, std::int64_t, std::int64_t, float, const float*,
                           std::int64_t, const float*, std::int64_t, float, float*, std::int64_t);
 
+// A peer threaded by OpenMP (oneDNN) would otherwise take every core whatever OMP_NUM_THREADS
+// the caller left unset: holds it to one thread, as the table says, through the runtime it loaded.
+// Returns the threads its runtime reports after that; 0 for a peer without OpenMP.
+int keepPeerOnOneThread(void* handle) {
+  using SetThreads = void (*)(int);
+  using MaxThreads = int (*)();
+  auto* set = reinterpret_cast<SetThreads>(dlsym(handle, "omp_set_num_threads"));
+  auto* max = reinterpret_cast<MaxThreads>(dlsym(handle, "omp_get_max_threads"));
+  if (set == nullptr || max == nullptr) return 0;
+  set(1);
+  return max();
+}
+
 // The peer's GEMM, or an error naming the library. RTLD_LOCAL and RTLD_DEEPBIND: BLIS exports the
 // BLAS names too, and neither it nor OpenBLAS may take the other's calls.
 ProductCall loadPeer(const PeerLibrary& library, std::string& error) {
@@ -182,6 +195,13 @@ ProductCall loadPeer(const PeerLibrary& library, std::string& error) {
     error = fmt::format("--peers {}: cannot load {} from {}: {}", library.name, library.symbol,
                         library.file, dlerror());
     return {};
+  }
+  if (const int threads = keepPeerOnOneThread(handle); threads > 1) {
+    error = fmt::format("--peers {}: its OpenMP runtime keeps {} threads, not 1", library.name,
+                        threads);
+    return {};
+  } else if (threads == 1) {
+    fmt::print("# {}: OpenMP held to 1 thread\n", library.name);
   }
   if (library.peer == Peer::kBlis) {
     auto* sgemm = reinterpret_cast<CblasSgemm>(symbol);
