@@ -1,10 +1,11 @@
 // All-reduce on every backend, type and reduction, for the counts where ring algorithms go wrong
 // (0, 1, fewer than the ranks, not divisible by them, a prime, several chunks) and, summing, for
-// 16 Mi elements; in place and out of place. The results must be bitwise identical across ranks,
-// and each element is checked against a float64 reference computed from the same seeded inputs
-// of all ranks: by every rank in RingCacheModeTest, by one rank (its share of the elements) in
-// AllreduceTest, where identical results make that a check of every rank's every element at
-// 1/ranks of the cost (the reference of 16 Mi elements is most of this test's time).
+// a count that runs the default ring's pipeline full (largeCount); in place and out of place. The
+// results must be bitwise identical across ranks, and each element is checked against a float64
+// reference computed from the same seeded inputs of all ranks: by every rank in RingCacheModeTest,
+// by one rank (its share of the elements) in AllreduceTest, where identical results make that a
+// check of every rank's every element at 1/ranks of the cost (the reference of the large count is
+// most of this test's time).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,7 +27,14 @@ namespace {
 using collectives::DataType;
 using collectives::ReduceOp;
 
-constexpr std::size_t k16Mi = std::size_t{16} << 20;
+// Enough elements that each rank's segment of the narrowest type (2 bytes) travels in two chunks
+// more than the default ring keeps in flight, and a remainder that the ranks do not divide.
+std::size_t largeCount(int ranks) {
+  const collectives::CommunicatorOptions defaults;
+  const auto r = static_cast<std::size_t>(ranks);
+  const auto chunks = static_cast<std::size_t>(defaults.ringPipelineDepth) + 2;
+  return r * chunks * defaults.ringChunkBytes / 2 + r + 1;
+}
 
 std::vector<std::size_t> testCounts(int ranks, bool includeLarge) {
   std::vector<std::size_t> counts = {0, 1, 1009 /* prime */,
@@ -34,7 +42,7 @@ std::vector<std::size_t> testCounts(int ranks, bool includeLarge) {
                                      100003 /* prime, several ring chunks */};
   if (ranks > 1) counts.push_back(static_cast<std::size_t>(ranks) - 1);  // fewer than the ranks
   if (ranks > 2) counts.push_back(static_cast<std::size_t>(ranks) + 1);  // not divisible
-  if (includeLarge) counts.push_back(k16Mi);
+  if (includeLarge && ranks > 1) counts.push_back(largeCount(ranks));
   return counts;
 }
 
@@ -110,10 +118,10 @@ TEST_P(AllreduceTest, MatchesFloat64ReferenceAndIsBitwiseIdenticalOnEveryRank) {
   auto comm = makeCommunicator(config);
   const int ranks = comm->size();
   const std::size_t elementSize = sizeOf(type);
-  // 16 Mi elements check ringtrain's chunking of a large buffer, which depends on the element size,
-  // not on the reduction: it runs with sum for every type, on the ring and hierarchical defaults
-  // (the 4 KiB-chunk configurations would need ~10^5 messages per rank; mpi does no chunking of
-  // ours). The smaller counts, several chunks already, cover everything else.
+  // The large count checks ringtrain's chunking of a large buffer, which depends on the element
+  // size, not on the reduction: it runs with sum for every type, on the ring and hierarchical
+  // defaults (the 4 KiB-chunk configurations already pass many chunks through their pipeline on
+  // the small counts; mpi does no chunking of ours), on more than one rank.
   const bool includeLarge = config.backend != collectives::Backend::kMpi &&
                             !config.label.ends_with("_pipelined") && op == ReduceOp::kSum;
   std::uint64_t seed = 1000 * static_cast<std::uint64_t>(type) + static_cast<std::uint64_t>(op);

@@ -63,7 +63,7 @@ std::size_t countDifferences(collectives::DataType type, collectives::ReduceOp o
                              const void* reference);
 
 // Buffers that grow and are kept for the whole test program: first-touch page faults are slow
-// (see aligned_buffer.h), and 16 Mi-element tests would otherwise pay them in every test.
+// (see aligned_buffer.h), and the large all-reduce tests would otherwise pay them in every test.
 collectives::AlignedBuffer& scratchBuffer(int which);
 
 // The ranks (of MPI_COMM_WORLD) whose `hash` differs from rank 0's; empty when all agree.
