@@ -39,7 +39,8 @@ elif [ "$form" = quick ]; then
 else
   targets=(collectives_mpi_tests mpi_failure_probe engine_mpi_tests trainer_mpi_tests ringtrain
            idx_to_hdf5)
-  tests='^(collectives_mpi_tests|engine_mpi_tests|trainer_mpi_tests)\.np[0-9]$|^mpi_(failed_call|thread_level)'
+  tests='^(collectives_mpi_tests|engine_mpi_tests|trainer_mpi_tests(_mnist)?)\.np[0-9]$'
+  tests+='|^mpi_(failed_call|thread_level)'
   tests+='|^trainer_(bad_input|engine_failures|failure_matrix|hdf5_data)$|^resilience_refuses_'
 fi
 
