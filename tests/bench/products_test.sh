@@ -4,7 +4,8 @@
 # cblas_sgemm (where the build links a BLAS); the FMA peak measured in the widest vectors
 # /proc/cpuinfo lists (avx512f, else avx2 with fma); with --peers, BLIS's and oneDNN's columns and
 # JSON fields, positive (the script installs their Debian packages), and oneDNN held to one
-# thread under OMP_NUM_THREADS=2; bad options exit 2 with one line. Judges no speed: benchmarks are not timed tests.
+# thread under OMP_NUM_THREADS=2; bad options exit 2 with one line. Judges no speed: benchmarks
+# are not timed tests.
 #   products_test.sh PRODUCTS_SH BUILD_DIR
 # shellcheck source=../../scripts/lib/args.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/args.sh"
@@ -66,7 +67,7 @@ PY
 # caller's OMP_NUM_THREADS says.
 if OMP_NUM_THREADS=2 timeout 120 "$build_dir/bin/product_perf" --models cnn --cnn-batch 2 \
   --repeats 1 --seconds 0.01 --peers onednn >"$work/omp.out" 2>&1; then
-  grep -qx "# onednn: OpenMP held to 1 thread" "$work/omp.out" &&
+  grep -qx "# onednn: OpenMP threads: 1" "$work/omp.out" &&
     ok "OMP_NUM_THREADS=2: oneDNN held to 1 thread" || fail "OMP_NUM_THREADS=2: oneDNN not held" "$(cat "$work/omp.out")"
 else
   fail "OMP_NUM_THREADS=2 --peers onednn: exit status $?" "$(cat "$work/omp.out")"
