@@ -3,7 +3,8 @@
 # The models' float32 matrix products on one core (issue 45): product_perf times every product a
 # training step of the GPT-2 124M, GPT-mini and the CNN makes, through models::product() (the
 # layers' path) and through cblas_sgemm of the linked BLAS, beside the core's FMA peak in the
-# widest vectors the CPU has, all in the same run, rounds interleaved across the shapes. One
+# widest vectors the CPU has (and AVX2's, where that is AVX-512: a core that splits 512-bit FMAs in
+# two gains nothing from them), all in the same run, rounds interleaved across the shapes. One
 # thread, bound to one core (mpirun --bind-to core). Prints product_perf's table (GFLOP/s, median
 # and range over the rounds, and the share of the peak; per model a `step` row weighing each
 # shape by how often a step multiplies it); --json writes its JSON lines. OpenBLAS runs with

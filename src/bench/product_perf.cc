@@ -12,12 +12,12 @@
 // their lowered columns for the whole batch. `ringtrain` is models::product(), the path every
 // layer takes; `sgemm` is cblas_sgemm on operands of the same shapes and transposes. The peak is
 // a loop of independent fused multiply-adds in the widest vectors the CPU has (AVX-512, else
-// AVX2), chosen at run time. Per model, `step` weighs every shape by how often a step multiplies
-// it. --peers adds other libraries' float32 GEMM on the same operands, loaded at run time (the
-// build needs neither): `blis` (BLIS's serial CBLAS, Debian's libblis4-serial) and `onednn`
-// (oneDNN's dnnl_sgemm, libdnnl2). Each figure is the median (and range) of --repeats rounds of at
-// least --seconds each, rounds interleaved across the shapes and the ways. Prints a table; --json
-// adds one JSON line per row.
+// AVX2), chosen at run time; on an AVX-512 CPU, AVX2's peak is a row beside it. Per model, `step`
+// weighs every shape by how often a step multiplies it. --peers adds other libraries' float32 GEMM
+// on the same operands, loaded at run time (the build needs neither): `blis` (BLIS's serial CBLAS,
+// Debian's libblis4-serial) and `onednn` (oneDNN's dnnl_sgemm, libdnnl2). Each figure is the median
+// (and range) of --repeats rounds of at least --seconds each, rounds interleaved across the shapes
+// and the ways. Prints a table; --json adds one JSON line per row.
 #include <dlfcn.h>
 #include <fmt/format.h>
 
@@ -257,15 +257,29 @@ __attribute__((target("avx2,fma"))) double peakAvx2(double seconds) {
 #undef RINGTRAIN_FMA_PEAK_LOOP
 #endif
 
-// The widest FMA this CPU has and its GFLOP/s; {"none", 0} without one.
-std::pair<std::string, double> fmaPeak(double seconds) {
+// One round's FMA peaks: the widest vectors this CPU has ("avx512", "avx2" or "none", GFLOP/s 0),
+// and AVX2's beside, so that a table shows what the wider vectors add (on a core that splits a
+// 512-bit FMA in two halves, nothing). Where AVX2 is the widest, both are the same measurement.
+struct FmaPeak {
+  std::string isa = "none";
+  double widest = 0;
+  double avx2 = 0;
+};
+
+FmaPeak fmaPeak(double seconds) {
+  FmaPeak peak;
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (base::cpuHas(base::CpuFeature::kAvx512f)) return {"avx512", peakAvx512(seconds)};
-  if (base::cpuHas(base::CpuFeature::kAvx2) && base::cpuHas(base::CpuFeature::kFma))
-    return {"avx2", peakAvx2(seconds)};
+  if (base::cpuHas(base::CpuFeature::kAvx2) && base::cpuHas(base::CpuFeature::kFma)) {
+    peak.isa = "avx2";
+    peak.widest = peak.avx2 = peakAvx2(seconds);
+  }
+  if (base::cpuHas(base::CpuFeature::kAvx512f)) {
+    peak.isa = "avx512";
+    peak.widest = peakAvx512(seconds);
+  }
 #endif
   (void)seconds;
-  return {"none", 0.0};
+  return peak;
 }
 
 struct Options {
@@ -380,7 +394,8 @@ std::vector<Way> waysOf(const Options& o, std::string& error) {
 }
 
 struct Peak {
-  std::vector<double> gflops;  // [round]
+  std::vector<double> gflops;  // [round], the widest vectors'
+  std::vector<double> avx2;    // [round]
   std::string isa;
 };
 
@@ -389,9 +404,10 @@ Peak measure(const std::vector<Shape>& shapes, std::vector<Way>& ways, const Opt
   for (Way& way : ways)
     way.seconds.resize(way.call ? shapes.size() : 0);
   for (int round = 0; round < o.repeats; ++round) {
-    auto [isa, gflops] = fmaPeak(o.seconds);
-    peak.isa = isa;
-    peak.gflops.push_back(gflops);
+    const FmaPeak now = fmaPeak(o.seconds);
+    peak.isa = now.isa;
+    peak.gflops.push_back(now.widest);
+    peak.avx2.push_back(now.avx2);
     for (std::size_t i = 0; i < shapes.size(); ++i) {
       Operands operands(shapes[i]);
       for (Way& way : ways) {
@@ -460,8 +476,8 @@ class Rows {
     if (json_.is_open())
       json_ << fmt::format(
           "{{\"model\": \"{}\", \"product\": \"{}\", \"shape\": \"{}\", \"per_step\": {}, "
-          "{}\"peak_gflops\": {:.3f}, \"peak_isa\": \"{}\"}}\n",
-          model, what, dims, perStep, fields, median_, peak_.isa);
+          "{}\"peak_gflops\": {:.3f}, \"peak_isa\": \"{}\", \"peak_avx2_gflops\": {:.3f}}}\n",
+          model, what, dims, perStep, fields, median_, peak_.isa, spreadOf(peak_.avx2).median);
   }
 
  private:
@@ -491,8 +507,13 @@ void report(const std::vector<Shape>& shapes, const std::vector<Way>& ways, cons
   std::string empty;
   for (std::size_t w = 1; w < ways.size(); ++w)
     empty += " |";
-  fmt::print("| FMA peak, one core | {} | | | {} | 100% |{}\n", peak.isa,
-             cell(spreadOf(peak.gflops)), empty);
+  const Spread widest = spreadOf(peak.gflops);
+  fmt::print("| FMA peak, one core | {} | | | {} | 100% |{}\n", peak.isa, cell(widest), empty);
+  if (peak.isa == "avx512") {
+    const Spread avx2 = spreadOf(peak.avx2);
+    fmt::print("| FMA peak, one core | avx2 | | | {} | {:.0f}% |{}\n", cell(avx2),
+               widest.median > 0 ? 100 * avx2.median / widest.median : 0.0, empty);
+  }
 }
 
 }  // namespace

@@ -2,10 +2,10 @@
 # scripts/bench/products.sh on the CNN, two short rounds: a table row and a JSON line for each of
 # its twelve products and its step, with positive GFLOP/s through models::product() and through
 # cblas_sgemm (where the build links a BLAS); the FMA peak measured in the widest vectors
-# /proc/cpuinfo lists (avx512f, else avx2 with fma); with --peers, BLIS's and oneDNN's columns and
-# JSON fields, positive (the script installs their Debian packages), and oneDNN held to one
-# thread under OMP_NUM_THREADS=2; bad options exit 2 with one line. Judges no speed: benchmarks
-# are not timed tests.
+# /proc/cpuinfo lists (avx512f, else avx2 with fma), and AVX2's beside AVX-512's; with --peers,
+# BLIS's and oneDNN's columns and JSON fields, positive (the script installs their Debian
+# packages), and oneDNN held to one thread under OMP_NUM_THREADS=2; bad options exit 2 with one
+# line. Judges no speed: benchmarks are not timed tests.
 #   products_test.sh PRODUCTS_SH BUILD_DIR
 # shellcheck source=../../scripts/lib/args.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/args.sh"
@@ -34,6 +34,10 @@ grep -qw avx512f /proc/cpuinfo && want=avx512
 [ "$want" = none ] && grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && want=avx2
 grep -qE "^\| FMA peak, one core \| $want \|" "$work/p.out" && ok "the peak in $want" ||
   fail "the peak is not in $want" "$(cat "$work/p.out")"
+if [ "$want" = avx512 ]; then
+  grep -qE "^\| FMA peak, one core \| avx2 \| \| \| [0-9.]+ \(.*\) \| [0-9]+% \|" "$work/p.out" &&
+    ok "AVX2's peak beside AVX-512's" || fail "no row for AVX2's peak" "$(cat "$work/p.out")"
+fi
 blas=0
 grep -q "products by OpenBLAS" "$work/p.out" && blas=1
 python3 - "$work/p.jsonl" "$want" "$blas" <<'PY' && ok "JSON: 13 rows" || fail "JSON" "$(cat "$work/p.jsonl")"
@@ -44,6 +48,9 @@ for r in rows:
     assert r["model"] == "cnn" and r["ringtrain_gflops"] > 0, r
     assert (r["sgemm_gflops"] > 0) == (sys.argv[3] == "1"), r
     assert r["peak_isa"] == sys.argv[2] and (r["peak_gflops"] > 0) == (sys.argv[2] != "none"), r
+    # AVX2's peak: its own measurement beside AVX-512's, the same one where AVX2 is the widest
+    avx2 = r["peak_avx2_gflops"]
+    assert avx2 > 0 if sys.argv[2] == "avx512" else avx2 == r["peak_gflops"], r
 assert rows[-1]["product"] == "step (all products)", rows[-1]
 PY
 
