@@ -56,6 +56,9 @@ class Conv2d final : public Layer<Scalar> {
                      BatchView<Scalar> dx) override;
 
   const Conv2dOptions& options() const { return options_; }
+  // Samples per chunk of a batch of `batch`: the columns of one chunk are at most chunkBytes
+  // (at least one sample), so that a product reads them from the cache im2col wrote them to.
+  Index chunkSamples(Index batch) const;
 
   // O × K, K = kernel·kernel·C in (i, j, c) order.
   WeightView<Scalar> weight() { return {this->parameterData(), options_.outChannels, fieldSize()}; }
@@ -70,9 +73,6 @@ class Conv2d final : public Layer<Scalar> {
   }
 
  private:
-  // Samples per chunk of a batch of `batch`: the columns of one chunk are at most chunkBytes
-  // (at least one sample), so that a product reads them from the cache im2col wrote them to.
-  Index chunkSamples(Index batch) const;
   // body(first, samples) for consecutive chunks of the batch.
   template <class Body>
   void forEachChunk(Index batch, Body&& body) const;

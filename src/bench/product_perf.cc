@@ -8,16 +8,17 @@
 // transformer_block.cc, transformer_kernels.cc, conv2d.cc): a dense layer's forward (y = W x),
 // weight gradient (G = dy x^T) and input gradient (dx = W^T dy) with W row-major and the
 // activations column-major (features x tokens), attention's six per-head products as plain
-// matrices (the models read them from strided blocks), and the convolutions as the products of
-// their lowered columns for the whole batch. `ringtrain` is models::product(), the path every
-// layer takes; `sgemm` is cblas_sgemm on operands of the same shapes and transposes. The peak is
-// a loop of independent fused multiply-adds in the widest vectors the CPU has (AVX-512, else
-// AVX2), chosen at run time; on an AVX-512 CPU, AVX2's peak is a row beside it. Per model, `step`
-// weighs every shape by how often a step multiplies it. --peers adds other libraries' float32 GEMM
-// on the same operands, loaded at run time (the build needs neither): `blis` (BLIS's serial CBLAS,
-// Debian's libblis4-serial) and `onednn` (oneDNN's dnnl_sgemm, libdnnl2). Each figure is the median
-// (and range) of --repeats rounds of at least --seconds each, rounds interleaved across the shapes
-// and the ways. Prints a table; --json adds one JSON line per row.
+// matrices (the models read them from strided blocks), and the cnn's layers as the model builds
+// them: each convolution's products of a chunk of the batch's lowered columns, as many a step as
+// it has chunks. `ringtrain` is models::product(), the path every layer takes; `sgemm` is
+// cblas_sgemm on operands of the same shapes and transposes. The peak is a loop of independent
+// fused multiply-adds in the widest vectors the CPU has (AVX-512, else AVX2), chosen at run time;
+// on an AVX-512 CPU, AVX2's peak is a row beside it. Per model, `step` weighs every shape by how
+// often a step multiplies it. --peers adds other libraries' float32 GEMM on the same operands,
+// loaded at run time (the build needs neither): `blis` (BLIS's serial CBLAS, Debian's
+// libblis4-serial) and `onednn` (oneDNN's dnnl_sgemm, libdnnl2). Each figure is the median (and
+// range) of --repeats rounds of at least --seconds each, rounds interleaved across the shapes and
+// the ways. Prints a table; --json adds one JSON line per row.
 #include <dlfcn.h>
 #include <fmt/format.h>
 
@@ -38,7 +39,10 @@
 
 #include "base/comma_list.h"
 #include "base/vector_dispatch.h"
+#include "models/conv2d.h"
+#include "models/linear.h"
 #include "models/matrix_products.h"
+#include "models/model_factory.h"
 #include "models/tensor.h"
 #include "options/option_table.h"
 #include "src/bench/standalone_options.h"
@@ -94,17 +98,57 @@ void addGpt(std::vector<Shape>& shapes, const std::string& model, Index layers, 
   shapes.push_back({model, "attn dK", headSize, context, context, false, true, perHead});
 }
 
-void addCnn(std::vector<Shape>& shapes, Index batch) {
-  // models/model_factory.cc's cnn: conv 1->16 (5x5) on 28x28, conv 16->32 (5x5) on 14x14, fc
-  // 1568->128, fc 128->10; a convolution multiplies its weights by the lowered columns.
-  addDense(shapes, "cnn", "conv1", 25, 16, 28 * 28 * batch, 1);
-  addDense(shapes, "cnn", "conv2", 16 * 25, 32, 14 * 14 * batch, 1);
-  addDense(shapes, "cnn", "fc1", 7 * 7 * 32, 128, batch, 1);
-  addDense(shapes, "cnn", "fc2", 128, 10, batch, 1);
-}
-
 double flopsOf(const Shape& s) {
   return 2.0 * double(s.m) * double(s.n) * double(s.k);
+}
+
+// A convolution's products as models/conv2d.cc makes them: its weights [out x field] times the
+// lowered columns of one chunk of the batch at a time (Conv2d::chunkSamples), field-major for a
+// channels-last input and tap-major (the K x N matrix row-major) for a channels-first one.
+void addConv(std::vector<Shape>& shapes, const models::Conv2d<float>& layer, Index batch,
+             bool inputGradient) {
+  const models::Conv2dOptions& options = layer.options();
+  const Index out = options.outChannels;
+  const Index field = options.kernel * options.kernel * layer.inputShape().channels;
+  const Index pixels = layer.outputShape().height * layer.outputShape().width;
+  const bool tapMajor = options.inputLayout == models::ImageLayout::kChannelsFirst;
+  const std::string& name = layer.name();
+  const Index chunk = layer.chunkSamples(batch);
+  for (auto [samples, count] :
+       {std::pair{chunk, batch / chunk}, std::pair{batch % chunk, Index{1}}}) {
+    if (samples == 0 || count == 0) continue;
+    const Index fields = samples * pixels;
+    const int n = static_cast<int>(count);
+    shapes.push_back({"cnn", name + " forward", out, fields, field, true, tapMajor, n});
+    shapes.push_back({"cnn", name + " weight grad", field, out, fields, tapMajor, true, n});
+    if (!inputGradient) continue;
+    if (tapMajor)  // the columns' gradient row-major: its transpose dY^T W column-major
+      shapes.push_back({"cnn", name + " input grad", fields, field, out, true, true, n});
+    else
+      shapes.push_back({"cnn", name + " input grad", field, fields, out, false, false, n});
+  }
+}
+
+// The cnn's products, read off the model models/model_factory.cc builds: its convolutions and
+// dense layers, without the first layer's input gradient, which a step does not compute. Prints
+// their FLOPs a step beside the model's own count (Model::trainingFlopsPerSample), which they
+// must equal.
+void addCnn(std::vector<Shape>& shapes, Index batch) {
+  const models::Model<float> model = models::makeModel<float>({.name = "cnn"});
+  const std::size_t first = shapes.size();
+  for (int i = 0; i < model.layerCount(); ++i) {
+    const models::Layer<float>& layer = model.layer(i);
+    if (const auto* conv = dynamic_cast<const models::Conv2d<float>*>(&layer))
+      addConv(shapes, *conv, batch, /*inputGradient=*/i > 0);
+    else if (dynamic_cast<const models::Linear<float>*>(&layer) != nullptr)
+      addDense(shapes, "cnn", layer.name(), layer.inputShape().size(), layer.outputShape().size(),
+               batch, 1);
+  }
+  double flops = 0;
+  for (std::size_t i = first; i < shapes.size(); ++i)
+    flops += flopsOf(shapes[i]) * shapes[i].perStep;
+  fmt::print("# cnn: products of a step of {}: {:.6f} GFLOP; the model counts {:.6f}\n", batch,
+             flops / 1e9, model.trainingFlopsPerSample() * static_cast<double>(batch) / 1e9);
 }
 
 // Seconds per call of `call`, over a round of at least `seconds`.

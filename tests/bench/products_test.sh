@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # scripts/bench/products.sh on the CNN, two short rounds: a table row and a JSON line for each of
-# its twelve products and its step, with positive GFLOP/s through models::product() and through
-# cblas_sgemm (where the build links a BLAS); the FMA peak measured in the widest vectors
-# /proc/cpuinfo lists (avx512f, else avx2 with fma), and AVX2's beside AVX-512's; with --peers,
-# BLIS's and oneDNN's columns and JSON fields, positive (the script installs their Debian
-# packages), and oneDNN held to one thread under OMP_NUM_THREADS=2; bad options exit 2 with one
-# line. Judges no speed: benchmarks are not timed tests.
+# its eleven products (a convolution's a chunk of the batch at a time; none for the first layer's
+# input gradient) and its step, whose FLOPs are the model's count, with positive GFLOP/s through
+# models::product() and through cblas_sgemm (where the build links a BLAS); the FMA peak measured
+# in the widest vectors /proc/cpuinfo lists (avx512f, else avx2 with fma), and AVX2's beside
+# AVX-512's; with --peers, BLIS's and oneDNN's columns and JSON fields, positive (the script
+# installs their Debian packages), and oneDNN held to one thread under OMP_NUM_THREADS=2; bad
+# options exit 2 with one line. Judges no speed: benchmarks are not timed tests.
 #   products_test.sh PRODUCTS_SH BUILD_DIR
 # shellcheck source=../../scripts/lib/args.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/args.sh"
@@ -21,12 +22,27 @@ if timeout 300 bash "$script" --build "$build_dir" --models cnn --rounds 2 --sec
 else
   fail "two rounds: exit status $?" "$(cat "$work/p.out" "$work/p.err")"
 fi
+# A convolution multiplies a chunk of the batch's columns at a time (more than once a step of
+# 64); the first layer's input gradient is not computed, so it has no row.
 for layer in conv1 conv2 fc1 fc2; do
+  times='1'
+  [[ "$layer" == conv* ]] && times='([2-9]|[1-9][0-9]+)'
   for what in forward "weight grad" "input grad"; do
-    grep -qE "^\| cnn \| $layer $what \| [0-9]+ x [0-9]+ x [0-9]+ \| 1 \| [0-9.]+ \(" "$work/p.out" &&
+    [ "$layer $what" = "conv1 input grad" ] && continue
+    grep -qE "^\| cnn \| $layer $what \| [0-9]+ x [0-9]+ x [0-9]+ \| $times \| [0-9.]+ \(" "$work/p.out" &&
       ok "row $layer $what" || fail "no row $layer $what" "$(cat "$work/p.out")"
   done
 done
+grep -q "conv1 input grad" "$work/p.out" && fail "a row for conv1's input gradient" "$(cat "$work/p.out")" ||
+  ok "no row for the first layer's input gradient"
+# The shapes' FLOPs are the model's own count.
+if line=$(grep -E "^# cnn: products of a step of 64: [0-9.]+ GFLOP; the model counts [0-9.]+$" "$work/p.out"); then
+  read -r -a words <<<"$line"
+  [ "${words[8]}" = "${words[13]}" ] && ok "the step's FLOPs are the model's count (${words[8]} GFLOP)" ||
+    fail "the step's FLOPs ${words[8]} GFLOP, the model counts ${words[13]}" "$line"
+else
+  fail "no FLOPs line" "$(cat "$work/p.out")"
+fi
 grep -qE "^\| cnn \| step \(all products\) \| [0-9.]+ GFLOP \|" "$work/p.out" && ok "the step row" ||
   fail "no step row" "$(cat "$work/p.out")"
 want=none
@@ -40,10 +56,10 @@ if [ "$want" = avx512 ]; then
 fi
 blas=0
 grep -q "products by OpenBLAS" "$work/p.out" && blas=1
-python3 - "$work/p.jsonl" "$want" "$blas" <<'PY' && ok "JSON: 13 rows" || fail "JSON" "$(cat "$work/p.jsonl")"
+python3 - "$work/p.jsonl" "$want" "$blas" <<'PY' && ok "JSON: 12 rows" || fail "JSON" "$(cat "$work/p.jsonl")"
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
-assert len(rows) == 13, len(rows)
+assert len(rows) == 12, len(rows)
 for r in rows:
     assert r["model"] == "cnn" and r["ringtrain_gflops"] > 0, r
     assert (r["sgemm_gflops"] > 0) == (sys.argv[3] == "1"), r
@@ -66,7 +82,7 @@ grep -qE "^\| cnn \| step \(all products\) \|.*\| [0-9.]+ \([0-9.-]+\) \| [0-9.]
 python3 - "$work/peers.jsonl" <<'PY' && ok "--peers: JSON" || fail "--peers: JSON" "$(cat "$work/peers.jsonl")"
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
-assert len(rows) == 13, len(rows)
+assert len(rows) == 12, len(rows)
 assert all(r["blis_gflops"] > 0 and r["onednn_gflops"] > 0 for r in rows), rows
 PY
 
