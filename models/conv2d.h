@@ -56,9 +56,17 @@ class Conv2d final : public Layer<Scalar> {
                      BatchView<Scalar> dx) override;
 
   const Conv2dOptions& options() const { return options_; }
-  // Samples per chunk of a batch of `batch`: the columns of one chunk are at most chunkBytes
-  // (at least one sample), so that a product reads them from the cache im2col wrote them to.
+  // The products' shapes (what a benchmark times): K = kernel·kernel·C values per field, fields
+  // per sample, samples per chunk of a batch of `batch` (the columns of one chunk are at most
+  // chunkBytes, at least one sample, so that a product reads them from the cache im2col wrote
+  // them to).
+  Index fieldSize() const;
+  Index outputPixels() const;
   Index chunkSamples(Index batch) const;
+  // A channels-first input's columns are stored tap-major: the K × N matrix row-major, each row
+  // one kernel position (i, j, c) across the fields, so that im2col copies runs of image rows
+  // rather than kernel rows of `kernel` values. Otherwise field-major (column-major).
+  bool columnsAreTapMajor() const { return options_.inputLayout == ImageLayout::kChannelsFirst; }
 
   // O × K, K = kernel·kernel·C in (i, j, c) order.
   WeightView<Scalar> weight() { return {this->parameterData(), options_.outChannels, fieldSize()}; }
@@ -76,12 +84,6 @@ class Conv2d final : public Layer<Scalar> {
   // body(first, samples) for consecutive chunks of the batch.
   template <class Body>
   void forEachChunk(Index batch, Body&& body) const;
-  Index fieldSize() const;
-  Index outputPixels() const;
-  // A channels-first input's columns are stored tap-major: the K × N matrix row-major, each row
-  // one kernel position (i, j, c) across the fields, so that im2col copies runs of image rows
-  // rather than kernel rows of `kernel` values. Otherwise field-major (column-major).
-  bool columnsAreTapMajor() const { return options_.inputLayout == ImageLayout::kChannelsFirst; }
   // body(columns): a chunk's K × fields column matrix at `data`, as an Eigen map in its order.
   template <class Body>
   void withColumns(Scalar* data, Index fields, Body&& body) const;
