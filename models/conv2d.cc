@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <type_traits>
 #include <utility>
 
 #include "models/matrix_products.h"
+#if RINGTRAIN_HAVE_ONEDNN
+#include "models/direct_convolution.h"
+#endif
 
 namespace ringtrain::models {
 namespace {
@@ -106,7 +110,21 @@ void forEachTapRun(const FieldGeometry& g, Index batch, Visit&& visit) {
 
 template <class Scalar>
 Conv2d<Scalar>::Conv2d(std::string name, SampleShape input, const Conv2dOptions& options)
-    : Layer<Scalar>(name, input, outputShape(name, input, options)), options_(options) {}
+    : Layer<Scalar>(name, input, outputShape(name, input, options)), options_(options) {
+#if RINGTRAIN_HAVE_ONEDNN
+  if (std::is_same_v<Scalar, float> && options.direct) {
+    direct_ = std::make_shared<DirectConvolution>(DirectConvolutionShape{
+        .inChannels = input.channels,
+        .height = input.height,
+        .width = input.width,
+        .outChannels = options.outChannels,
+        .kernel = options.kernel,
+        .stride = options.stride,
+        .padding = options.padding,
+        .inputChannelsFirst = options.inputLayout == ImageLayout::kChannelsFirst});
+  }
+#endif
+}
 
 template <class Scalar>
 Index Conv2d<Scalar>::fieldSize() const {
@@ -150,7 +168,7 @@ void Conv2d<Scalar>::forEachChunk(Index batch, Body&& body) const {
 
 template <class Scalar>
 void Conv2d<Scalar>::reserve(Index batch) {
-  columns_.reserve(fieldSize() * chunkSamples(batch) * outputPixels());
+  if (!isDirect()) columns_.reserve(fieldSize() * chunkSamples(batch) * outputPixels());
 }
 
 template <class Scalar>
@@ -224,6 +242,12 @@ void Conv2d<Scalar>::withColumns(Scalar* data, Index fields, Body&& body) const 
 
 template <class Scalar>
 void Conv2d<Scalar>::forward(ConstBatchView<Scalar> x, BatchView<Scalar> y) {
+#if RINGTRAIN_HAVE_ONEDNN
+  if constexpr (std::is_same_v<Scalar, float>) {
+    if (direct_)
+      return direct_->forward(x.data(), weight().data(), bias().data(), y.data(), x.cols());
+  }
+#endif
   const Index inSize = this->inputShape().size(), outSize = this->outputShape().size();
   Scalar* cols = columns_.reserve(fieldSize() * chunkSamples(x.cols()) * outputPixels());
   forEachChunk(x.cols(), [&](Index first, Index samples) {
@@ -239,6 +263,14 @@ void Conv2d<Scalar>::forward(ConstBatchView<Scalar> x, BatchView<Scalar> y) {
 
 template <class Scalar>
 void Conv2d<Scalar>::backwardParameters(ConstBatchView<Scalar> x, ConstBatchView<Scalar> dy) {
+#if RINGTRAIN_HAVE_ONEDNN
+  if constexpr (std::is_same_v<Scalar, float>) {
+    if (direct_) {
+      return direct_->backwardParameters(x.data(), dy.data(), weightGradient().data(),
+                                         biasGradient().data(), x.cols());
+    }
+  }
+#endif
   const Index inSize = this->inputShape().size(), outSize = this->outputShape().size();
   Scalar* cols = columns_.data();
   // The chunks' fields again: they cost less to rebuild from the cached input than to keep for
@@ -258,6 +290,11 @@ void Conv2d<Scalar>::backwardParameters(ConstBatchView<Scalar> x, ConstBatchView
 template <class Scalar>
 void Conv2d<Scalar>::backwardInput(ConstBatchView<Scalar> x, ConstBatchView<Scalar> /*y*/,
                                    ConstBatchView<Scalar> dy, BatchView<Scalar> dx) {
+#if RINGTRAIN_HAVE_ONEDNN
+  if constexpr (std::is_same_v<Scalar, float>) {
+    if (direct_) return direct_->backwardInput(dy.data(), weight().data(), dx.data(), x.cols());
+  }
+#endif
   const Index inSize = this->inputShape().size(), outSize = this->outputShape().size();
   forEachChunk(x.cols(), [&](Index first, Index samples) {
     const Index fields = samples * outputPixels();

@@ -14,8 +14,12 @@
 // The weight is {O, kernel, kernel, C} row-major ("OHWI", TensorFlow Lite's order), matching
 // the (i, j, c) order of a column's rows: for a channels-last input one kernel row of a field,
 // kernel·C values, is one contiguous copy.
+//
+// float32 layers of a build with oneDNN (RINGTRAIN_ONEDNN) run oneDNN's direct convolutions
+// instead (models/direct_convolution.h), with the same layouts: faster on every CNN shape measured.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +27,8 @@
 #include "models/layer.h"
 
 namespace ringtrain::models {
+
+class DirectConvolution;
 
 struct Conv2dOptions {
   Index outChannels = 1;
@@ -34,6 +40,8 @@ struct Conv2dOptions {
   // The most bytes of im2col columns per chunk of the batch (at least one sample's): what a
   // core's L2 cache keeps beside the product's packing buffers. Tests make it small.
   Index chunkBytes = 128 * 1024;
+  // float32 and built with oneDNN: its direct convolution. false: im2col and products always.
+  bool direct = true;
 };
 
 // Parameters, in this order: weight {O, kernel, kernel, C} (row-major), bias {O}.
@@ -56,6 +64,8 @@ class Conv2d final : public Layer<Scalar> {
                      BatchView<Scalar> dx) override;
 
   const Conv2dOptions& options() const { return options_; }
+  // True when this layer runs oneDNN's direct convolution rather than im2col and products.
+  bool isDirect() const { return direct_ != nullptr; }
   // The products' shapes (what a benchmark times): K = kernel·kernel·C values per field, fields
   // per sample, samples per chunk of a batch of `batch` (the columns of one chunk are at most
   // chunkBytes, at least one sample, so that a product reads them from the cache im2col wrote
@@ -93,6 +103,8 @@ class Conv2d final : public Layer<Scalar> {
   Conv2dOptions options_;
   // K × (chunk samples·outHeight·outWidth): a chunk's fields, or their gradients.
   Workspace<Scalar> columns_;
+  // Set when isDirect(). Shared, so that this header needs no complete type.
+  std::shared_ptr<DirectConvolution> direct_;
 };
 
 extern template class Conv2d<float>;

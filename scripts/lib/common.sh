@@ -7,6 +7,8 @@ RINGTRAIN_PACKAGES=(
   g++ cmake ninja-build pkg-config
   openmpi-bin libopenmpi-dev
   libeigen3-dev libopenblas-serial-dev libhdf5-dev hdf5-tools zlib1g-dev
+  # the float32 convolutions' direct kernels (models/direct_convolution.h)
+  libdnnl-dev
   libboost-program-options-dev libfmt-dev nlohmann-json3-dev
   # GPT-2's tokenizer (data/bpe_tokenizer.cc): its pre-tokenisation pattern needs Unicode classes
   # (\p{L}, \p{N}) and lookahead on UTF-8 text, which std::regex lacks

@@ -146,6 +146,12 @@ void addCnn(std::vector<Shape>& shapes, Index batch) {
     flops += flopsOf(shapes[i]) * shapes[i].perStep;
   fmt::print("# cnn: products of a step of {}: {:.6f} GFLOP; the model counts {:.6f}\n", batch,
              flops / 1e9, model.trainingFlopsPerSample() * static_cast<double>(batch) / 1e9);
+  // A build with oneDNN convolves directly, without these products: say so beside the rows.
+  const auto* conv = dynamic_cast<const models::Conv2d<float>*>(&model.layer(0));
+  if (conv != nullptr && conv->isDirect())
+    fmt::print(
+        "# cnn: this build's convolutions are oneDNN's direct ones (RINGTRAIN_ONEDNN); the "
+        "conv rows are im2col's products, the path without it\n");
 }
 
 // Seconds per call of `call`, over a round of at least `seconds`.
