@@ -32,28 +32,45 @@ dnnl::memory over(const Desc& desc, const float* data) {
   return {desc, cpuEngine(), const_cast<float*>(data)};
 }
 
-// `user` in the layout `wanted`: itself where they agree, else reordered into `scratch`.
-dnnl::memory inLayout(const Desc& wanted, dnnl::memory user, dnnl::memory& scratch,
-                      dnnl::stream& stream) {
-  if (user.get_desc() == wanted) return user;
-  if (!scratch || scratch.get_desc() != wanted) scratch = dnnl::memory(wanted, cpuEngine());
-  dnnl::reorder(user, scratch).execute(stream, user, scratch);
-  return scratch;
-}
+// The weight, or its gradient, in the layout oneDNN chose for a primitive (blocked) beside the
+// caller's OHWI one: a buffer in the chosen layout and the reorder between the two, made with the
+// primitive. Empty where the layouts agree, and the caller's memory serves as it is.
+class WeightLayout {
+ public:
+  WeightLayout() = default;
+  // `toChosen`: the primitive reads the weight (reorder into the buffer); else it writes the
+  // gradient (reorder out of it).
+  WeightLayout(const Desc& user, const Desc& chosen, bool toChosen) {
+    if (user == chosen) return;
+    buffer_ = dnnl::memory(chosen, cpuEngine());
+    reorder_ = toChosen ? dnnl::reorder({cpuEngine(), user, cpuEngine(), chosen})
+                        : dnnl::reorder({cpuEngine(), chosen, cpuEngine(), user});
+  }
+  // The memory the primitive takes: the buffer, or `user` itself.
+  dnnl::memory of(const dnnl::memory& user) const { return buffer_ ? buffer_ : user; }
+  // Before a primitive that reads the weight: `user` into the buffer.
+  void into(dnnl::memory user, dnnl::stream& stream) {
+    if (buffer_) reorder_.execute(stream, user, buffer_);
+  }
+  // After a primitive that wrote the gradient: the buffer out into `user`.
+  void outOf(dnnl::memory user, dnnl::stream& stream) {
+    if (buffer_) reorder_.execute(stream, buffer_, user);
+  }
+
+ private:
+  dnnl::memory buffer_;
+  dnnl::reorder reorder_;
+};
 
 }  // namespace
 
 struct DirectConvolution::Primitives {
   Index batch = 0;
   Desc input, output, weight, bias;  // the caller's layouts
-  dnnl::convolution_forward::primitive_desc forwardDesc;
-  dnnl::convolution_backward_data::primitive_desc inputDesc;
-  dnnl::convolution_backward_weights::primitive_desc parametersDesc;
   dnnl::convolution_forward forward;
-  dnnl::convolution_backward_data backwardInput;
-  dnnl::convolution_backward_weights backwardParameters;
-  // The weight and its gradient in the layouts oneDNN chose for them (blocked), where it differs.
-  dnnl::memory forwardWeight, inputWeight, weightGradient;
+  dnnl::convolution_backward_data inputGradient;
+  dnnl::convolution_backward_weights parameterGradients;
+  WeightLayout forwardWeight, inputGradientWeight, weightGradient;
   dnnl::stream stream{cpuEngine()};
 };
 
@@ -77,19 +94,21 @@ DirectConvolution::Primitives& DirectConvolution::primitivesFor(Index batch) {
   const Desc anyWeight({s.outChannels, s.inChannels, s.kernel, s.kernel}, kFloat, Tag::any);
   const dnnl::memory::dims strides{s.stride, s.stride}, padding{s.padding, s.padding};
   constexpr auto kDirect = dnnl::algorithm::convolution_direct;
-  p->forwardDesc = {{dnnl::prop_kind::forward_training, kDirect, p->input, anyWeight, p->bias,
-                     p->output, strides, padding, padding},
-                    cpuEngine()};
-  p->inputDesc = {{kDirect, p->input, anyWeight, p->output, strides, padding, padding},
-                  cpuEngine(),
-                  p->forwardDesc};
-  p->parametersDesc = {
-      {kDirect, p->input, anyWeight, p->bias, p->output, strides, padding, padding},
-      cpuEngine(),
-      p->forwardDesc};
-  p->forward = dnnl::convolution_forward(p->forwardDesc);
-  p->backwardInput = dnnl::convolution_backward_data(p->inputDesc);
-  p->backwardParameters = dnnl::convolution_backward_weights(p->parametersDesc);
+  const dnnl::convolution_forward::primitive_desc forward(
+      {dnnl::prop_kind::forward_training, kDirect, p->input, anyWeight, p->bias, p->output, strides,
+       padding, padding},
+      cpuEngine());
+  const dnnl::convolution_backward_data::primitive_desc inputGradient(
+      {kDirect, p->input, anyWeight, p->output, strides, padding, padding}, cpuEngine(), forward);
+  const dnnl::convolution_backward_weights::primitive_desc parameterGradients(
+      {kDirect, p->input, anyWeight, p->bias, p->output, strides, padding, padding}, cpuEngine(),
+      forward);
+  p->forward = dnnl::convolution_forward(forward);
+  p->inputGradient = dnnl::convolution_backward_data(inputGradient);
+  p->parameterGradients = dnnl::convolution_backward_weights(parameterGradients);
+  p->forwardWeight = WeightLayout(p->weight, forward.weights_desc(), /*toChosen=*/true);
+  p->inputGradientWeight = WeightLayout(p->weight, inputGradient.weights_desc(), true);
+  p->weightGradient = WeightLayout(p->weight, parameterGradients.diff_weights_desc(), false);
   primitives_ = std::move(p);
   return *primitives_;
 }
@@ -98,10 +117,10 @@ void DirectConvolution::forward(const float* x, const float* weight, const float
                                 Index batch) {
   keepToOneThread();
   Primitives& p = primitivesFor(batch);
-  const dnnl::memory w =
-      inLayout(p.forwardDesc.weights_desc(), over(p.weight, weight), p.forwardWeight, p.stream);
+  const dnnl::memory user = over(p.weight, weight);
+  p.forwardWeight.into(user, p.stream);
   p.forward.execute(p.stream, {{DNNL_ARG_SRC, over(p.input, x)},
-                               {DNNL_ARG_WEIGHTS, w},
+                               {DNNL_ARG_WEIGHTS, p.forwardWeight.of(user)},
                                {DNNL_ARG_BIAS, over(p.bias, bias)},
                                {DNNL_ARG_DST, over(p.output, y)}});
   p.stream.wait();
@@ -111,16 +130,12 @@ void DirectConvolution::backwardParameters(const float* x, const float* dy, floa
                                            float* dBias, Index batch) {
   keepToOneThread();
   Primitives& p = primitivesFor(batch);
-  dnnl::memory user = over(p.weight, dWeight);
-  const Desc& chosen = p.parametersDesc.diff_weights_desc();
-  if (chosen != p.weight && (!p.weightGradient || p.weightGradient.get_desc() != chosen))
-    p.weightGradient = dnnl::memory(chosen, cpuEngine());
-  dnnl::memory gradient = chosen == p.weight ? user : p.weightGradient;
-  p.backwardParameters.execute(p.stream, {{DNNL_ARG_SRC, over(p.input, x)},
+  const dnnl::memory user = over(p.weight, dWeight);
+  p.parameterGradients.execute(p.stream, {{DNNL_ARG_SRC, over(p.input, x)},
                                           {DNNL_ARG_DIFF_DST, over(p.output, dy)},
-                                          {DNNL_ARG_DIFF_WEIGHTS, gradient},
+                                          {DNNL_ARG_DIFF_WEIGHTS, p.weightGradient.of(user)},
                                           {DNNL_ARG_DIFF_BIAS, over(p.bias, dBias)}});
-  if (chosen != p.weight) dnnl::reorder(gradient, user).execute(p.stream, gradient, user);
+  p.weightGradient.outOf(user, p.stream);
   p.stream.wait();
 }
 
@@ -128,10 +143,10 @@ void DirectConvolution::backwardInput(const float* dy, const float* weight, floa
                                       Index batch) {
   keepToOneThread();
   Primitives& p = primitivesFor(batch);
-  const dnnl::memory w =
-      inLayout(p.inputDesc.weights_desc(), over(p.weight, weight), p.inputWeight, p.stream);
-  p.backwardInput.execute(p.stream, {{DNNL_ARG_DIFF_DST, over(p.output, dy)},
-                                     {DNNL_ARG_WEIGHTS, w},
+  const dnnl::memory user = over(p.weight, weight);
+  p.inputGradientWeight.into(user, p.stream);
+  p.inputGradient.execute(p.stream, {{DNNL_ARG_DIFF_DST, over(p.output, dy)},
+                                     {DNNL_ARG_WEIGHTS, p.inputGradientWeight.of(user)},
                                      {DNNL_ARG_DIFF_SRC, over(p.input, dx)}});
   p.stream.wait();
 }
