@@ -12,6 +12,9 @@
 
 #include "models/conv2d.h"
 #include "models/cuda/cuda_errors.h"
+#if RINGTRAIN_HAVE_CUDNN
+#include "models/cuda/cudnn_convolutions.h"
+#endif
 #include "models/cuda/layer_kernels.h"
 #include "models/max_pool2d.h"
 #include "models/softmax_cross_entropy.h"
@@ -24,10 +27,12 @@ enum class Kind { kLinear, kRelu, kConv2d, kMaxPool2d, kFlatten };
 // One layer of the host model, as the device needs it.
 struct DeviceLayer {
   Kind kind = Kind::kLinear;
+  std::string name;
   SampleShape input, output;
   int parameterSlice = -1;  // index into parameterLayers(), or -1
   std::size_t offset = 0;   // of its parameters in the flat buffers
   bool needsInputGradient = false;
+  int cudnn = -1;  // conv2d: its index in the model's CudnnConvolutions; -1: im2col and cuBLAS
   ConvGeometry conv{};
   PoolGeometry pool{};
   // Set by reserve(): where its output and its output's gradient lie (flatten: those below).
@@ -53,6 +58,7 @@ int toInt(Index value) { return static_cast<int>(value); }
 
 DeviceLayer describeLayer(const Layer<float>& layer) {
   DeviceLayer d;
+  d.name = layer.name();
   d.input = layer.inputShape();
   d.output = layer.outputShape();
   const std::string_view kind = layer.kind();
@@ -131,6 +137,10 @@ struct GpuModel::Impl {
   void* cublasWorkspace = nullptr;
   float* parameters = nullptr;
   float* gradients = nullptr;
+#if RINGTRAIN_HAVE_CUDNN
+  std::unique_ptr<CudnnConvolutions> convolutions;  // when a convolution reads channels-last
+#endif
+  std::string convolutionNotes;  // why a convolution stayed on im2col
 
   // Sized by reserve().
   Index capacity = 0;
@@ -160,6 +170,9 @@ struct GpuModel::Impl {
   void matrixForward(const DeviceLayer& layer, const float* x, Index batch, float* relu);
   void matrixBackward(const DeviceLayer& layer, const float* x, Index batch);
   void matrixInputGradient(const DeviceLayer& layer, Index batch, float* dx);
+  void useCudnn(bool tf32);
+  void reserveConvolutions(Index batch);
+  std::string describeConvolutions() const;
 };
 
 GpuModel::Impl::Impl(const Model<float>& host, const GpuModelOptions& options)
@@ -213,6 +226,7 @@ GpuModel::Impl::Impl(const Model<float>& host, const GpuModelOptions& options)
     RINGTRAIN_MODELS_CUDA_CHECK(cudaMemcpy(parameters, values.data(), values.size_bytes(),
                                            cudaMemcpyHostToDevice));
     RINGTRAIN_MODELS_CUDA_CHECK(cudaMemset(gradients, 0, parameterCount * sizeof(float)));
+    useCudnn(options.tf32);
   } catch (...) {
     release();
     throw;
@@ -226,6 +240,9 @@ GpuModel::Impl::~Impl() { release(); }
 void GpuModel::Impl::release() {
   if (compute != nullptr) cudaStreamSynchronize(compute);
   if (copy != nullptr) cudaStreamSynchronize(copy);
+#if RINGTRAIN_HAVE_CUDNN
+  convolutions.reset();
+#endif
   for (InputSlot& slot : slots) {
     cudaFreeHost(slot.host);
     cudaFree(slot.device);
@@ -254,6 +271,7 @@ void GpuModel::Impl::reserve(Index batch) {
   RINGTRAIN_MODELS_CUDA_CHECK(cudaStreamSynchronize(compute));
   backwardPending = false;  // the regions move
   current = nullptr;
+  reserveConvolutions(batch);
 
   // The CPU model's arenas: one region per layer, flatten sharing the one below; gradients laid
   // out from the top.
@@ -266,7 +284,7 @@ void GpuModel::Impl::reserve(Index batch) {
       layer.outputOffset = activationsSize;
       activationsSize += aligned(values);
     }
-    if (layer.kind == Kind::kConv2d) {
+    if (layer.kind == Kind::kConv2d && layer.cudnn < 0) {
       layer.scratchOffset = scratchSize;
       scratchSize += aligned(layer.fieldSize() * layer.fieldsPerSample() * batch);
       onesNeeded = std::max(onesNeeded, layer.fieldsPerSample() * batch);
@@ -304,7 +322,8 @@ void GpuModel::Impl::reserve(Index batch) {
     layer.y = layer.kind == Kind::kFlatten ? (i == 0 ? nullptr : layers[i - 1].y)
                                            : activations + layer.outputOffset;
     layer.dy = activationGrads + layer.gradientOffset;
-    layer.columns = layer.kind == Kind::kConv2d ? scratch + layer.scratchOffset : nullptr;
+    layer.columns =
+        layer.kind == Kind::kConv2d && layer.cudnn < 0 ? scratch + layer.scratchOffset : nullptr;
     layer.winners = layer.kind == Kind::kMaxPool2d ? winners + layer.scratchOffset : nullptr;
   }
 
@@ -363,6 +382,13 @@ void GpuModel::Impl::stage(const Batch<float>& batch, Index first, Index samples
 
 void GpuModel::Impl::matrixForward(const DeviceLayer& layer, const float* x, Index batch,
                                    float* relu) {
+#if RINGTRAIN_HAVE_CUDNN
+  if (layer.cudnn >= 0) {
+    convolutions->forward(layer.cudnn, x, parameters + layer.offset, layer.y, toInt(batch));
+    if (relu != nullptr) cuda::relu(layer.y, relu, layer.output.size() * batch, compute);
+    return;
+  }
+#endif
   const float* columns = x;
   if (layer.kind == Kind::kConv2d) {
     im2col(x, layer.columns, layer.conv, batch, compute);
@@ -381,6 +407,13 @@ void GpuModel::Impl::matrixForward(const DeviceLayer& layer, const float* x, Ind
 }
 
 void GpuModel::Impl::matrixBackward(const DeviceLayer& layer, const float* x, Index batch) {
+#if RINGTRAIN_HAVE_CUDNN
+  if (layer.cudnn >= 0) {
+    convolutions->backwardParameters(layer.cudnn, x, layer.dy, gradients + layer.offset,
+                                     toInt(batch));
+    return;
+  }
+#endif
   const float* columns = layer.kind == Kind::kConv2d ? layer.columns : x;
   const int o = toInt(layer.outChannels());
   const int k = toInt(layer.fieldSize());
@@ -397,6 +430,12 @@ void GpuModel::Impl::matrixBackward(const DeviceLayer& layer, const float* x, In
 }
 
 void GpuModel::Impl::matrixInputGradient(const DeviceLayer& layer, Index batch, float* dx) {
+#if RINGTRAIN_HAVE_CUDNN
+  if (layer.cudnn >= 0) {
+    convolutions->backwardInput(layer.cudnn, parameters + layer.offset, layer.dy, dx, toInt(batch));
+    return;
+  }
+#endif
   const int o = toInt(layer.outChannels());
   const int k = toInt(layer.fieldSize());
   const int fields = toInt(layer.fieldsPerSample() * batch);
@@ -408,6 +447,54 @@ void GpuModel::Impl::matrixInputGradient(const DeviceLayer& layer, Index batch, 
                                             parameters + layer.offset, k, layer.dy, o, &zero,
                                             target, k));
   if (layer.kind == Kind::kConv2d) col2im(layer.columns, dx, layer.conv, batch, compute);
+}
+
+// Convolutions reading channels-last go to cuDNN where the build has it (a first layer on
+// channels-first images of several channels stays on im2col).
+void GpuModel::Impl::useCudnn([[maybe_unused]] bool tf32) {
+#if RINGTRAIN_HAVE_CUDNN
+  for (DeviceLayer& layer : layers) {
+    if (layer.kind != Kind::kConv2d || layer.conv.channelsFirst) continue;
+    if (!convolutions) convolutions = std::make_unique<CudnnConvolutions>(compute, tf32);
+    layer.cudnn = convolutions->add(layer.name, layer.conv, toInt(layer.output.channels),
+                                    layer.needsInputGradient);
+  }
+#endif
+}
+
+// Plans each cuDNN convolution for `batch`; one cuDNN cannot serve goes back to im2col for good.
+void GpuModel::Impl::reserveConvolutions([[maybe_unused]] Index batch) {
+#if RINGTRAIN_HAVE_CUDNN
+  for (DeviceLayer& layer : layers) {
+    if (layer.cudnn < 0) continue;
+    const std::string why = convolutions->reserve(layer.cudnn, toInt(batch));
+    if (why.empty()) continue;
+    convolutionNotes += "; " + why + ": im2col instead";
+    layer.cudnn = -1;
+  }
+#endif
+}
+
+std::string GpuModel::Impl::describeConvolutions() const {
+  std::string cudnn, im2col;
+  for (const DeviceLayer& layer : layers) {
+    if (layer.kind != Kind::kConv2d) continue;
+#if RINGTRAIN_HAVE_CUDNN
+    if (layer.cudnn >= 0) {  // the algorithms once a batch size is reserved
+      cudnn += (cudnn.empty() ? "" : "; ") +
+               (capacity > 0 ? convolutions->chosen(layer.cudnn, toInt(capacity)) : layer.name);
+      continue;
+    }
+#endif
+    im2col += (im2col.empty() ? "" : ", ") + layer.name;
+  }
+  std::string text;
+#if RINGTRAIN_HAVE_CUDNN
+  if (!cudnn.empty()) text = "cuDNN " + cudnnVersion() + " (" + cudnn + ")";
+#endif
+  if (!im2col.empty())
+    text += (text.empty() ? "" : "; ") + std::string("im2col + cuBLAS (") + im2col + ")";
+  return text.empty() ? "none" : text + convolutionNotes;
 }
 
 void GpuModel::Impl::forward(Index batch, bool training) {
@@ -492,6 +579,7 @@ float* GpuModel::gradients() { return impl_->gradients; }
 const float* GpuModel::parameters() const { return impl_->parameters; }
 const float* GpuModel::gradients() const { return impl_->gradients; }
 Index GpuModel::reservedBatch() const { return impl_->capacity; }
+std::string GpuModel::convolutions() const { return impl_->describeConvolutions(); }
 
 const float* GpuModel::outputs() const {
   return impl_->current == nullptr ? nullptr : impl_->layers.back().y;

@@ -5,9 +5,10 @@
 // parameter layout (parameterTable() offsets), so rank 0's broadcast, checkpoints and the
 // consistency check keep working on the host model, and a fusion bucket is the same range of the
 // device gradient buffer as of the host one. Matrix products go through cuBLAS (TF32 tensor-core
-// math when `tf32` is true, full float32 otherwise); activations, loss, pooling, im2col/col2im
-// and the bias sums are our own kernels. Everything runs on the model's compute stream; nothing
-// synchronises the host except the calls that say so.
+// math when `tf32` is true, full float32 otherwise); convolutions on channels-last inputs
+// through cuDNN where the build has it (cudnn_convolutions.h), else im2col and cuBLAS;
+// activations, loss, pooling, im2col/col2im and the bias sums are our own kernels. Everything
+// runs on the model's compute stream; nothing synchronises the host except the calls that say so.
 //
 // Inputs arrive in host memory (what data/ delivers): forward() copies the batch into pinned
 // staging memory, then to the device on a separate copy stream, and the compute stream waits for
@@ -15,11 +16,12 @@
 // while the previous step's kernels still run.
 #pragma once
 
-#include <cuda_runtime_api.h>
-
 #include <cstddef>
 #include <memory>
 #include <span>
+#include <string>
+
+#include <cuda_runtime_api.h>
 
 #include "models/model.h"
 
@@ -67,6 +69,10 @@ class GpuModel {
   // (synchronises).
   BatchResult evaluate(const Batch<float>& batch);
   Index reservedBatch() const;
+  // How the convolutions run: "cuDNN 9.10.2 (conv1: forward IMPLICIT_GEMM (fma), filter ALGO_1;
+  // ...)" with the algorithms chosen for the reserved batch (before reserve(): the layers' names),
+  // "im2col + cuBLAS (conv1)", or "none".
+  std::string convolutions() const;
   // Device memory holding the model's outputs (outputSize() × B, column-major) of the last
   // forward, or of the last chunk evaluated; valid once the compute stream has reached it.
   const float* outputs() const;

@@ -19,6 +19,7 @@ ringtrain_opt --data data data/mnist "the MNIST folder"
 ringtrain_opt --steps steps 2000 "training steps per run"
 ringtrain_opt --out out "${OUT:-$PWD/bench-out}" "folder of the logs and the summary"
 ringtrain_opt --prefetch prefetch auto "ringtrain's --prefetch: auto, on or off"
+ringtrain_opt --models models "mlp cnn" "the models, space-separated"
 ringtrain_flag --no-reference no_reference "leave the PyTorch reference out"
 ringtrain_parse_args "$@"
 ringtrain=$build/bin/ringtrain
@@ -29,7 +30,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 status=0
 
 for tf32 in false true; do
-  for model in mlp cnn; do
+  for model in $models; do
     for batch in 64 256 1024; do
       log="$out/ringtrain-$model-b$batch-tf32-$tf32.log"
       echo "== ringtrain $model batch $batch tf32 $tf32"
@@ -45,7 +46,7 @@ done
 
 if [[ $no_reference -eq 0 ]]; then
   echo "== PyTorch reference"
-  if ! python3 scripts/bench/pytorch_gpu_reference.py --batch 64 256 1024 \
+  if ! python3 scripts/bench/pytorch_gpu_reference.py --batch 64 256 1024 --models $models \
       --json "$out/pytorch_gpu_reference.json" >"$out/pytorch_gpu_reference.log" 2>&1; then
     echo "   FAILED: see $out/pytorch_gpu_reference.log"; tail -5 "$out/pytorch_gpu_reference.log"
     status=1
@@ -69,10 +70,12 @@ for log in sorted(glob.glob(os.path.join(out, "ringtrain-*.log"))):
     text = open(log).read()
     windows = [float(x) for x in re.findall(r"^.*step \d+/\d+ .*?([0-9]+) samples/s", text, re.M)]
     gpu = re.search(r"device cuda.*rank 0 on (GPU \d+ \([^)]*\))", text)
+    convolutions = re.search(r"convolutions by (.*?); GPU index", text)
     rate = statistics.median(windows[1:]) if len(windows) > 1 else None
     ref = reference.get((model, batch, tf32))
     rows.append({"model": model, "batch": batch, "tf32": tf32, "steps": steps,
                  "samples_per_s": rate, "gpu": gpu.group(1) if gpu else None,
+                 "convolutions": convolutions.group(1) if convolutions else None,
                  "pytorch_samples_per_s": ref,
                  "ratio": rate / ref if rate and ref else None})
 rows.sort(key=lambda r: (r["tf32"], r["model"], r["batch"]))

@@ -10,6 +10,8 @@ ceilings the GPU numbers are read against.
   python3 scripts/bench/pytorch_gpu_reference.py --batch 64 256 1024 --json out.json
 
 Timing: CUDA events around `--steps` steps after `--warmup` steps, median of `--repeats`.
+PyTorch runs at its documented best for fixed shapes: `torch.backends.cudnn.benchmark` on (cuDNN
+times its algorithms, as ringtrain's cuDNN path does); `--cudnn-benchmark off` for its default.
 """
 import argparse
 import json
@@ -97,13 +99,17 @@ def main():
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--warmup", type=int, default=30)
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--cudnn-benchmark", choices=["on", "off"], default="on")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args()
     if not torch.cuda.is_available():
         print("pytorch_gpu_reference.py: no GPU visible to PyTorch", file=sys.stderr)
         return 2
     hidden = [int(h) for h in args.hidden.split(",")]
-    out = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "runs": []}
+    torch.backends.cudnn.benchmark = args.cudnn_benchmark == "on"
+    out = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+           "cudnn": torch.backends.cudnn.version(), "cudnn_benchmark": args.cudnn_benchmark,
+           "runs": []}
     out["copy"] = copy_bandwidth(args)
     for tf32 in (False, True):
         torch.backends.cuda.matmul.allow_tf32 = tf32
@@ -113,7 +119,8 @@ def main():
                 torch.manual_seed(0)
                 model = mlp(hidden) if name == "mlp" else cnn()
                 out["runs"].append(train_throughput(name, model, batch, args))
-    print(f"# PyTorch {out['torch']} on {out['gpu']}")
+    print(f"# PyTorch {out['torch']} on {out['gpu']}, cuDNN {out['cudnn']}, "
+          f"cudnn.benchmark {args.cudnn_benchmark}")
     c = out["copy"]
     print(f"# copy bandwidth: device-to-device {c['d2d_GBps_read_plus_write']:.0f} GB/s (read+write), "
           f"host-to-device pinned {c['h2d_pinned_GBps']:.1f} GB/s")

@@ -47,6 +47,16 @@ for step in "${steps[@]}"; do
           extra+=(-DBoost_DIR=/usr/lib/x86_64-linux-gnu/cmake/Boost-1.74.0)
         fi
       fi
+      # cuDNN: the toolkit's, else the pip wheel's beside the image's PyTorch (its libraries are
+      # found at run time through LD_LIBRARY_PATH, exported for the steps after this one).
+      if [[ ! -e /usr/local/cuda/include/cudnn_version.h ]]; then
+        wheel=$(python3 -c 'import nvidia.cudnn as c; print(list(c.__path__)[0])' 2>/dev/null)
+        if [[ -n $wheel && -e $wheel/include/cudnn_version.h ]]; then
+          extra+=(-DCUDNN_ROOT="$wheel")
+          export LD_LIBRARY_PATH=$wheel/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+          note "cuDNN from $wheel"
+        fi
+      fi
       if ! cmake -S . -B "$build" -G Ninja -DRINGTRAIN_CUDA=ON -DRINGTRAIN_WERROR="$werror" \
             -DRINGTRAIN_CUDA_ARCHITECTURES="${RINGTRAIN_CUDA_ARCHITECTURES:-native}" "${extra[@]}" \
             >"$out/configure.log" 2>&1; then
@@ -55,7 +65,7 @@ for step in "${steps[@]}"; do
       if ! cmake --build "$build" -j "$jobs" >"$out/build.log" 2>&1; then
         grep -E "error|Error" "$out/build.log" | head -40; note "build FAILED"; exit 1
       fi
-      note "build ok in $((SECONDS - start)) s, $(grep -c 'warning:' "$out/build.log") warning lines"
+      note "build ok in $((SECONDS - start)) s, $(grep -c 'warning:' "$out/build.log") warning lines; $(grep -m1 'GPU convolutions' "$out/configure.log" | sed 's/^-- *//')"
       ;;
     gpu-tests)
       ctest --test-dir "$build" -L gpu --output-on-failure >"$out/ctest_gpu.log" 2>&1 || status=1

@@ -429,6 +429,9 @@ Timing timeGpuModel(models::Model<float>& model, const SyntheticBatch& data, con
       },
       o);
   RINGTRAIN_MODELS_CUDA_CHECK(cudaFree(velocity));
+  if (const std::string convolutions = gpu.convolutions(); convolutions != "none")
+    fmt::print(stderr, "model_step_perf: {} on cuda: convolutions by {}\n", model.name(),
+               convolutions);
   return timing;
 }
 #endif

@@ -236,6 +236,23 @@ TEST_F(GpuTest, ConvolutionsInBothLayoutsWithStrideAndPaddingMatchTheCpu) {
   expectSameSteps(modelOf({3, 11, 9}, std::move(layers), /*classification=*/false), 200);
 }
 
+TEST_F(GpuTest, ConvolutionsRunWhereTheBuildSays) {
+  // The cnn's conv1 reads one channel (both layouts at once), conv2 channels-last: with cuDNN in
+  // the build both go there, with the algorithms chosen for the reserved batch named.
+  GpuModel gpu(makeModel<float>({.name = "cnn"}));
+  gpu.reserve(64);
+  const std::string path = gpu.convolutions();
+#if RINGTRAIN_TEST_EXPECTS_CUDNN
+  EXPECT_EQ(path.rfind("cuDNN ", 0), 0u) << path;
+  EXPECT_NE(path.find("conv1: forward "), std::string::npos) << path;
+  EXPECT_NE(path.find("conv2: forward "), std::string::npos) << path;
+  EXPECT_NE(path.find("data ALGO_"), std::string::npos) << path;  // conv2 passes its gradient on
+  EXPECT_EQ(path.find("im2col"), std::string::npos) << path;
+#else
+  EXPECT_EQ(path, "im2col + cuBLAS (conv1, conv2)");
+#endif
+}
+
 TEST_F(GpuTest, MaxPoolingWithAndWithoutOverlapMatchesTheCpu) {
   std::vector<std::unique_ptr<Layer<float>>> layers;
   layers.push_back(make<Conv2d<float>>("conv1", SampleShape{2, 12, 12},

@@ -1,0 +1,56 @@
+// A GPU model's convolutions by cuDNN (GPU builds with cuDNN only: RINGTRAIN_HAVE_CUDNN), in place
+// of im2col and cuBLAS: no column matrix is written, read and written back per step.
+//
+// Layouts are the GPU model's: images channels-last (NHWC), the output the convolution's
+// O × (samples·pixels) matrix (which is NHWC too), the weight row-major O × (kh, kw, c) (cuDNN's
+// NHWC filter) followed by the O biases. Each layer's algorithms are chosen by timing them
+// (cuDNN's Find) for each batch size, among those that sum the plain float32 products (implicit
+// GEMM, GEMM, direct; not FFT or Winograd, whose transforms round differently from the CPU's
+// products), deterministic ones first; TF32 only when asked for. Everything is enqueued on
+// the stream given, with one workspace shared by the layers.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+#include "models/cuda/layer_kernels.h"
+
+namespace ringtrain::models::cuda {
+
+class CudnnConvolutions {
+ public:
+  CudnnConvolutions(cudaStream_t stream, bool tf32);
+  ~CudnnConvolutions();
+  CudnnConvolutions(const CudnnConvolutions&) = delete;
+  CudnnConvolutions& operator=(const CudnnConvolutions&) = delete;
+
+  // Registers a convolution (channels-last input) and returns its index; `name` is for messages.
+  int add(const std::string& name, const ConvGeometry& geometry, int outChannels,
+          bool needsInputGradient);
+  // Chooses the layer's algorithms for `batch` samples and grows the workspace (synchronises
+  // the stream; runs each candidate). Returns "" or, when cuDNN offers no algorithm for it, why
+  // (the caller then keeps its own path for that layer). Other batch sizes are planned on
+  // first use.
+  std::string reserve(int layer, int batch);
+  // "conv2: forward IMPLICIT_PRECOMP_GEMM (fma), filter ALGO_1, data ALGO_1", for logs.
+  std::string chosen(int layer, int batch) const;
+
+  // y = conv(x, weight) + bias, for `batch` ≤ the reserved batch.
+  void forward(int layer, const float* x, const float* weightAndBias, float* y, int batch);
+  // The weight's and the bias's gradients (overwritten) from x and dy.
+  void backwardParameters(int layer, const float* x, const float* dy, float* weightAndBiasGrad,
+                          int batch);
+  // dx (overwritten) from dy and the weight.
+  void backwardInput(int layer, const float* weightAndBias, const float* dy, float* dx, int batch);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+std::string cudnnVersion();  // of the library loaded, e.g. "9.10.2"
+
+}  // namespace ringtrain::models::cuda
