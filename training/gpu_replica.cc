@@ -36,9 +36,11 @@ class CudaReplica final : public GpuReplica {
   }
 
   std::string describe() const override {
+    return "GPU " + std::to_string(device_) + " (" + name_ + ")";
+  }
+  std::string describeModel() const override {
     const std::string convolutions = model_->convolutions();
-    return "GPU " + std::to_string(device_) + " (" + name_ + ")" +
-           (convolutions == "none" ? "" : ", convolutions by " + convolutions);
+    return convolutions == "none" ? "" : "convolutions: " + convolutions;
   }
   int deviceIndex() const override { return device_; }
   void reserve(models::Index batch) override { model_->reserve(batch); }

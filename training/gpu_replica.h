@@ -33,6 +33,9 @@ class GpuReplica {
 
   // "GPU 0 (NVIDIA H100 80GB HBM3)".
   virtual std::string describe() const = 0;
+  // "convolutions: cuDNN 9.19.0 where it is faster: conv1: ...", once reserve() chose; "" for a
+  // model without convolutions.
+  virtual std::string describeModel() const = 0;
   virtual int deviceIndex() const = 0;
 
   virtual void reserve(models::Index batch) = 0;

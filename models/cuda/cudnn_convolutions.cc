@@ -76,12 +76,7 @@ struct Layer {
   bool needsInput = false;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
-  cudnnTensorDescriptor_t bias = nullptr;
   std::map<int, Plan> plans;  // by batch size
-
-  std::size_t weights() const {  // the biases follow them
-    return static_cast<std::size_t>(outChannels) * g.channels * g.kernel * g.kernel;
-  }
 };
 
 std::string unusable(const Layer& layer, int batch) {
@@ -123,7 +118,6 @@ struct CudnnConvolutions::Impl {
       }
       cudnnDestroyFilterDescriptor(layer.w);
       cudnnDestroyConvolutionDescriptor(layer.conv);
-      cudnnDestroyTensorDescriptor(layer.bias);
     }
     cudaFree(workspace);
     if (handle != nullptr) cudnnDestroy(handle);
@@ -217,14 +211,11 @@ int CudnnConvolutions::add(const std::string& name, const ConvGeometry& g, int o
   layer.needsInput = needsInputGradient;
   RINGTRAIN_CUDNN_CHECK(cudnnCreateFilterDescriptor(&layer.w));
   RINGTRAIN_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&layer.conv));
-  RINGTRAIN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&layer.bias));
   RINGTRAIN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(layer.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC,
                                                    outChannels, g.channels, g.kernel, g.kernel));
   RINGTRAIN_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(layer.conv, g.padding, g.padding, g.stride,
                                                         g.stride, 1, 1, CUDNN_CROSS_CORRELATION,
                                                         CUDNN_DATA_FLOAT));
-  RINGTRAIN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(layer.bias, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT,
-                                                   1, outChannels, 1, 1));
   return static_cast<int>(impl_->layers.size()) - 1;
 }
 
@@ -235,13 +226,13 @@ std::string CudnnConvolutions::reserve(int index, int batch) {
 std::string CudnnConvolutions::chosen(int index, int batch) const {
   const Layer& layer = impl_->layers.at(static_cast<std::size_t>(index));
   const auto p = layer.plans.find(batch);
-  if (p == layer.plans.end() || !p->second.forward.found) return layer.name + ": none";
+  if (p == layer.plans.end() || !p->second.forward.found) return "no algorithm";
   const auto math = [](cudnnMathType_t m) { return m == CUDNN_FMA_MATH ? "fma" : "tensor-op"; };
   const Plan& plan = p->second;
   const auto nondeterministic = [](bool deterministic) {
     return deterministic ? "" : " (nondeterministic)";
   };
-  std::string text = layer.name + ": forward " + forwardName(plan.forward.algo) + " (" +
+  std::string text = std::string("forward ") + forwardName(plan.forward.algo) + " (" +
                      math(plan.forward.math) + "), filter ALGO_" +
                      std::to_string(static_cast<int>(plan.filter.algo)) +
                      nondeterministic(plan.filter.deterministic);
@@ -251,41 +242,37 @@ std::string CudnnConvolutions::chosen(int index, int batch) const {
   return text;
 }
 
-void CudnnConvolutions::forward(int index, const float* x, const float* weightAndBias, float* y,
+void CudnnConvolutions::forward(int index, const float* x, const float* weight, float* y,
                                 int batch) {
   const Plan& p = impl_->planned(index, batch);
   const Layer& layer = impl_->layers[static_cast<std::size_t>(index)];
   const float one = 1.0f, zero = 0.0f;
   RINGTRAIN_CUDNN_CHECK(cudnnSetConvolutionMathType(layer.conv, p.forward.math));
-  RINGTRAIN_CUDNN_CHECK(cudnnConvolutionForward(impl_->handle, &one, p.x, x, layer.w, weightAndBias,
+  RINGTRAIN_CUDNN_CHECK(cudnnConvolutionForward(impl_->handle, &one, p.x, x, layer.w, weight,
                                                 layer.conv, p.forward.algo, impl_->workspace,
                                                 impl_->workspaceBytes, &zero, p.y, y));
-  RINGTRAIN_CUDNN_CHECK(cudnnAddTensor(impl_->handle, &one, layer.bias,
-                                       weightAndBias + layer.weights(), &one, p.y, y));
 }
 
-void CudnnConvolutions::backwardParameters(int index, const float* x, const float* dy,
-                                           float* weightAndBiasGrad, int batch) {
+void CudnnConvolutions::backwardWeight(int index, const float* x, const float* dy,
+                                       float* weightGradient, int batch) {
   const Plan& p = impl_->planned(index, batch);
   const Layer& layer = impl_->layers[static_cast<std::size_t>(index)];
   const float one = 1.0f, zero = 0.0f;
   RINGTRAIN_CUDNN_CHECK(cudnnSetConvolutionMathType(layer.conv, p.filter.math));
   RINGTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
       impl_->handle, &one, p.x, x, p.y, dy, layer.conv, p.filter.algo, impl_->workspace,
-      impl_->workspaceBytes, &zero, layer.w, weightAndBiasGrad));
-  RINGTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardBias(
-      impl_->handle, &one, p.y, dy, &zero, layer.bias, weightAndBiasGrad + layer.weights()));
+      impl_->workspaceBytes, &zero, layer.w, weightGradient));
 }
 
-void CudnnConvolutions::backwardInput(int index, const float* weightAndBias, const float* dy,
-                                      float* dx, int batch) {
+void CudnnConvolutions::backwardInput(int index, const float* weight, const float* dy, float* dx,
+                                      int batch) {
   const Plan& p = impl_->planned(index, batch);
   const Layer& layer = impl_->layers[static_cast<std::size_t>(index)];
   const float one = 1.0f, zero = 0.0f;
   RINGTRAIN_CUDNN_CHECK(cudnnSetConvolutionMathType(layer.conv, p.data.math));
-  RINGTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardData(
-      impl_->handle, &one, layer.w, weightAndBias, p.y, dy, layer.conv, p.data.algo,
-      impl_->workspace, impl_->workspaceBytes, &zero, p.x, dx));
+  RINGTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardData(impl_->handle, &one, layer.w, weight, p.y, dy,
+                                                     layer.conv, p.data.algo, impl_->workspace,
+                                                     impl_->workspaceBytes, &zero, p.x, dx));
 }
 
 std::string cudnnVersion() {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -32,7 +33,9 @@ struct DeviceLayer {
   int parameterSlice = -1;  // index into parameterLayers(), or -1
   std::size_t offset = 0;   // of its parameters in the flat buffers
   bool needsInputGradient = false;
-  int cudnn = -1;  // conv2d: its index in the model's CudnnConvolutions; -1: im2col and cuBLAS
+  int cudnn = -1;          // conv2d: its index in the model's CudnnConvolutions, or -1
+  bool viaCudnn = false;   // conv2d: the faster path at the reserved batch was cuDNN's
+  float timings[2] = {};   // conv2d: ms of a forward + backward, by im2col and by cuDNN
   ConvGeometry conv{};
   PoolGeometry pool{};
   // Set by reserve(): where its output and its output's gradient lie (flatten: those below).
@@ -101,6 +104,12 @@ T* deviceAlloc(std::size_t count) {
   return static_cast<T*>(p);
 }
 
+std::string milliseconds(float ms) {
+  std::array<char, 32> text{};
+  std::snprintf(text.data(), text.size(), "%.3f ms", static_cast<double>(ms));
+  return text.data();
+}
+
 // cuBLAS's recommended workspace for Hopper; given explicitly so cuBLAS never allocates per call.
 constexpr std::size_t kCublasWorkspaceBytes = std::size_t{32} << 20;
 
@@ -141,6 +150,7 @@ struct GpuModel::Impl {
   std::unique_ptr<CudnnConvolutions> convolutions;  // when a convolution reads channels-last
 #endif
   std::string convolutionNotes;  // why a convolution stayed on im2col
+  ConvolutionPath path = ConvolutionPath::kFastest;
 
   // Sized by reserve().
   Index capacity = 0;
@@ -148,7 +158,8 @@ struct GpuModel::Impl {
   float* activationGrads = nullptr;
   float* scratch = nullptr;  // im2col columns of every conv, back to back
   std::int32_t* winners = nullptr;
-  float* ones = nullptr;  // for the bias gradients: db = dY · 1
+  float* ones = nullptr;          // for the dense layers' bias gradients: db = dY · 1
+  float* biasPartials = nullptr;  // the convolutions' bias gradients (biasGradient)
   Index onesCount = 0;
   std::array<InputSlot, 2> slots{};
   int nextSlot = 0;
@@ -170,8 +181,14 @@ struct GpuModel::Impl {
   void matrixForward(const DeviceLayer& layer, const float* x, Index batch, float* relu);
   void matrixBackward(const DeviceLayer& layer, const float* x, Index batch);
   void matrixInputGradient(const DeviceLayer& layer, Index batch, float* dx);
+  bool cudnnForward(const DeviceLayer& layer, const float* x, Index batch);
+  bool cudnnBackwardWeight(const DeviceLayer& layer, const float* x, Index batch);
+  bool cudnnBackwardInput(const DeviceLayer& layer, Index batch, float* dx);
   void useCudnn(bool tf32);
   void reserveConvolutions(Index batch);
+  void chooseConvolutionPaths(Index batch);
+  float timeConvolution(std::size_t i, Index batch);
+  std::string describeConvolution(const DeviceLayer& layer) const;
   std::string describeConvolutions() const;
 };
 
@@ -226,7 +243,14 @@ GpuModel::Impl::Impl(const Model<float>& host, const GpuModelOptions& options)
     RINGTRAIN_MODELS_CUDA_CHECK(cudaMemcpy(parameters, values.data(), values.size_bytes(),
                                            cudaMemcpyHostToDevice));
     RINGTRAIN_MODELS_CUDA_CHECK(cudaMemset(gradients, 0, parameterCount * sizeof(float)));
-    useCudnn(options.tf32);
+    Index widestConvolution = 0;
+    for (const DeviceLayer& layer : layers)
+      if (layer.kind == Kind::kConv2d)
+        widestConvolution = std::max(widestConvolution, layer.outChannels());
+    biasPartials =
+        deviceAlloc<float>(static_cast<std::size_t>(biasPartialsCount(widestConvolution)));
+    path = options.convolutions;
+    if (path != ConvolutionPath::kIm2col) useCudnn(options.tf32);
   } catch (...) {
     release();
     throw;
@@ -254,8 +278,8 @@ void GpuModel::Impl::release() {
   }
   for (void* p : {static_cast<void*>(activations), static_cast<void*>(activationGrads),
                   static_cast<void*>(scratch), static_cast<void*>(winners),
-                  static_cast<void*>(ones), static_cast<void*>(parameters),
-                  static_cast<void*>(gradients), cublasWorkspace})
+                  static_cast<void*>(ones), static_cast<void*>(biasPartials),
+                  static_cast<void*>(parameters), static_cast<void*>(gradients), cublasWorkspace})
     cudaFree(p);
   if (cublas != nullptr) cublasDestroy(cublas);
   if (copy != nullptr) cudaStreamDestroy(copy);
@@ -277,17 +301,16 @@ void GpuModel::Impl::reserve(Index batch) {
   // out from the top.
   const std::size_t n = layers.size();
   std::size_t activationsSize = 0, gradientsSize = 0, scratchSize = 0, winnersSize = 0;
-  Index onesNeeded = batch;
+  const Index onesNeeded = batch;  // a dense layer's columns
   for (DeviceLayer& layer : layers) {
     const Index values = layer.output.size() * batch;
     if (layer.kind != Kind::kFlatten) {
       layer.outputOffset = activationsSize;
       activationsSize += aligned(values);
     }
-    if (layer.kind == Kind::kConv2d && layer.cudnn < 0) {
+    if (layer.kind == Kind::kConv2d) {  // also for cuDNN's: im2col is timed against it
       layer.scratchOffset = scratchSize;
       scratchSize += aligned(layer.fieldSize() * layer.fieldsPerSample() * batch);
-      onesNeeded = std::max(onesNeeded, layer.fieldsPerSample() * batch);
     }
     if (layer.kind == Kind::kMaxPool2d) {
       layer.scratchOffset = winnersSize;
@@ -322,8 +345,7 @@ void GpuModel::Impl::reserve(Index batch) {
     layer.y = layer.kind == Kind::kFlatten ? (i == 0 ? nullptr : layers[i - 1].y)
                                            : activations + layer.outputOffset;
     layer.dy = activationGrads + layer.gradientOffset;
-    layer.columns =
-        layer.kind == Kind::kConv2d && layer.cudnn < 0 ? scratch + layer.scratchOffset : nullptr;
+    layer.columns = layer.kind == Kind::kConv2d ? scratch + layer.scratchOffset : nullptr;
     layer.winners = layer.kind == Kind::kMaxPool2d ? winners + layer.scratchOffset : nullptr;
   }
 
@@ -339,6 +361,7 @@ void GpuModel::Impl::reserve(Index batch) {
     RINGTRAIN_MODELS_CUDA_CHECK(cudaHostAlloc(&slot.host, slotBytes, cudaHostAllocDefault));
     slot.device = deviceAlloc<float>(slotBytes / sizeof(float));
   }
+  chooseConvolutionPaths(batch);
   RINGTRAIN_MODELS_CUDA_CHECK(cudaStreamSynchronize(compute));
   capacity = batch;
 }
@@ -382,60 +405,80 @@ void GpuModel::Impl::stage(const Batch<float>& batch, Index first, Index samples
 
 void GpuModel::Impl::matrixForward(const DeviceLayer& layer, const float* x, Index batch,
                                    float* relu) {
-#if RINGTRAIN_HAVE_CUDNN
-  if (layer.cudnn >= 0) {
-    convolutions->forward(layer.cudnn, x, parameters + layer.offset, layer.y, toInt(batch));
-    if (relu != nullptr) cuda::relu(layer.y, relu, layer.output.size() * batch, compute);
-    return;
-  }
-#endif
-  const float* columns = x;
-  if (layer.kind == Kind::kConv2d) {
-    im2col(x, layer.columns, layer.conv, batch, compute);
-    columns = layer.columns;
-  }
-  // The weight is row-major O×K, i.e. column-major K×O: Y (O×N) = Wᵀ-as-stored · columns.
   const int o = toInt(layer.outChannels());
   const int k = toInt(layer.fieldSize());
   const int fields = toInt(layer.fieldsPerSample() * batch);
-  const float one = 1.0f, zero = 0.0f;
   const float* weight = parameters + layer.offset;
-  RINGTRAIN_MODELS_CUBLAS_CHECK(cublasSgemm(cublas, CUBLAS_OP_T, CUBLAS_OP_N, o, fields, k, &one,
-                                            weight, k, columns, k, &zero, layer.y, o));
+  if (!cudnnForward(layer, x, batch)) {
+    const float* columns = x;
+    if (layer.kind == Kind::kConv2d) {
+      im2col(x, layer.columns, layer.conv, batch, compute);
+      columns = layer.columns;
+    }
+    // The weight is row-major O×K, i.e. column-major K×O: Y (O×N) = Wᵀ-as-stored · columns.
+    const float one = 1.0f, zero = 0.0f;
+    RINGTRAIN_MODELS_CUBLAS_CHECK(cublasSgemm(cublas, CUBLAS_OP_T, CUBLAS_OP_N, o, fields, k, &one,
+                                              weight, k, columns, k, &zero, layer.y, o));
+  }
   addBias(layer.y, weight + static_cast<std::size_t>(o) * static_cast<std::size_t>(k), o, fields,
           relu, compute);
 }
 
 void GpuModel::Impl::matrixBackward(const DeviceLayer& layer, const float* x, Index batch) {
-#if RINGTRAIN_HAVE_CUDNN
-  if (layer.cudnn >= 0) {
-    convolutions->backwardParameters(layer.cudnn, x, layer.dy, gradients + layer.offset,
-                                     toInt(batch));
-    return;
-  }
-#endif
-  const float* columns = layer.kind == Kind::kConv2d ? layer.columns : x;
   const int o = toInt(layer.outChannels());
   const int k = toInt(layer.fieldSize());
   const int fields = toInt(layer.fieldsPerSample() * batch);
   const float one = 1.0f, zero = 0.0f;
   float* weightGradient = gradients + layer.offset;
-  // dW (O×K row-major = K×O column-major) = columns (K×N) · dYᵀ (N×O).
-  RINGTRAIN_MODELS_CUBLAS_CHECK(cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_T, k, o, fields, &one,
-                                            columns, k, layer.dy, o, &zero, weightGradient, k));
+  float* biasGradient = weightGradient + static_cast<std::size_t>(o) * k;
+  if (!cudnnBackwardWeight(layer, x, batch)) {
+    // dW (O×K row-major = K×O column-major) = columns (K×N) · dYᵀ (N×O).
+    const float* columns = layer.kind == Kind::kConv2d ? layer.columns : x;
+    RINGTRAIN_MODELS_CUBLAS_CHECK(cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_T, k, o, fields, &one,
+                                              columns, k, layer.dy, o, &zero, weightGradient, k));
+  }
+  if (layer.kind == Kind::kConv2d) {  // many columns of few rows: our own sums
+    cuda::biasGradient(layer.dy, o, fields, biasGradient, biasPartials, compute);
+    return;
+  }
   // db = dY · 1: the row sums as a matrix-vector product.
-  RINGTRAIN_MODELS_CUBLAS_CHECK(cublasSgemv(cublas, CUBLAS_OP_N, o, fields, &one, layer.dy, o,
-                                            ones, 1, &zero,
-                                            weightGradient + static_cast<std::size_t>(o) * k, 1));
+  RINGTRAIN_MODELS_CUBLAS_CHECK(cublasSgemv(cublas, CUBLAS_OP_N, o, fields, &one, layer.dy, o, ones,
+                                            1, &zero, biasGradient, 1));
+}
+
+// The cuDNN path's three calls; each returns false where the layer is not on it.
+bool GpuModel::Impl::cudnnForward(const DeviceLayer& layer, const float* x, Index batch) {
+#if RINGTRAIN_HAVE_CUDNN
+  if (!layer.viaCudnn) return false;
+  convolutions->forward(layer.cudnn, x, parameters + layer.offset, layer.y, toInt(batch));
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool GpuModel::Impl::cudnnBackwardWeight(const DeviceLayer& layer, const float* x, Index batch) {
+#if RINGTRAIN_HAVE_CUDNN
+  if (!layer.viaCudnn) return false;
+  convolutions->backwardWeight(layer.cudnn, x, layer.dy, gradients + layer.offset, toInt(batch));
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool GpuModel::Impl::cudnnBackwardInput(const DeviceLayer& layer, Index batch, float* dx) {
+#if RINGTRAIN_HAVE_CUDNN
+  if (!layer.viaCudnn) return false;
+  convolutions->backwardInput(layer.cudnn, parameters + layer.offset, layer.dy, dx, toInt(batch));
+  return true;
+#else
+  return false;
+#endif
 }
 
 void GpuModel::Impl::matrixInputGradient(const DeviceLayer& layer, Index batch, float* dx) {
-#if RINGTRAIN_HAVE_CUDNN
-  if (layer.cudnn >= 0) {
-    convolutions->backwardInput(layer.cudnn, parameters + layer.offset, layer.dy, dx, toInt(batch));
-    return;
-  }
-#endif
+  if (cudnnBackwardInput(layer, batch, dx)) return;
   const int o = toInt(layer.outChannels());
   const int k = toInt(layer.fieldSize());
   const int fields = toInt(layer.fieldsPerSample() * batch);
@@ -475,25 +518,73 @@ void GpuModel::Impl::reserveConvolutions([[maybe_unused]] Index batch) {
 #endif
 }
 
-std::string GpuModel::Impl::describeConvolutions() const {
-  std::string cudnn, im2col;
-  for (const DeviceLayer& layer : layers) {
-    if (layer.kind != Kind::kConv2d) continue;
-#if RINGTRAIN_HAVE_CUDNN
-    if (layer.cudnn >= 0) {  // the algorithms once a batch size is reserved
-      cudnn += (cudnn.empty() ? "" : "; ") +
-               (capacity > 0 ? convolutions->chosen(layer.cudnn, toInt(capacity)) : layer.name);
-      continue;
+// Each convolution cuDNN can run takes the faster of its path and im2col's at `batch`, timed on
+// the reserved buffers (whose values do not matter), as cuDNN's own Find chooses among its
+// algorithms: on an H200 cuDNN's float32 kernels for channels-last data lost to im2col at small
+// batches. Leaves garbage in the layers' outputs and gradients, which the next step overwrites.
+void GpuModel::Impl::chooseConvolutionPaths(Index batch) {
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    DeviceLayer& layer = layers[i];
+    layer.viaCudnn = layer.cudnn >= 0 && path == ConvolutionPath::kCudnn;
+    if (layer.cudnn < 0 || path != ConvolutionPath::kFastest) continue;
+    for (const bool cudnn : {false, true}) {
+      layer.viaCudnn = cudnn;
+      layer.timings[cudnn ? 1 : 0] = timeConvolution(i, batch);
     }
-#endif
-    im2col += (im2col.empty() ? "" : ", ") + layer.name;
+    layer.viaCudnn = layer.timings[1] < layer.timings[0];
   }
-  std::string text;
+}
+
+float GpuModel::Impl::timeConvolution(std::size_t i, Index batch) {
+  constexpr int kPasses = 3;
+  const DeviceLayer& layer = layers[i];
+  const float* x = i == 0 ? slots[0].device : layers[i - 1].y;
+  const auto pass = [&] {
+    matrixForward(layer, x, batch, nullptr);
+    matrixBackward(layer, x, batch);
+    if (layer.needsInputGradient) matrixInputGradient(layer, batch, layers[i - 1].dy);
+  };
+  pass();  // first calls: cuDNN's plan, cuBLAS's heuristics
+  cudaEvent_t start = nullptr, stop = nullptr;
+  RINGTRAIN_MODELS_CUDA_CHECK(cudaEventCreate(&start));
+  RINGTRAIN_MODELS_CUDA_CHECK(cudaEventCreate(&stop));
+  RINGTRAIN_MODELS_CUDA_CHECK(cudaEventRecord(start, compute));
+  for (int p = 0; p < kPasses; ++p) pass();
+  RINGTRAIN_MODELS_CUDA_CHECK(cudaEventRecord(stop, compute));
+  float ms = 0;
+  const cudaError_t rc = cudaEventSynchronize(stop);
+  if (rc == cudaSuccess) cudaEventElapsedTime(&ms, start, stop);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  RINGTRAIN_MODELS_CUDA_CHECK(rc);
+  return ms / kPasses;
+}
+
+std::string GpuModel::Impl::describeConvolution(const DeviceLayer& layer) const {
 #if RINGTRAIN_HAVE_CUDNN
-  if (!cudnn.empty()) text = "cuDNN " + cudnnVersion() + " (" + cudnn + ")";
+  if (layer.cudnn >= 0 && path == ConvolutionPath::kCudnn && capacity > 0)
+    return layer.name + ": cuDNN " + convolutions->chosen(layer.cudnn, toInt(capacity));
+  if (layer.cudnn >= 0 && path == ConvolutionPath::kFastest) {
+    if (capacity == 0) return layer.name + ": cuDNN or im2col, timed at the first batch";
+    const int won = layer.viaCudnn ? 1 : 0;
+    return layer.name + ": " +
+           (layer.viaCudnn ? "cuDNN " + convolutions->chosen(layer.cudnn, toInt(capacity))
+                           : std::string("im2col + cuBLAS")) +
+           ", " + milliseconds(layer.timings[won]) + " a pass against " +
+           milliseconds(layer.timings[1 - won]) + (layer.viaCudnn ? " by im2col" : " by cuDNN");
+  }
+  if (layer.cudnn >= 0) return layer.name + ": cuDNN";
 #endif
-  if (!im2col.empty())
-    text += (text.empty() ? "" : "; ") + std::string("im2col + cuBLAS (") + im2col + ")";
+  return layer.name + ": im2col + cuBLAS";
+}
+
+std::string GpuModel::Impl::describeConvolutions() const {
+  std::string text;
+  for (const DeviceLayer& layer : layers)
+    if (layer.kind == Kind::kConv2d) text += (text.empty() ? "" : "; ") + describeConvolution(layer);
+#if RINGTRAIN_HAVE_CUDNN
+  if (convolutions) text = "cuDNN " + cudnnVersion() + " where it is faster: " + text;
+#endif
   return text.empty() ? "none" : text + convolutionNotes;
 }
 

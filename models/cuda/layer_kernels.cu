@@ -49,6 +49,42 @@ __global__ void fillKernel(float* values, float value, std::int64_t count) {
     values[i] = value;
 }
 
+// biasGradient: blocks of 32 rows × 8 column lanes, each block over one range of columns.
+constexpr int kBiasRowTile = 32;
+constexpr int kBiasLanes = 8;
+constexpr std::int64_t kBiasBlocks = 1024;  // column ranges at most, so partials stay small
+constexpr std::int64_t kBiasLeastColumns = 64;
+
+__global__ void biasPartialsKernel(const float* dy, std::int64_t rows, std::int64_t columns,
+                                   std::int64_t perBlock, float* partials) {
+  __shared__ float sums[kBiasLanes][kBiasRowTile];
+  const std::int64_t r = static_cast<std::int64_t>(blockIdx.y) * kBiasRowTile + threadIdx.x;
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * perBlock;
+  const std::int64_t last = min(first + perBlock, columns);
+  float sum = 0.0f;
+  if (r < rows)
+    for (std::int64_t j = first + threadIdx.y; j < last; j += kBiasLanes)
+      sum += dy[j * rows + r];
+  sums[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y == 0 && r < rows) {
+    float total = 0.0f;
+    for (int lane = 0; lane < kBiasLanes; ++lane)
+      total += sums[lane][threadIdx.x];
+    partials[static_cast<std::int64_t>(blockIdx.x) * rows + r] = total;
+  }
+}
+
+__global__ void biasTotalsKernel(const float* partials, std::int64_t rows, std::int64_t blocks,
+                                 float* db) {
+  for (std::int64_t r = firstIndex(); r < rows; r += gridStride()) {
+    float total = 0.0f;
+    for (std::int64_t b = 0; b < blocks; ++b)
+      total += partials[b * rows + r];
+    db[r] = total;
+  }
+}
+
 // (c, h, w) of value v of a channels-last sample.
 struct Pixel {
   int c, h, w;
@@ -258,6 +294,22 @@ void reluBackward(const float* y, const float* dy, float* dx, std::int64_t count
 void fill(float* values, float value, std::int64_t count, cudaStream_t stream) {
   fillKernel<<<blocksFor(count), kThreads, 0, stream>>>(values, value, count);
   RINGTRAIN_MODELS_CUDA_LAUNCHED(fillKernel);
+}
+
+std::int64_t biasPartialsCount(std::int64_t rows) { return kBiasBlocks * rows; }
+
+void biasGradient(const float* dy, std::int64_t rows, std::int64_t columns, float* db,
+                  float* partials, cudaStream_t stream) {
+  const std::int64_t perBlock =
+      std::max(kBiasLeastColumns, (columns + kBiasBlocks - 1) / kBiasBlocks);
+  const std::int64_t blocks = std::max<std::int64_t>(1, (columns + perBlock - 1) / perBlock);
+  const dim3 grid(static_cast<unsigned>(blocks),
+                  static_cast<unsigned>((rows + kBiasRowTile - 1) / kBiasRowTile));
+  biasPartialsKernel<<<grid, dim3(kBiasRowTile, kBiasLanes), 0, stream>>>(dy, rows, columns,
+                                                                           perBlock, partials);
+  RINGTRAIN_MODELS_CUDA_LAUNCHED(biasPartialsKernel);
+  biasTotalsKernel<<<blocksFor(rows), kThreads, 0, stream>>>(partials, rows, blocks, db);
+  RINGTRAIN_MODELS_CUDA_LAUNCHED(biasTotalsKernel);
 }
 
 void im2col(const float* x, float* columns, const ConvGeometry& g, std::int64_t batch,

@@ -4,9 +4,9 @@
 // pools after the first layer are channels-last.
 #pragma once
 
-#include <cuda_runtime_api.h>
-
 #include <cstdint>
+
+#include <cuda_runtime_api.h>
 
 namespace ringtrain::models::cuda {
 
@@ -41,6 +41,14 @@ void reluBackward(const float* y, const float* dy, float* dx, std::int64_t count
                   cudaStream_t stream);
 void fill(float* values, float value, std::int64_t count, cudaStream_t stream);
 
+// db[r] = Σ_j dy[r + rows·j] over the columns, the same sums every run (no atomics): blocks
+// write partial sums per row to `partials` (biasPartialsCount(rows) floats), then one pass adds
+// them in order. For a convolution's many columns of few rows, where a matrix-vector product
+// gets few blocks.
+void biasGradient(const float* dy, std::int64_t rows, std::int64_t columns, float* db,
+                  float* partials, cudaStream_t stream);
+std::int64_t biasPartialsCount(std::int64_t rows);
+
 void im2col(const float* x, float* columns, const ConvGeometry& g, std::int64_t batch,
             cudaStream_t stream);
 // dx = the sum, for each input value, of the column entries that read it (overwrites dx).
@@ -51,13 +59,12 @@ void col2im(const float* columns, float* dx, const ConvGeometry& g, std::int64_t
 void maxPoolForward(const float* x, float* y, std::int32_t* winners, const PoolGeometry& g,
                     std::int64_t batch, cudaStream_t stream);
 // Overwrites dx.
-void maxPoolBackward(const float* dy, const std::int32_t* winners, float* dx,
-                     const PoolGeometry& g, std::int64_t batch, cudaStream_t stream);
+void maxPoolBackward(const float* dy, const std::int32_t* winners, float* dx, const PoolGeometry& g,
+                     std::int64_t batch, cudaStream_t stream);
 
 // Per sample (m − z_label) + log Σ exp(z − m); gradient (may be null) (softmax − onehot)/B.
 void softmaxCrossEntropy(const float* logits, const std::int32_t* labels, std::int64_t classes,
-                         std::int64_t batch, float* gradient, LossSums* sums,
-                         cudaStream_t stream);
+                         std::int64_t batch, float* gradient, LossSums* sums, cudaStream_t stream);
 // loss = Σ (y − t)² / rows; gradient (may be null) 2 (y − t) / (rows · batch).
 void meanSquaredError(const float* outputs, const float* targets, std::int64_t rows,
                       std::int64_t batch, float* gradient, LossSums* sums, cudaStream_t stream);

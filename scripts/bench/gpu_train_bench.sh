@@ -70,7 +70,7 @@ for log in sorted(glob.glob(os.path.join(out, "ringtrain-*.log"))):
     text = open(log).read()
     windows = [float(x) for x in re.findall(r"^.*step \d+/\d+ .*?([0-9]+) samples/s", text, re.M)]
     gpu = re.search(r"device cuda.*rank 0 on (GPU \d+ \([^)]*\))", text)
-    convolutions = re.search(r"convolutions by (.*?); GPU index", text)
+    convolutions = re.search(r"; convolutions: (.*)$", text, re.M)
     rate = statistics.median(windows[1:]) if len(windows) > 1 else None
     ref = reference.get((model, batch, tf32))
     rows.append({"model": model, "batch": batch, "tf32": tf32, "steps": steps,

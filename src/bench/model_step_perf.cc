@@ -75,6 +75,7 @@ struct Options {
   int repeats = 5;
   bool flushToZero = true;
   std::string device = "cpu";
+  std::vector<std::string> gpuConvolutions{"fastest"};  // cuda: a row of each conv model per path
   std::vector<models::Precision> precisions{models::Precision::kFloat32};
   models::GptShape gpt{};  // gpt-mini; its batch is --gpt-batch sequences
   Index gptBatch = 8;
@@ -90,6 +91,7 @@ struct Parsed {
   std::string hidden = "512,512";
   std::string modelList = "mlp,cnn";
   std::string precisionList = "fp32";
+  std::string gpuConvolutionList = "fastest";
 };
 
 // A number parseOptions judges after reading, in its own words.
@@ -114,6 +116,7 @@ const options::Table<Parsed>& optionTable() {
       anyNumber("seconds", RINGTRAIN_FIELD(o.seconds), "least time per round"),
       anyNumber("repeats", RINGTRAIN_FIELD(o.repeats), "timed rounds"),
       options::text<Parsed>("device", RINGTRAIN_FIELD(o.device), "cpu, or cuda (GPU builds)"),
+      options::text<Parsed>("gpu-convolutions", RINGTRAIN_FIELD(gpuConvolutionList), "cuda: comma-separated paths of the cnn's convolutions, a row each: fastest (timed per layer), im2col, cudnn"),
       bench::valued(options::boolean<Parsed>("ftz", RINGTRAIN_FIELD(o.flushToZero), "flush denormals to zero (1) or not (0)")),
   });
   // clang-format on
@@ -137,6 +140,7 @@ std::optional<std::string> parseOptions(int argc, char** argv, Options& o, bool&
     }
   }
   o.models = base::commaSeparated(parsed.modelList);
+  o.gpuConvolutions = base::commaSeparated(parsed.gpuConvolutionList);
   if (o.batch < 1) return "--batch must be at least 1";
   if (o.repeats < 1 || o.seconds <= 0) return "--repeats and --seconds must be positive";
   for (const std::string& m : o.models)
@@ -406,9 +410,18 @@ void reportBareProduct(Index n, const Options& o, Report& report) {
 }
 
 #ifdef RINGTRAIN_MODEL_STEP_PERF_CUDA
-Timing timeGpuModel(models::Model<float>& model, const SyntheticBatch& data, const Options& o) {
+models::cuda::ConvolutionPath convolutionPath(const std::string& name) {
+  if (name == "fastest") return models::cuda::ConvolutionPath::kFastest;
+  if (name == "im2col") return models::cuda::ConvolutionPath::kIm2col;
+  if (name == "cudnn") return models::cuda::ConvolutionPath::kCudnn;
+  throw std::invalid_argument("--gpu-convolutions: '" + name +
+                              "' is none of fastest, im2col, cudnn");
+}
+
+Timing timeGpuModel(models::Model<float>& model, const SyntheticBatch& data, const Options& o,
+                    const std::string& path) {
   model.initialize(1);
-  models::cuda::GpuModel gpu(model);
+  models::cuda::GpuModel gpu(model, {.convolutions = convolutionPath(path)});
   gpu.reserve(o.batch);
   float* velocity = nullptr;
   RINGTRAIN_MODELS_CUDA_CHECK(
@@ -430,8 +443,8 @@ Timing timeGpuModel(models::Model<float>& model, const SyntheticBatch& data, con
       o);
   RINGTRAIN_MODELS_CUDA_CHECK(cudaFree(velocity));
   if (const std::string convolutions = gpu.convolutions(); convolutions != "none")
-    fmt::print(stderr, "model_step_perf: {} on cuda: convolutions by {}\n", model.name(),
-               convolutions);
+    fmt::print(stderr, "model_step_perf: {} on cuda, --gpu-convolutions {}: {}\n", model.name(),
+               path, convolutions);
   return timing;
 }
 #endif
@@ -497,6 +510,9 @@ int run(const Options& o) {
     throw std::invalid_argument("--precision bf16 needs --device cpu and a CPU with AVX512-BF16");
   if (o.device == "cuda" && std::find(o.models.begin(), o.models.end(), "gpt") != o.models.end())
     throw std::invalid_argument("--models gpt runs on the CPU only (no GPU transformer layers)");
+#ifdef RINGTRAIN_MODEL_STEP_PERF_CUDA
+  for (const std::string& path : o.gpuConvolutions) convolutionPath(path);  // refused up front
+#endif
   const bool ftz = o.flushToZero && models::enableFlushToZero();
   models::keepMatrixProductsOnOneThread();
   fmt::print("model_step_perf: one thread, Eigen {}.{}.{}, products by {}, flush-to-zero {}\n",
@@ -515,8 +531,13 @@ int run(const Options& o) {
     const std::string label = labelFor(spec);
 #ifdef RINGTRAIN_MODEL_STEP_PERF_CUDA
     if (o.device == "cuda") {
-      report.row(label + " GPU step", models::Precision::kFloat32, batch, model.parameterCount(),
-                 flops, timeGpuModel(model, data, o));
+      const bool convolutions = name == "cnn";
+      const std::vector<std::string> paths =
+          convolutions ? o.gpuConvolutions : std::vector<std::string>{"fastest"};
+      for (const std::string& path : paths)
+        report.row(label + " GPU step" + (convolutions ? " (" + path + ")" : ""),
+                   models::Precision::kFloat32, batch, model.parameterCount(), flops,
+                   timeGpuModel(model, data, o, path));
       continue;
     }
 #endif

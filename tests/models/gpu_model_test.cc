@@ -174,12 +174,27 @@ void expectSameStep(Model<float>& cpu, GpuModel& gpu, const Data& data, double t
   expectSameGradients(cpu, download(gpu.gradients(), gpu.parameterCount()), tolerance);
 }
 
+// Every convolution path, each checked against the CPU (kCudnn is im2col without cuDNN).
+constexpr ConvolutionPath kPaths[] = {ConvolutionPath::kIm2col, ConvolutionPath::kCudnn,
+                                      ConvolutionPath::kFastest};
+const char* pathName(ConvolutionPath path) {
+  switch (path) {
+    case ConvolutionPath::kIm2col:
+      return "im2col";
+    case ConvolutionPath::kCudnn:
+      return "cudnn";
+    case ConvolutionPath::kFastest:
+      return "fastest";
+  }
+  return "?";
+}
+
 // Builds the model, gives it random parameters and checks two steps of different sizes (the
 // second smaller, so it runs in the front of regions sized for the first, from the other slot).
 void expectSameSteps(Model<float> cpu, std::uint64_t seed, double tolerance = kFloat32Tolerance,
-                     bool tf32 = false) {
+                     const GpuModelOptions& options = {}) {
   randomizeParameters(cpu, 0.3, seed);
-  GpuModel gpu(cpu, {.tf32 = tf32});
+  GpuModel gpu(cpu, options);
   {
     SCOPED_TRACE("batch of 32");
     expectSameStep(cpu, gpu, randomData(cpu, 32, seed + 10), tolerance);
@@ -218,38 +233,54 @@ TEST_F(GpuTest, LinearAndReluForwardAndBackwardMatchTheCpu) {
 TEST_F(GpuTest, ConvolutionsInBothLayoutsWithStrideAndPaddingMatchTheCpu) {
   // conv1 reads a channels-first image with stride 2; conv2 reads conv1's channels-last output
   // with padding 2; conv1's gradient goes through conv2's input gradient (col2im).
-  std::vector<std::unique_ptr<Layer<float>>> layers;
-  layers.push_back(make<Conv2d<float>>("conv1", SampleShape{3, 11, 9},
-                                       Conv2dOptions{.outChannels = 5,
-                                                     .kernel = 3,
-                                                     .stride = 2,
-                                                     .padding = 1,
-                                                     .inputLayout = ImageLayout::kChannelsFirst}));
-  const SampleShape afterConv1 = layers.back()->outputShape();
-  layers.push_back(make<Relu<float>>("relu1", afterConv1));
-  layers.push_back(
-      make<Conv2d<float>>("conv2", afterConv1,
-                          Conv2dOptions{.outChannels = 4, .kernel = 3, .stride = 1, .padding = 2}));
-  const SampleShape afterConv2 = layers.back()->outputShape();
-  layers.push_back(make<Flatten<float>>("flatten", afterConv2));
-  layers.push_back(make<Linear<float>>("fc", afterConv2.size(), 6, Initialization::kXavier));
-  expectSameSteps(modelOf({3, 11, 9}, std::move(layers), /*classification=*/false), 200);
+  for (const ConvolutionPath path : kPaths) {
+    SCOPED_TRACE(pathName(path));
+    std::vector<std::unique_ptr<Layer<float>>> layers;
+    layers.push_back(
+        make<Conv2d<float>>("conv1", SampleShape{3, 11, 9},
+                            Conv2dOptions{.outChannels = 5,
+                                          .kernel = 3,
+                                          .stride = 2,
+                                          .padding = 1,
+                                          .inputLayout = ImageLayout::kChannelsFirst}));
+    const SampleShape afterConv1 = layers.back()->outputShape();
+    layers.push_back(make<Relu<float>>("relu1", afterConv1));
+    layers.push_back(make<Conv2d<float>>(
+        "conv2", afterConv1,
+        Conv2dOptions{.outChannels = 4, .kernel = 3, .stride = 1, .padding = 2}));
+    const SampleShape afterConv2 = layers.back()->outputShape();
+    layers.push_back(make<Flatten<float>>("flatten", afterConv2));
+    layers.push_back(make<Linear<float>>("fc", afterConv2.size(), 6, Initialization::kXavier));
+    expectSameSteps(modelOf({3, 11, 9}, std::move(layers), /*classification=*/false), 200,
+                    kFloat32Tolerance, {.convolutions = path});
+  }
 }
 
-TEST_F(GpuTest, ConvolutionsRunWhereTheBuildSays) {
+TEST_F(GpuTest, ConvolutionsTakeThePathAskedForAndSaySo) {
   // The cnn's conv1 reads one channel (both layouts at once), conv2 channels-last: with cuDNN in
-  // the build both go there, with the algorithms chosen for the reserved batch named.
-  GpuModel gpu(makeModel<float>({.name = "cnn"}));
-  gpu.reserve(64);
-  const std::string path = gpu.convolutions();
+  // the build both are timed against im2col, and kCudnn puts both on cuDNN.
+  const std::string im2colOnly = "conv1: im2col + cuBLAS; conv2: im2col + cuBLAS";
+  GpuModel im2col(makeModel<float>({.name = "cnn"}), {.convolutions = ConvolutionPath::kIm2col});
+  im2col.reserve(64);
+  EXPECT_EQ(im2col.convolutions(), im2colOnly);
+  GpuModel fastest(makeModel<float>({.name = "cnn"}));
+  fastest.reserve(64);
+  const std::string timed = fastest.convolutions();
 #if RINGTRAIN_TEST_EXPECTS_CUDNN
-  EXPECT_EQ(path.rfind("cuDNN ", 0), 0u) << path;
-  EXPECT_NE(path.find("conv1: forward "), std::string::npos) << path;
-  EXPECT_NE(path.find("conv2: forward "), std::string::npos) << path;
-  EXPECT_NE(path.find("data ALGO_"), std::string::npos) << path;  // conv2 passes its gradient on
-  EXPECT_EQ(path.find("im2col"), std::string::npos) << path;
+  EXPECT_EQ(timed.rfind("cuDNN ", 0), 0u) << timed;
+  for (const char* layer : {"conv1: ", "conv2: "}) {
+    const std::size_t at = timed.find(layer);
+    ASSERT_NE(at, std::string::npos) << timed;
+    EXPECT_NE(timed.find(" a pass against ", at), std::string::npos) << timed;
+  }
+  GpuModel cudnn(makeModel<float>({.name = "cnn"}), {.convolutions = ConvolutionPath::kCudnn});
+  cudnn.reserve(64);
+  const std::string forced = cudnn.convolutions();
+  EXPECT_NE(forced.find("conv1: cuDNN forward "), std::string::npos) << forced;
+  EXPECT_NE(forced.find("conv2: cuDNN forward "), std::string::npos) << forced;
+  EXPECT_NE(forced.find("data ALGO_"), std::string::npos) << forced;  // conv2 passes it on
 #else
-  EXPECT_EQ(path, "im2col + cuBLAS (conv1, conv2)");
+  EXPECT_EQ(timed, im2colOnly);
 #endif
 }
 
@@ -288,7 +319,11 @@ TEST_F(GpuTest, MlpStepMatchesTheCpu) {
 }
 
 TEST_F(GpuTest, CnnStepMatchesTheCpu) {
-  expectSameSteps(makeModel<float>({.name = "cnn"}), 600);
+  for (const ConvolutionPath path : kPaths) {
+    SCOPED_TRACE(pathName(path));
+    expectSameSteps(makeModel<float>({.name = "cnn"}), 600, kFloat32Tolerance,
+                    {.convolutions = path});
+  }
 }
 
 TEST_F(GpuTest, LinregStepMatchesTheCpu) {
@@ -298,11 +333,15 @@ TEST_F(GpuTest, LinregStepMatchesTheCpu) {
 TEST_F(GpuTest, Tf32StepsMatchTheCpuWithinTf32Precision) {
   {
     SCOPED_TRACE("mlp");
-    expectSameSteps(makeModel<float>({.name = "mlp"}), 800, kTf32Tolerance, /*tf32=*/true);
+    expectSameSteps(makeModel<float>({.name = "mlp"}), 800, kTf32Tolerance, {.tf32 = true});
   }
   {
     SCOPED_TRACE("cnn");
-    expectSameSteps(makeModel<float>({.name = "cnn"}), 900, kTf32Tolerance, /*tf32=*/true);
+    for (const ConvolutionPath path : kPaths) {
+      SCOPED_TRACE(pathName(path));
+      expectSameSteps(makeModel<float>({.name = "cnn"}), 900, kTf32Tolerance,
+                      {.tf32 = true, .convolutions = path});
+    }
   }
 }
 
