@@ -1,8 +1,7 @@
-#include "models/cuda/layer_kernels.h"
-
 #include <algorithm>
 
 #include "models/cuda/cuda_errors.h"
+#include "models/cuda/layer_kernels.h"
 
 namespace ringtrain::models::cuda {
 namespace {
@@ -22,11 +21,35 @@ unsigned blocksFor(std::int64_t count) {
 __device__ std::int64_t firstIndex() {
   return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
 }
-__device__ std::int64_t gridStride() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
+__device__ std::int64_t gridStride() {
+  return static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+}
 
-__global__ void addBiasKernel(float* y, const float* bias, std::int64_t rows, std::int64_t count,
-                              float* reluOutput) {
-  for (std::int64_t i = firstIndex(); i < count; i += gridStride()) {
+// The same in index type I: the kernels that divide per element do it in 32 bits where the whole
+// range fits (a 64-bit division is a long emulated sequence on a GPU), in 64 bits otherwise.
+template <class I>
+__device__ I firstIndexAs() {
+  return static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x);
+}
+template <class I>
+__device__ I gridStrideAs() {
+  return static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x);
+}
+
+// Calls launch(I{}) with I = int32 when `count` and a grid stride beyond it fit, else int64.
+template <class Launch>
+void withIndexType(std::int64_t count, const Launch& launch) {
+  constexpr std::int64_t kInt32Room = std::int64_t{1} << 30;
+  if (count < kInt32Room) {
+    launch(std::int32_t{});
+  } else {
+    launch(std::int64_t{});
+  }
+}
+
+template <class I>
+__global__ void addBiasKernel(float* y, const float* bias, I rows, I count, float* reluOutput) {
+  for (I i = firstIndexAs<I>(); i < count; i += gridStrideAs<I>()) {
     const float v = y[i] + bias[i % rows];
     y[i] = v;
     if (reluOutput != nullptr) reluOutput[i] = v < 0.0f ? 0.0f : v;
@@ -75,14 +98,21 @@ __global__ void biasPartialsKernel(const float* dy, std::int64_t rows, std::int6
   }
 }
 
+// One block per row: its threads add strided partials, then a tree in a fixed order.
 __global__ void biasTotalsKernel(const float* partials, std::int64_t rows, std::int64_t blocks,
                                  float* db) {
-  for (std::int64_t r = firstIndex(); r < rows; r += gridStride()) {
-    float total = 0.0f;
-    for (std::int64_t b = 0; b < blocks; ++b)
-      total += partials[b * rows + r];
-    db[r] = total;
+  __shared__ float sums[kThreads];
+  const std::int64_t r = blockIdx.x;
+  float sum = 0.0f;
+  for (std::int64_t b = threadIdx.x; b < blocks; b += blockDim.x)
+    sum += partials[b * rows + r];
+  sums[threadIdx.x] = sum;
+  __syncthreads();
+  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) sums[threadIdx.x] += sums[threadIdx.x + half];
+    __syncthreads();
   }
+  if (threadIdx.x == 0) db[r] = sums[0];
 }
 
 // (c, h, w) of value v of a channels-last sample.
@@ -99,14 +129,15 @@ __device__ std::int64_t imageOffset(const ConvGeometry& g, int c, int h, int w) 
 }
 
 // One thread per entry of the K×N column matrix: consecutive threads write consecutive entries.
-__global__ void im2colKernel(const float* x, float* columns, ConvGeometry g, std::int64_t count) {
-  const std::int64_t fieldSize = static_cast<std::int64_t>(g.kernel) * g.kernel * g.channels;
-  const std::int64_t pixels = static_cast<std::int64_t>(g.outHeight) * g.outWidth;
+template <class I>
+__global__ void im2colKernel(const float* x, float* columns, ConvGeometry g, I count) {
+  const I fieldSize = static_cast<I>(g.kernel) * g.kernel * g.channels;
+  const I pixels = static_cast<I>(g.outHeight) * g.outWidth;
   const std::int64_t sampleSize = static_cast<std::int64_t>(g.channels) * g.height * g.width;
-  for (std::int64_t e = firstIndex(); e < count; e += gridStride()) {
-    const std::int64_t field = e / fieldSize;
+  for (I e = firstIndexAs<I>(); e < count; e += gridStrideAs<I>()) {
+    const I field = e / fieldSize;
     const int k = static_cast<int>(e - field * fieldSize);
-    const std::int64_t b = field / pixels;
+    const I b = field / pixels;
     const int pixel = static_cast<int>(field - b * pixels);
     const int c = k % g.channels;
     const int j = (k / g.channels) % g.kernel;
@@ -120,12 +151,13 @@ __global__ void im2colKernel(const float* x, float* columns, ConvGeometry g, std
 
 // One thread per input value: it gathers the column entries that read it (no atomics, so the
 // sums come out the same every run).
-__global__ void col2imKernel(const float* columns, float* dx, ConvGeometry g, std::int64_t count) {
+template <class I>
+__global__ void col2imKernel(const float* columns, float* dx, ConvGeometry g, I count) {
   const std::int64_t fieldSize = static_cast<std::int64_t>(g.kernel) * g.kernel * g.channels;
   const std::int64_t pixels = static_cast<std::int64_t>(g.outHeight) * g.outWidth;
   const int sampleSize = g.channels * g.height * g.width;
-  for (std::int64_t t = firstIndex(); t < count; t += gridStride()) {
-    const std::int64_t b = t / sampleSize;
+  for (I t = firstIndexAs<I>(); t < count; t += gridStrideAs<I>()) {
+    const I b = t / sampleSize;
     const int v = static_cast<int>(t - b * sampleSize);
     int c, h, w;
     if (g.channelsFirst) {
@@ -153,16 +185,17 @@ __global__ void col2imKernel(const float* columns, float* dx, ConvGeometry g, st
   }
 }
 
+template <class I>
 __global__ void maxPoolForwardKernel(const float* x, float* y, std::int32_t* winners,
-                                     PoolGeometry g, std::int64_t count) {
+                                     PoolGeometry g, I count) {
   const int outSize = g.channels * g.outHeight * g.outWidth;
   const int inSize = g.channels * g.height * g.width;
-  for (std::int64_t o = firstIndex(); o < count; o += gridStride()) {
-    const std::int64_t b = o / outSize;
+  for (I o = firstIndexAs<I>(); o < count; o += gridStrideAs<I>()) {
+    const I b = o / outSize;
     const int v = static_cast<int>(o - b * outSize);
     const Pixel out = channelsLastPixel(v, g.channels, g.outWidth);
     const int c = out.c, ho = out.h, wo = out.w;
-    const float* sample = x + b * inSize;
+    const float* sample = x + static_cast<std::int64_t>(b) * inSize;
     // The same order and comparison as the CPU: the first maximum wins, and a NaN in the first
     // position stays.
     float best = 0.0f;
@@ -184,12 +217,13 @@ __global__ void maxPoolForwardKernel(const float* x, float* y, std::int32_t* win
 
 // One thread per input value: it adds the gradients of the outputs it won (several when windows
 // overlap), so no atomics are needed.
+template <class I>
 __global__ void maxPoolBackwardKernel(const float* dy, const std::int32_t* winners, float* dx,
-                                      PoolGeometry g, std::int64_t count) {
+                                      PoolGeometry g, I count) {
   const int outSize = g.channels * g.outHeight * g.outWidth;
   const int inSize = g.channels * g.height * g.width;
-  for (std::int64_t t = firstIndex(); t < count; t += gridStride()) {
-    const std::int64_t b = t / inSize;
+  for (I t = firstIndexAs<I>(); t < count; t += gridStrideAs<I>()) {
+    const I b = t / inSize;
     const int v = static_cast<int>(t - b * inSize);
     const Pixel in = channelsLastPixel(v, g.channels, g.width);
     const int c = in.c, h = in.h, w = in.w;
@@ -200,7 +234,8 @@ __global__ void maxPoolBackwardKernel(const float* dy, const std::int32_t* winne
     float sum = 0.0f;
     for (int ho = hoFirst; ho <= hoLast; ++ho) {
       for (int wo = woFirst; wo <= woLast; ++wo) {
-        const std::int64_t o = b * outSize + (ho * g.outWidth + wo) * g.channels + c;
+        const std::int64_t o =
+            static_cast<std::int64_t>(b) * outSize + (ho * g.outWidth + wo) * g.channels + c;
         if (winners[o] == v) sum += dy[o];
       }
     }
@@ -227,8 +262,8 @@ __device__ void writeBlockSums(double loss, long long correct, LossSums* sums) {
 
 // One block; each thread takes whole samples (a sample's classes are few).
 __global__ void softmaxCrossEntropyKernel(const float* logits, const std::int32_t* labels,
-                                          std::int64_t classes, std::int64_t batch,
-                                          float* gradient, LossSums* sums) {
+                                          std::int64_t classes, std::int64_t batch, float* gradient,
+                                          LossSums* sums) {
   double loss = 0;
   long long correct = 0;
   const float inverseBatch = 1.0f / static_cast<float>(batch);
@@ -276,8 +311,12 @@ __global__ void meanSquaredErrorKernel(const float* outputs, const float* target
 void addBias(float* y, const float* bias, std::int64_t rows, std::int64_t columns,
              float* reluOutput, cudaStream_t stream) {
   const std::int64_t count = rows * columns;
-  addBiasKernel<<<blocksFor(count), kThreads, 0, stream>>>(y, bias, rows, count, reluOutput);
-  RINGTRAIN_MODELS_CUDA_LAUNCHED(addBiasKernel);
+  withIndexType(count, [&](auto zero) {
+    using I = decltype(zero);
+    addBiasKernel<I><<<blocksFor(count), kThreads, 0, stream>>>(y, bias, static_cast<I>(rows),
+                                                                static_cast<I>(count), reluOutput);
+    RINGTRAIN_MODELS_CUDA_LAUNCHED(addBiasKernel);
+  });
 }
 
 void relu(const float* x, float* y, std::int64_t count, cudaStream_t stream) {
@@ -296,7 +335,9 @@ void fill(float* values, float value, std::int64_t count, cudaStream_t stream) {
   RINGTRAIN_MODELS_CUDA_LAUNCHED(fillKernel);
 }
 
-std::int64_t biasPartialsCount(std::int64_t rows) { return kBiasBlocks * rows; }
+std::int64_t biasPartialsCount(std::int64_t rows) {
+  return kBiasBlocks * rows;
+}
 
 void biasGradient(const float* dy, std::int64_t rows, std::int64_t columns, float* db,
                   float* partials, cudaStream_t stream) {
@@ -306,9 +347,10 @@ void biasGradient(const float* dy, std::int64_t rows, std::int64_t columns, floa
   const dim3 grid(static_cast<unsigned>(blocks),
                   static_cast<unsigned>((rows + kBiasRowTile - 1) / kBiasRowTile));
   biasPartialsKernel<<<grid, dim3(kBiasRowTile, kBiasLanes), 0, stream>>>(dy, rows, columns,
-                                                                           perBlock, partials);
+                                                                          perBlock, partials);
   RINGTRAIN_MODELS_CUDA_LAUNCHED(biasPartialsKernel);
-  biasTotalsKernel<<<blocksFor(rows), kThreads, 0, stream>>>(partials, rows, blocks, db);
+  biasTotalsKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(partials, rows, blocks,
+                                                                         db);
   RINGTRAIN_MODELS_CUDA_LAUNCHED(biasTotalsKernel);
 }
 
@@ -316,35 +358,50 @@ void im2col(const float* x, float* columns, const ConvGeometry& g, std::int64_t 
             cudaStream_t stream) {
   const std::int64_t count = static_cast<std::int64_t>(g.kernel) * g.kernel * g.channels *
                              g.outHeight * g.outWidth * batch;
-  im2colKernel<<<blocksFor(count), kThreads, 0, stream>>>(x, columns, g, count);
-  RINGTRAIN_MODELS_CUDA_LAUNCHED(im2colKernel);
+  withIndexType(count, [&](auto zero) {
+    using I = decltype(zero);
+    im2colKernel<I>
+        <<<blocksFor(count), kThreads, 0, stream>>>(x, columns, g, static_cast<I>(count));
+    RINGTRAIN_MODELS_CUDA_LAUNCHED(im2colKernel);
+  });
 }
 
 void col2im(const float* columns, float* dx, const ConvGeometry& g, std::int64_t batch,
             cudaStream_t stream) {
   const std::int64_t count = static_cast<std::int64_t>(g.channels) * g.height * g.width * batch;
-  col2imKernel<<<blocksFor(count), kThreads, 0, stream>>>(columns, dx, g, count);
-  RINGTRAIN_MODELS_CUDA_LAUNCHED(col2imKernel);
+  withIndexType(count, [&](auto zero) {
+    using I = decltype(zero);
+    col2imKernel<I>
+        <<<blocksFor(count), kThreads, 0, stream>>>(columns, dx, g, static_cast<I>(count));
+    RINGTRAIN_MODELS_CUDA_LAUNCHED(col2imKernel);
+  });
 }
 
 void maxPoolForward(const float* x, float* y, std::int32_t* winners, const PoolGeometry& g,
                     std::int64_t batch, cudaStream_t stream) {
-  const std::int64_t count = static_cast<std::int64_t>(g.channels) * g.outHeight * g.outWidth *
-                             batch;
-  maxPoolForwardKernel<<<blocksFor(count), kThreads, 0, stream>>>(x, y, winners, g, count);
-  RINGTRAIN_MODELS_CUDA_LAUNCHED(maxPoolForwardKernel);
+  const std::int64_t count =
+      static_cast<std::int64_t>(g.channels) * g.outHeight * g.outWidth * batch;
+  withIndexType(count, [&](auto zero) {
+    using I = decltype(zero);
+    maxPoolForwardKernel<I>
+        <<<blocksFor(count), kThreads, 0, stream>>>(x, y, winners, g, static_cast<I>(count));
+    RINGTRAIN_MODELS_CUDA_LAUNCHED(maxPoolForwardKernel);
+  });
 }
 
-void maxPoolBackward(const float* dy, const std::int32_t* winners, float* dx,
-                     const PoolGeometry& g, std::int64_t batch, cudaStream_t stream) {
+void maxPoolBackward(const float* dy, const std::int32_t* winners, float* dx, const PoolGeometry& g,
+                     std::int64_t batch, cudaStream_t stream) {
   const std::int64_t count = static_cast<std::int64_t>(g.channels) * g.height * g.width * batch;
-  maxPoolBackwardKernel<<<blocksFor(count), kThreads, 0, stream>>>(dy, winners, dx, g, count);
-  RINGTRAIN_MODELS_CUDA_LAUNCHED(maxPoolBackwardKernel);
+  withIndexType(count, [&](auto zero) {
+    using I = decltype(zero);
+    maxPoolBackwardKernel<I>
+        <<<blocksFor(count), kThreads, 0, stream>>>(dy, winners, dx, g, static_cast<I>(count));
+    RINGTRAIN_MODELS_CUDA_LAUNCHED(maxPoolBackwardKernel);
+  });
 }
 
 void softmaxCrossEntropy(const float* logits, const std::int32_t* labels, std::int64_t classes,
-                         std::int64_t batch, float* gradient, LossSums* sums,
-                         cudaStream_t stream) {
+                         std::int64_t batch, float* gradient, LossSums* sums, cudaStream_t stream) {
   softmaxCrossEntropyKernel<<<1, kLossThreads, 0, stream>>>(logits, labels, classes, batch,
                                                             gradient, sums);
   RINGTRAIN_MODELS_CUDA_LAUNCHED(softmaxCrossEntropyKernel);
