@@ -447,7 +447,8 @@ void GpuModel::Impl::matrixBackward(const DeviceLayer& layer, const float* x, In
 }
 
 // The cuDNN path's three calls; each returns false where the layer is not on it.
-bool GpuModel::Impl::cudnnForward(const DeviceLayer& layer, const float* x, Index batch) {
+bool GpuModel::Impl::cudnnForward([[maybe_unused]] const DeviceLayer& layer,
+                                  [[maybe_unused]] const float* x, [[maybe_unused]] Index batch) {
 #if RINGTRAIN_HAVE_CUDNN
   if (!layer.viaCudnn) return false;
   convolutions->forward(layer.cudnn, x, parameters + layer.offset, layer.y, toInt(batch));
@@ -457,7 +458,9 @@ bool GpuModel::Impl::cudnnForward(const DeviceLayer& layer, const float* x, Inde
 #endif
 }
 
-bool GpuModel::Impl::cudnnBackwardWeight(const DeviceLayer& layer, const float* x, Index batch) {
+bool GpuModel::Impl::cudnnBackwardWeight([[maybe_unused]] const DeviceLayer& layer,
+                                         [[maybe_unused]] const float* x,
+                                         [[maybe_unused]] Index batch) {
 #if RINGTRAIN_HAVE_CUDNN
   if (!layer.viaCudnn) return false;
   convolutions->backwardWeight(layer.cudnn, x, layer.dy, gradients + layer.offset, toInt(batch));
@@ -467,7 +470,8 @@ bool GpuModel::Impl::cudnnBackwardWeight(const DeviceLayer& layer, const float* 
 #endif
 }
 
-bool GpuModel::Impl::cudnnBackwardInput(const DeviceLayer& layer, Index batch, float* dx) {
+bool GpuModel::Impl::cudnnBackwardInput([[maybe_unused]] const DeviceLayer& layer,
+                                        [[maybe_unused]] Index batch, [[maybe_unused]] float* dx) {
 #if RINGTRAIN_HAVE_CUDNN
   if (!layer.viaCudnn) return false;
   convolutions->backwardInput(layer.cudnn, parameters + layer.offset, layer.dy, dx, toInt(batch));
