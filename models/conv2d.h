@@ -24,11 +24,22 @@
 #include <string_view>
 #include <vector>
 
+#include "base/named_values.h"
 #include "models/layer.h"
 
 namespace ringtrain::models {
 
 class DirectConvolution;
+
+// How a GPU model runs its convolutions (models/cuda/gpu_model.h). kFastest: each layer cuDNN can
+// run (a GPU build with cuDNN, channels-last input) takes the faster of cuDNN and im2col + cuBLAS,
+// timed whenever the reserved batch grows, so the choice may differ from run to run; kIm2col and
+// kCudnn take one path wherever they can (the same sums every run).
+enum class ConvolutionPath { kFastest, kIm2col, kCudnn };
+inline constexpr NamedValue<ConvolutionPath> kConvolutionPathNames[] = {
+    {ConvolutionPath::kFastest, "fastest"},
+    {ConvolutionPath::kIm2col, "im2col"},
+    {ConvolutionPath::kCudnn, "cudnn"}};
 
 struct Conv2dOptions {
   Index outChannels = 1;

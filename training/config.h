@@ -20,6 +20,7 @@
 #include "base/named_values.h"
 #include "engine/exchange_factory.h"
 #include "engine/exchange_options.h"
+#include "models/conv2d.h"
 #include "models/matrix_products.h"
 #include "models/model_factory.h"
 #include "options/exchange_settings.h"
@@ -137,6 +138,7 @@ struct TrainConfig {
   // Device (training/device_choice.h settles auto before training)
   Device device = Device::kAuto;
   bool tf32 = false;  // cuda: TF32 tensor-core matrix products
+  models::ConvolutionPath gpuConvolutions = models::ConvolutionPath::kFastest;  // cuda
   models::Precision precision = models::Precision::kFloat32;  // cpu matrix products
 
   // Communication

@@ -16,17 +16,16 @@ namespace {
 
 class CudaReplica final : public GpuReplica {
  public:
-  CudaReplica(const models::Model<float>& host, const OptimizerOptions& optimizer, bool tf32,
-              collectives::Communicator& gradients)
+  CudaReplica(const models::Model<float>& host, const OptimizerOptions& optimizer,
+              const GpuReplicaOptions& options, collectives::Communicator& gradients)
       : device_(gradients.device()) {
     // The communicator chose this rank's GPU; the model's buffers and stream go there too.
     RINGTRAIN_CUDA_CHECK(cudaSetDevice(device_));
     cudaDeviceProp properties{};
     RINGTRAIN_CUDA_CHECK(cudaGetDeviceProperties(&properties, device_));
     name_ = properties.name;
-    models::cuda::GpuModelOptions options;
-    options.tf32 = tf32;
-    model_ = std::make_unique<models::cuda::GpuModel>(host, options);
+    model_ = std::make_unique<models::cuda::GpuModel>(
+        host, models::cuda::GpuModelOptions{options.tf32, options.convolutions});
     // Each all-reduce waits on the device for the backward kernels queued before it.
     gradients.setComputeStream(model_->stream());  // a cudaStream_t
     optimizer_ =
@@ -124,13 +123,14 @@ int visibleGpus(std::string* why) {
 }
 
 std::unique_ptr<GpuReplica> makeGpuReplica(const models::Model<float>& host,
-                                           const OptimizerOptions& optimizer, bool tf32,
+                                           const OptimizerOptions& optimizer,
+                                           const GpuReplicaOptions& options,
                                            collectives::Communicator& gradients) {
   if (gradients.device() < 0) {
     throw std::invalid_argument("GPU training averages its gradients with the nccl backend, not " +
                                 std::string(gradients.backendName()));
   }
-  return std::make_unique<CudaReplica>(host, optimizer, tf32, gradients);
+  return std::make_unique<CudaReplica>(host, optimizer, options, gradients);
 }
 
 }  // namespace ringtrain::training

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "collectives/communicator.h"
+#include "models/conv2d.h"
 #include "models/model.h"
 #include "training/gradient_accumulator.h"
 #include "training/optimizer.h"
@@ -33,7 +34,7 @@ class GpuReplica {
 
   // "GPU 0 (NVIDIA H100 80GB HBM3)".
   virtual std::string describe() const = 0;
-  // "convolutions: cuDNN 9.19.0 where it is faster: conv1: ...", once reserve() chose; "" for a
+  // "convolutions: cuDNN 9.19.0 where faster: conv1: ...", once reserve() chose; "" for a
   // model without convolutions.
   virtual std::string describeModel() const = 0;
   virtual int deviceIndex() const = 0;
@@ -78,8 +79,14 @@ int visibleGpus(std::string* why);
 // The GPU mirror of `host` (its current parameters) on the GPU of `gradients`, which must be the
 // nccl backend's communicator; it is told to order its collectives after the model's stream.
 // Throws std::logic_error in a build without the GPU path.
+struct GpuReplicaOptions {
+  bool tf32 = false;  // TF32 tensor-core math for the products and convolutions
+  models::ConvolutionPath convolutions = models::ConvolutionPath::kFastest;
+};
+
 std::unique_ptr<GpuReplica> makeGpuReplica(const models::Model<float>& host,
-                                           const OptimizerOptions& optimizer, bool tf32,
+                                           const OptimizerOptions& optimizer,
+                                           const GpuReplicaOptions& options,
                                            collectives::Communicator& gradients);
 
 }  // namespace ringtrain::training

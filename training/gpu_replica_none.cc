@@ -15,7 +15,7 @@ int visibleGpus(std::string* why) {
 }
 
 std::unique_ptr<GpuReplica> makeGpuReplica(const models::Model<float>&, const OptimizerOptions&,
-                                           bool, collectives::Communicator&) {
+                                           const GpuReplicaOptions&, collectives::Communicator&) {
   throw std::logic_error("--device cuda: this build has no GPU path");
 }
 

@@ -130,6 +130,7 @@ options::Table<TrainConfig> runOptions() {
       with(options::number<TrainConfig>("log-every", RINGTRAIN_FIELD(logEvery), options::kNotNegative, "log the training loss every N steps"), group, kCompared, kSaved),
       with(options::choice<TrainConfig>("device", RINGTRAIN_FIELD(device), kDeviceNames, "train on the CPU or on one GPU per rank; auto takes cuda when the build has the GPU path and every node has a GPU for each of its ranks"), group, kCompared, kSaved),
       with(options::boolean<TrainConfig>("tf32", RINGTRAIN_FIELD(tf32), "cuda: TF32 tensor-core matrix products (faster, with a larger rounding error in the products)"), group, kCompared, kSaved),
+      with(options::choice<TrainConfig>("gpu-convolutions", RINGTRAIN_FIELD(gpuConvolutions), models::kConvolutionPathNames, "cuda: how convolutions run; fastest times cuDNN (where the build has it) against im2col + cuBLAS per layer at the start, so the sums may differ from run to run; im2col or cudnn take one path"), group, kPerRank),
       with(options::choice<TrainConfig>("precision", RINGTRAIN_FIELD(precision), models::kPrecisionNames, "the CPU's matrix products: float32, or bfloat16 inputs with float32 accumulation (needs a CPU with AVX512-BF16; weights, optimiser state, loss and softmax stay float32)"), group, kCompared, kSaved),
       with(options::number<TrainConfig>("expect-world-size", RINGTRAIN_FIELD(expectWorldSize), options::kNotNegative, "refuse to run unless mpirun started exactly this many ranks (0: any)"), group, kCompared),
   };

@@ -205,7 +205,8 @@ void Trainer::startGpu() {
   if (gradients == nullptr) {
     throw std::invalid_argument("--device cuda averages GPU buffers with the nccl backend");
   }
-  gpu_ = makeGpuReplica(model_, optimizerOptions(config_), config_.tf32, *gradients);
+  gpu_ = makeGpuReplica(model_, optimizerOptions(config_), {config_.tf32, config_.gpuConvolutions},
+                        *gradients);
   buffers_ = {gpu_->gradients(), gpu_->averaged()};
   std::vector<std::int32_t> devices(static_cast<std::size_t>(control_->size()));
   const std::int32_t mine = gpu_->deviceIndex();

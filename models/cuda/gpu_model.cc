@@ -587,7 +587,9 @@ std::string GpuModel::Impl::describeConvolutions() const {
   for (const DeviceLayer& layer : layers)
     if (layer.kind == Kind::kConv2d) text += (text.empty() ? "" : "; ") + describeConvolution(layer);
 #if RINGTRAIN_HAVE_CUDNN
-  if (convolutions) text = "cuDNN " + cudnnVersion() + " where it is faster: " + text;
+  if (convolutions)
+    text = "cuDNN " + cudnnVersion() + (path == ConvolutionPath::kFastest ? " where faster" : "") +
+           ": " + text;
 #endif
   return text.empty() ? "none" : text + convolutionNotes;
 }

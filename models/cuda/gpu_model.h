@@ -23,18 +23,14 @@
 
 #include <cuda_runtime_api.h>
 
+#include "models/conv2d.h"
 #include "models/model.h"
 
 namespace ringtrain::models::cuda {
 
-// How the convolutions run. kFastest: each layer cuDNN can run (the build has cuDNN, the input is
-// channels-last) takes the faster of cuDNN and im2col + cuBLAS, timed whenever the reserved batch
-// grows; kIm2col and kCudnn take one path wherever they can (for comparisons and tests).
-enum class ConvolutionPath { kFastest, kIm2col, kCudnn };
-
 struct GpuModelOptions {
   bool tf32 = false;  // TF32 tensor-core math for the float32 products and convolutions
-  ConvolutionPath convolutions = ConvolutionPath::kFastest;
+  ConvolutionPath convolutions = ConvolutionPath::kFastest;  // models/conv2d.h
 };
 
 class GpuModel {
@@ -76,7 +72,7 @@ class GpuModel {
   // (synchronises).
   BatchResult evaluate(const Batch<float>& batch);
   Index reservedBatch() const;
-  // How each convolution runs, for logs: "cuDNN 9.19.0 where it is faster: conv1: im2col +
+  // How each convolution runs, for logs: "cuDNN 9.19.0 where faster: conv1: im2col +
   // cuBLAS, 0.120 ms a pass against 0.300 ms by cuDNN; conv2: cuDNN forward ...", or "none".
   std::string convolutions() const;
   // Device memory holding the model's outputs (outputSize() × B, column-major) of the last

@@ -410,12 +410,10 @@ void reportBareProduct(Index n, const Options& o, Report& report) {
 }
 
 #ifdef RINGTRAIN_MODEL_STEP_PERF_CUDA
-models::cuda::ConvolutionPath convolutionPath(const std::string& name) {
-  if (name == "fastest") return models::cuda::ConvolutionPath::kFastest;
-  if (name == "im2col") return models::cuda::ConvolutionPath::kIm2col;
-  if (name == "cudnn") return models::cuda::ConvolutionPath::kCudnn;
-  throw std::invalid_argument("--gpu-convolutions: '" + name +
-                              "' is none of fastest, im2col, cudnn");
+models::ConvolutionPath convolutionPath(const std::string& name) {
+  if (const auto path = valueIn(models::kConvolutionPathNames, name)) return *path;
+  throw std::invalid_argument("--gpu-convolutions: '" + name + "' is none of " +
+                              joinNames(models::kConvolutionPathNames, ", ", ", "));
 }
 
 Timing timeGpuModel(models::Model<float>& model, const SyntheticBatch& data, const Options& o,

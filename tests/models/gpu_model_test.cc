@@ -177,16 +177,8 @@ void expectSameStep(Model<float>& cpu, GpuModel& gpu, const Data& data, double t
 // Every convolution path, each checked against the CPU (kCudnn is im2col without cuDNN).
 constexpr ConvolutionPath kPaths[] = {ConvolutionPath::kIm2col, ConvolutionPath::kCudnn,
                                       ConvolutionPath::kFastest};
-const char* pathName(ConvolutionPath path) {
-  switch (path) {
-    case ConvolutionPath::kIm2col:
-      return "im2col";
-    case ConvolutionPath::kCudnn:
-      return "cudnn";
-    case ConvolutionPath::kFastest:
-      return "fastest";
-  }
-  return "?";
+std::string pathName(ConvolutionPath path) {
+  return std::string(nameIn(kConvolutionPathNames, path));
 }
 
 // Builds the model, gives it random parameters and checks two steps of different sizes (the

@@ -92,6 +92,7 @@ TEST_F(ConfigTest, HelpIsRecognised) {
 
 // Every mode is read into its enum from the names of one table, which --help lists too.
 TEST_F(ConfigTest, ModesAreReadFromTheTablesThatHelpLists) {
+  // clang-format off
   const Parsed p = parse({"--data",         data(),
                           "--model",        "cnn",
                           "--device",       "cpu",
@@ -102,7 +103,9 @@ TEST_F(ConfigTest, ModesAreReadFromTheTablesThatHelpLists) {
                           "--lr-schedule",  "step",
                           "--on-resize",    "keep-per-rank-batch",
                           "--prefetch",     "off",
-                          "--precision",    "bf16"});
+                          "--precision",    "bf16",
+                          "--gpu-convolutions", "im2col"});
+  // clang-format on
   ASSERT_FALSE(p.error) << *p.error;
   EXPECT_EQ(p.config.model, ModelKind::kCnn);
   EXPECT_EQ(p.config.device, Device::kCpu);
@@ -114,6 +117,7 @@ TEST_F(ConfigTest, ModesAreReadFromTheTablesThatHelpLists) {
   EXPECT_EQ(p.config.onResize, OnResize::kKeepPerRankBatch);
   EXPECT_EQ(p.config.prefetch, Prefetch::kOff);
   EXPECT_EQ(p.config.precision, models::Precision::kBfloat16);
+  EXPECT_EQ(p.config.gpuConvolutions, models::ConvolutionPath::kIm2col);
   // --help wraps its lines: compare with every run of spaces and line breaks as one space.
   std::string help;
   for (const char ch : parse({"--help"}).helpText) {
@@ -182,6 +186,8 @@ TEST_F(ConfigTest, EveryBadValueGetsOneLineNamingTheOption) {
       {{"--no-such-option"}, "no-such-option"},
       {{"--synthetic-shape", "28x28"}, "--synthetic-shape '28x28': expected C,H,W"},
       {{"--prefetch", "yes"}, "--prefetch 'yes': expected auto, on or off"},
+      {{"--gpu-convolutions", "fft"},
+       "--gpu-convolutions 'fft': expected fastest, im2col or cudnn"},
       {{"--lr", "inf"}, "--lr must be a finite number (got inf)"},
       {{"--lr", "nan"}, "--lr must be a finite number (got nan)"},
       {{"--momentum", "-inf"}, "--momentum must be a finite number (got -inf)"},
