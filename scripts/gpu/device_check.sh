@@ -7,7 +7,8 @@
 #
 # STEP: build (configure + build with the GPU path ON), gpu-tests (ctest -L gpu), share-refused
 # (two ranks on one GPU must stop with a clear message), all-tests (the whole suite), bench
-# (allreduce_perf on device buffers, ringtrain train --device cuda, the PyTorch reference).
+# (allreduce_perf on device buffers, ringtrain train --device cuda, the PyTorch reference),
+# profile (ncu's kernel times of a cnn step at batch 1024, largest first: ncu_top_kernels.py).
 # Default: build gpu-tests share-refused. Logs go to --out (default: ./device-out, or $OUT).
 set -uo pipefail
 # shellcheck source=../lib/args.sh
@@ -23,8 +24,8 @@ ringtrain_parse_args "$@"
 [[ ${#steps[@]} -gt 0 ]] || steps=(build gpu-tests share-refused)
 for step in "${steps[@]}"; do  # every step known before the first one runs
   case $step in
-    build | gpu-tests | share-refused | all-tests | bench) ;;
-    *) echo "device_check.sh: unknown step '$step' (build, gpu-tests, share-refused, all-tests, bench)" >&2; exit 2 ;;
+    build | gpu-tests | share-refused | all-tests | bench | profile) ;;
+    *) echo "device_check.sh: unknown step '$step' (build, gpu-tests, share-refused, all-tests, bench, profile)" >&2; exit 2 ;;
   esac
 done
 mkdir -p "$out"
@@ -97,6 +98,19 @@ for step in "${steps[@]}"; do
       ctest --test-dir "$build" -j "$((jobs / 2))" --output-on-failure >"$out/ctest_all.log" 2>&1 || status=1
       grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|Not Run|Skipped" "$out/ctest_all.log" | tail -20
       note "all tests: $(grep -E 'tests passed|tests failed' "$out/ctest_all.log")"
+      ;;
+    profile)
+      # Kernel times only (one replay pass each), clocks left alone; the first 600 launches
+      # (cuDNN's Find and the paths' timing included: the averages are per kernel and grid).
+      timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --launch-count 600 \
+        --print-summary per-kernel "$build/bin/model_step_perf" --device cuda --models cnn \
+        --batch 1024 --gemm 0 --repeats 1 --seconds 0.2 >"$out/ncu.txt" 2>&1
+      if python3 scripts/gpu/ncu_top_kernels.py "$out/ncu.txt" --json "$out/ncu_top_kernels.json" \
+          >"$out/ncu_top_kernels.txt"; then
+        head -25 "$out/ncu_top_kernels.txt"; note "profile: ok"
+      else
+        tail -10 "$out/ncu.txt"; note "profile FAILED"; status=1
+      fi
       ;;
     bench)
       if [[ -x scripts/gpu/device_bench.sh ]]; then
