@@ -165,8 +165,8 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
 
   if (config.device == Device::kCuda) startGpu();
   reserveBatch(config.batchSize);
-  if (gpu_ && !gpu_->describeModel().empty())  // its convolutions, chosen at reserve
-    deviceLine_ += "; " + gpu_->describeModel();
+  if (const std::string model = gpu_ ? gpu_->describeModel() : ""; !model.empty())
+    deviceLine_ += "; " + model;  // the convolutions' paths, chosen at reserve
   schedule_.kind = config.lrSchedule;
   schedule_.baseLr = config.learningRate * (config.scaleLr ? control_->size() : 1);
   schedule_.warmupSteps = config.warmupSteps;

@@ -160,7 +160,6 @@ struct GpuModel::Impl {
   std::int32_t* winners = nullptr;
   float* ones = nullptr;          // for the dense layers' bias gradients: db = dY · 1
   float* biasPartials = nullptr;  // the convolutions' bias gradients (biasGradient)
-  Index onesCount = 0;
   std::array<InputSlot, 2> slots{};
   int nextSlot = 0;
   InputSlot* current = nullptr;  // the slot of the last forward (or evaluated chunk)
@@ -337,7 +336,6 @@ void GpuModel::Impl::reserve(Index batch) {
   scratch = deviceAlloc<float>(scratchSize);
   winners = deviceAlloc<std::int32_t>(winnersSize);
   ones = deviceAlloc<float>(static_cast<std::size_t>(onesNeeded));
-  onesCount = onesNeeded;
   fill(ones, 1.0f, onesNeeded, compute);
 
   for (std::size_t i = 0; i < n; ++i) {

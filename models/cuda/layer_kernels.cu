@@ -17,22 +17,14 @@ unsigned blocksFor(std::int64_t count) {
   return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, 65536));
 }
 
-// Grid-stride loop index helpers.
-__device__ std::int64_t firstIndex() {
-  return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ std::int64_t gridStride() {
-  return static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-}
-
-// The same in index type I: the kernels that divide per element do it in 32 bits where the whole
-// range fits (a 64-bit division is a long emulated sequence on a GPU), in 64 bits otherwise.
-template <class I>
-__device__ I firstIndexAs() {
+// Grid-stride loop index helpers, in index type I: the kernels that divide per element do it in
+// 32 bits where the whole range fits (a 64-bit division is a long emulated sequence on a GPU).
+template <class I = std::int64_t>
+__device__ I firstIndex() {
   return static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x);
 }
-template <class I>
-__device__ I gridStrideAs() {
+template <class I = std::int64_t>
+__device__ I gridStride() {
   return static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x);
 }
 
@@ -49,7 +41,7 @@ void withIndexType(std::int64_t count, const Launch& launch) {
 
 template <class I>
 __global__ void addBiasKernel(float* y, const float* bias, I rows, I count, float* reluOutput) {
-  for (I i = firstIndexAs<I>(); i < count; i += gridStrideAs<I>()) {
+  for (I i = firstIndex<I>(); i < count; i += gridStride<I>()) {
     const float v = y[i] + bias[i % rows];
     y[i] = v;
     if (reluOutput != nullptr) reluOutput[i] = v < 0.0f ? 0.0f : v;
@@ -134,7 +126,7 @@ __global__ void im2colKernel(const float* x, float* columns, ConvGeometry g, I c
   const I fieldSize = static_cast<I>(g.kernel) * g.kernel * g.channels;
   const I pixels = static_cast<I>(g.outHeight) * g.outWidth;
   const std::int64_t sampleSize = static_cast<std::int64_t>(g.channels) * g.height * g.width;
-  for (I e = firstIndexAs<I>(); e < count; e += gridStrideAs<I>()) {
+  for (I e = firstIndex<I>(); e < count; e += gridStride<I>()) {
     const I field = e / fieldSize;
     const int k = static_cast<int>(e - field * fieldSize);
     const I b = field / pixels;
@@ -156,7 +148,7 @@ __global__ void col2imKernel(const float* columns, float* dx, ConvGeometry g, I 
   const std::int64_t fieldSize = static_cast<std::int64_t>(g.kernel) * g.kernel * g.channels;
   const std::int64_t pixels = static_cast<std::int64_t>(g.outHeight) * g.outWidth;
   const int sampleSize = g.channels * g.height * g.width;
-  for (I t = firstIndexAs<I>(); t < count; t += gridStrideAs<I>()) {
+  for (I t = firstIndex<I>(); t < count; t += gridStride<I>()) {
     const I b = t / sampleSize;
     const int v = static_cast<int>(t - b * sampleSize);
     int c, h, w;
@@ -190,7 +182,7 @@ __global__ void maxPoolForwardKernel(const float* x, float* y, std::int32_t* win
                                      PoolGeometry g, I count) {
   const int outSize = g.channels * g.outHeight * g.outWidth;
   const int inSize = g.channels * g.height * g.width;
-  for (I o = firstIndexAs<I>(); o < count; o += gridStrideAs<I>()) {
+  for (I o = firstIndex<I>(); o < count; o += gridStride<I>()) {
     const I b = o / outSize;
     const int v = static_cast<int>(o - b * outSize);
     const Pixel out = channelsLastPixel(v, g.channels, g.outWidth);
@@ -222,7 +214,7 @@ __global__ void maxPoolBackwardKernel(const float* dy, const std::int32_t* winne
                                       PoolGeometry g, I count) {
   const int outSize = g.channels * g.outHeight * g.outWidth;
   const int inSize = g.channels * g.height * g.width;
-  for (I t = firstIndexAs<I>(); t < count; t += gridStrideAs<I>()) {
+  for (I t = firstIndex<I>(); t < count; t += gridStride<I>()) {
     const I b = t / inSize;
     const int v = static_cast<int>(t - b * inSize);
     const Pixel in = channelsLastPixel(v, g.channels, g.width);
