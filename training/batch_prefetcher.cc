@@ -5,8 +5,9 @@
 
 namespace ringtrain::training {
 
-BatchPrefetcher::BatchPrefetcher(const BatchSource& source, bool background)
-    : source_(source), background_(background) {
+BatchPrefetcher::BatchPrefetcher(const BatchSource& source, bool background,
+                                 std::pmr::memory_resource* memory)
+    : source_(source), background_(background), buffers_{HostBatch(memory), HostBatch(memory)} {
   if (background_) worker_ = std::thread([this] { work(); });
 }
 

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <memory_resource>
 #include <mutex>
 #include <span>
 #include <thread>
@@ -30,7 +31,9 @@ namespace ringtrain::training {
 
 class BatchPrefetcher {
  public:
-  BatchPrefetcher(const BatchSource& source, bool background);
+  // The two buffers' memory comes from `memory`.
+  BatchPrefetcher(const BatchSource& source, bool background,
+                  std::pmr::memory_resource* memory = std::pmr::get_default_resource());
   ~BatchPrefetcher();
   BatchPrefetcher(const BatchPrefetcher&) = delete;
   BatchPrefetcher& operator=(const BatchPrefetcher&) = delete;

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <memory_resource>
 #include <span>
 #include <string>
 #include <utility>
@@ -33,10 +34,13 @@ class BatchSource {
 
 // A batch gathered on the host: samples × the source's sample size inputs, and labelsPerSample()
 // labels (classification) or one target value (regression) per sample.
+// Its buffers come from `memory` (page-locked memory for a GPU: GpuReplica::hostMemory()).
 struct HostBatch {
-  std::vector<float> inputs;
-  std::vector<std::int32_t> labels;
-  std::vector<float> values;
+  explicit HostBatch(std::pmr::memory_resource* memory = std::pmr::get_default_resource())
+      : inputs(memory), labels(memory), values(memory) {}
+  std::pmr::vector<float> inputs;
+  std::pmr::vector<std::int32_t> labels;
+  std::pmr::vector<float> values;
   std::size_t samples = 0;
 };
 

@@ -43,6 +43,9 @@ class CudaReplica final : public GpuReplica {
   }
   int deviceIndex() const override { return device_; }
   void reserve(models::Index batch) override { model_->reserve(batch); }
+  std::pmr::memory_resource* hostMemory() override {
+    return models::cuda::GpuModel::pinnedMemory();
+  }
   std::span<float> gradients() override { return {model_->gradients(), count()}; }
   std::span<float> averaged() override {
     return averaged_.empty() ? gradients() : averaged_.span();

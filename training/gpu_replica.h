@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <memory_resource>
 #include <span>
 #include <string>
 
@@ -40,6 +41,9 @@ class GpuReplica {
   virtual int deviceIndex() const = 0;
 
   virtual void reserve(models::Index batch) = 0;
+  // Host memory for training batches that forward() sends to the GPU without a staging copy
+  // (page-locked); a batch in it must stay unchanged until lastResult() returns.
+  virtual std::pmr::memory_resource* hostMemory() = 0;
   // Device spans of the flat buffers (the host model's layout): the gradients backward writes,
   // and where the reducer puts their average (the gradients themselves with one rank).
   virtual std::span<float> gradients() = 0;

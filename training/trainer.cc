@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory_resource>
 #include <stdexcept>
 #include <thread>
 
@@ -176,7 +177,8 @@ Trainer::Trainer(const TrainConfig& config, const BatchSource& train, const Batc
   if (environment_.timeline)
     trace_.observe(model_, exchange_->buckets(), config.device != Device::kCuda);
   batches_ = std::make_unique<BatchPrefetcher>(
-      train, prefetchesInBackground(config, train.readsStorage()));
+      train, prefetchesInBackground(config, train.readsStorage()),
+      gpu_ ? gpu_->hostMemory() : std::pmr::get_default_resource());
 }
 
 void Trainer::buildExchange() {

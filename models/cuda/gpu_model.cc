@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <cstring>
+#include <memory_resource>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -58,6 +59,31 @@ struct DeviceLayer {
 };
 
 int toInt(Index value) { return static_cast<int>(value); }
+
+// Whether `p` lies in page-locked host memory (cudaHostAlloc'd or registered), which the copy
+// engine reads directly.
+bool pageLocked(const void* p) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+    cudaGetLastError();  // not an error to keep: the answer is "no"
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeHost;
+}
+
+// Page-locked host memory as a memory resource (GpuModel::pinnedMemory()).
+class PinnedResource final : public std::pmr::memory_resource {
+  void* do_allocate(std::size_t bytes, std::size_t /*alignment: at least 256*/) override {
+    void* p = nullptr;
+    RINGTRAIN_MODELS_CUDA_CHECK(cudaHostAlloc(&p, std::max<std::size_t>(bytes, 1),
+                                              cudaHostAllocDefault));
+    return p;
+  }
+  void do_deallocate(void* p, std::size_t, std::size_t) override { cudaFreeHost(p); }
+  bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override {
+    return this == &other;
+  }
+};
 
 DeviceLayer describeLayer(const Layer<float>& layer) {
   DeviceLayer d;
@@ -377,24 +403,33 @@ void GpuModel::Impl::stage(const Batch<float>& batch, Index first, Index samples
 
   const auto start = static_cast<std::size_t>(first);
   const auto count = static_cast<std::size_t>(samples);
-  const auto inputValues = count * static_cast<std::size_t>(sampleSize);
-  auto* staging = static_cast<unsigned char*>(slot.host);
-  std::memcpy(staging, batch.inputs.data() + start * static_cast<std::size_t>(sampleSize),
-              inputValues * sizeof(float));
+  const std::size_t inputBytes = count * static_cast<std::size_t>(sampleSize) * sizeof(float);
+  const void* inputs = batch.inputs.data() + start * static_cast<std::size_t>(sampleSize);
+  const void* targets = nullptr;
   std::size_t targetBytes = 0;
   if (labels) {
+    targets = batch.labels.data() + start;
     targetBytes = count * sizeof(std::int32_t);
-    std::memcpy(staging + inputValues * sizeof(float), batch.labels.data() + start, targetBytes);
   } else {
     const auto outputs = static_cast<std::size_t>(classesOrOutputs);
+    targets = batch.values.data() + start * outputs;
     targetBytes = count * outputs * sizeof(float);
-    std::memcpy(staging + inputValues * sizeof(float), batch.values.data() + start * outputs,
-                targetBytes);
   }
+  auto* device = reinterpret_cast<unsigned char*>(slot.device);
   RINGTRAIN_MODELS_CUDA_CHECK(cudaStreamWaitEvent(copy, slot.consumed, 0));
-  RINGTRAIN_MODELS_CUDA_CHECK(cudaMemcpyAsync(slot.device, slot.host,
-                                              inputValues * sizeof(float) + targetBytes,
-                                              cudaMemcpyHostToDevice, copy));
+  if (pageLocked(inputs) && pageLocked(targets)) {
+    // Sent from where it lies: no staging copy on the host (pinnedMemory()).
+    RINGTRAIN_MODELS_CUDA_CHECK(
+        cudaMemcpyAsync(device, inputs, inputBytes, cudaMemcpyHostToDevice, copy));
+    RINGTRAIN_MODELS_CUDA_CHECK(cudaMemcpyAsync(device + inputBytes, targets, targetBytes,
+                                                cudaMemcpyHostToDevice, copy));
+  } else {
+    auto* staging = static_cast<unsigned char*>(slot.host);
+    std::memcpy(staging, inputs, inputBytes);
+    std::memcpy(staging + inputBytes, targets, targetBytes);
+    RINGTRAIN_MODELS_CUDA_CHECK(cudaMemcpyAsync(device, staging, inputBytes + targetBytes,
+                                                cudaMemcpyHostToDevice, copy));
+  }
   RINGTRAIN_MODELS_CUDA_CHECK(cudaEventRecord(slot.copied, copy));
   RINGTRAIN_MODELS_CUDA_CHECK(cudaStreamWaitEvent(compute, slot.copied, 0));
   slot.samples = samples;
@@ -702,6 +737,11 @@ void GpuModel::downloadParameters(std::span<float> host) const {
 }
 
 void GpuModel::reserve(Index batch) { impl_->reserve(batch); }
+
+std::pmr::memory_resource* GpuModel::pinnedMemory() {
+  static PinnedResource resource;  // stateless: one serves every model
+  return &resource;
+}
 
 void GpuModel::forward(const Batch<float>& batch) {
   impl_->backwardPending = false;

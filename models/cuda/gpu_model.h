@@ -13,11 +13,13 @@
 // Inputs arrive in host memory (what data/ delivers): forward() copies the batch into pinned
 // staging memory, then to the device on a separate copy stream, and the compute stream waits for
 // that copy through an event; two staging slots alternate, so the copy of one batch can run
-// while the previous step's kernels still run.
+// while the previous step's kernels still run. A batch that already lies in page-locked memory
+// (pinnedMemory()) goes to the device from there, without the staging copy on the host.
 #pragma once
 
 #include <cstddef>
 #include <memory>
+#include <memory_resource>
 #include <span>
 #include <string>
 
@@ -56,6 +58,10 @@ class GpuModel {
   // Allocates everything a step of up to `batch` samples needs (device arenas, staging) and
   // times the convolutions' paths there (kFastest). Synchronises.
   void reserve(Index batch);
+
+  // Page-locked host memory (cudaHostAlloc) for batches: forward() sends such a batch to the
+  // device directly, so it must stay unchanged until lastResult() returns.
+  static std::pmr::memory_resource* pinnedMemory();
 
   // Training forward: copies the batch to the device and enqueues forward and the loss with its
   // gradient. Returns at once; lastResult() gives the loss sum and correct count. Throws
