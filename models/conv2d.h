@@ -32,14 +32,16 @@ namespace ringtrain::models {
 class DirectConvolution;
 
 // How a GPU model runs its convolutions (models/cuda/gpu_model.h). kFastest: each layer cuDNN can
-// run (a GPU build with cuDNN, channels-last input) takes the faster of cuDNN and im2col + cuBLAS,
-// timed whenever the reserved batch grows, so the choice may differ from run to run; kIm2col and
-// kCudnn take one path wherever they can (the same sums every run).
-enum class ConvolutionPath { kFastest, kIm2col, kCudnn };
+// run (a GPU build with cuDNN, channels-last input) takes the fastest of im2col + cuBLAS, cuDNN on
+// the model's channels-last data and cuDNN on channels-first copies (NCHW, transposed around each
+// call), timed whenever the reserved batch grows, so the choice may differ from run to run;
+// kIm2col, kCudnn (channels-last) and kCudnnChannelsFirst take one path wherever they can.
+enum class ConvolutionPath { kFastest, kIm2col, kCudnn, kCudnnChannelsFirst };
 inline constexpr NamedValue<ConvolutionPath> kConvolutionPathNames[] = {
     {ConvolutionPath::kFastest, "fastest"},
     {ConvolutionPath::kIm2col, "im2col"},
-    {ConvolutionPath::kCudnn, "cudnn"}};
+    {ConvolutionPath::kCudnn, "cudnn"},
+    {ConvolutionPath::kCudnnChannelsFirst, "cudnn-nchw"}};
 
 struct Conv2dOptions {
   Index outChannels = 1;

@@ -61,12 +61,41 @@ Choice<Algo> pick(const Perf* results, int count) {
 
 constexpr int kCandidates = 8;
 
-// A layer's descriptors for one batch size and the algorithms chosen for it.
+int indexOf(CudnnLayout layout) {
+  return layout == CudnnLayout::kChannelsLast ? 0 : 1;
+}
+cudnnTensorFormat_t formatOf(CudnnLayout layout) {
+  return layout == CudnnLayout::kChannelsLast ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+}
+const char* layoutName(CudnnLayout layout) {
+  return layout == CudnnLayout::kChannelsLast ? "channels-last" : "channels-first";
+}
+constexpr CudnnLayout kLayouts[] = {CudnnLayout::kChannelsLast, CudnnLayout::kChannelsFirst};
+
+// A layer's descriptors for one batch size and layout, and the algorithms chosen for them.
 struct Plan {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr;
   Choice<cudnnConvolutionFwdAlgo_t> forward;
   Choice<cudnnConvolutionBwdDataAlgo_t> data;
   Choice<cudnnConvolutionBwdFilterAlgo_t> filter;
+  bool usable() const { return forward.found && filter.found && data.found; }
+};
+
+// Device memory that grows to the largest count asked for (synchronising the stream first: the
+// old buffer may be in use).
+struct Scratch {
+  float* data = nullptr;
+  std::size_t count = 0;
+  void grow(std::size_t wanted, cudaStream_t stream) {
+    if (wanted <= count) return;
+    RINGTRAIN_MODELS_CUDA_CHECK(cudaStreamSynchronize(stream));
+    RINGTRAIN_MODELS_CUDA_CHECK(cudaFree(data));
+    data = nullptr;
+    count = 0;
+    RINGTRAIN_MODELS_CUDA_CHECK(
+        cudaMalloc(reinterpret_cast<void**>(&data), wanted * sizeof(float)));
+    count = wanted;
+  }
 };
 
 struct Layer {
@@ -74,9 +103,17 @@ struct Layer {
   ConvGeometry g{};
   int outChannels = 0;
   bool needsInput = false;
-  cudnnFilterDescriptor_t w = nullptr;
+  CudnnLayout layout = CudnnLayout::kChannelsLast;
+  cudnnFilterDescriptor_t w[2] = {};  // by layout: KRSC, KCRS
   cudnnConvolutionDescriptor_t conv = nullptr;
-  std::map<int, Plan> plans;  // by batch size
+  std::map<std::pair<int, CudnnLayout>, Plan> plans;  // by batch size and layout
+  // Channels-first: the input or its gradient, the output or its gradient, the weight or its
+  // gradient, transposed.
+  Scratch input, output, weight;
+
+  std::size_t pixels() const { return static_cast<std::size_t>(g.height) * g.width; }
+  std::size_t outPixels() const { return static_cast<std::size_t>(g.outHeight) * g.outWidth; }
+  std::size_t taps() const { return static_cast<std::size_t>(g.kernel) * g.kernel; }
 };
 
 std::string unusable(const Layer& layer, int batch) {
@@ -112,20 +149,26 @@ struct CudnnConvolutions::Impl {
   ~Impl() {
     if (stream != nullptr) cudaStreamSynchronize(stream);
     for (Layer& layer : layers) {
-      for (auto& [batch, plan] : layer.plans) {
+      for (auto& [key, plan] : layer.plans) {
         cudnnDestroyTensorDescriptor(plan.x);
         cudnnDestroyTensorDescriptor(plan.y);
       }
-      cudnnDestroyFilterDescriptor(layer.w);
+      for (cudnnFilterDescriptor_t w : layer.w)
+        cudnnDestroyFilterDescriptor(w);
       cudnnDestroyConvolutionDescriptor(layer.conv);
+      for (Scratch* scratch : {&layer.input, &layer.output, &layer.weight})
+        cudaFree(scratch->data);
     }
     cudaFree(workspace);
     if (handle != nullptr) cudnnDestroy(handle);
   }
 
-  // The plan for `batch`, made (and timed: synchronises) on first use; "" or why none exists.
-  std::string plan(Layer& layer, int batch);
+  // The plan for `batch` in `layout`, made (and timed: synchronises) on first use; "" or why
+  // none exists.
+  std::string plan(Layer& layer, int batch, CudnnLayout layout);
+  void find(const Layer& layer, Plan& p, CudnnLayout layout);
   void growWorkspace(std::size_t bytes);
+  // The layer's plan in its layout for `batch`; a channels-first layer's copies grown to it.
   const Plan& planned(int index, int batch);
 };
 
@@ -139,54 +182,70 @@ void CudnnConvolutions::Impl::growWorkspace(std::size_t bytes) {
   workspaceBytes = bytes;
 }
 
-std::string CudnnConvolutions::Impl::plan(Layer& layer, int batch) {
-  if (const auto known = layer.plans.find(batch); known != layer.plans.end()) {
-    const Plan& p = known->second;
-    return p.forward.found && p.filter.found && p.data.found ? "" : unusable(layer, batch);
-  }
+std::string CudnnConvolutions::Impl::plan(Layer& layer, int batch, CudnnLayout layout) {
+  const auto key = std::make_pair(batch, layout);
+  if (const auto known = layer.plans.find(key); known != layer.plans.end())
+    return known->second.usable() ? "" : unusable(layer, batch);
   const ConvGeometry& g = layer.g;
   Plan p;
   RINGTRAIN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p.x));
   RINGTRAIN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p.y));
-  layer.plans[batch] = p;  // owned from here on, also if a check below throws
-  RINGTRAIN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p.x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, batch,
+  layer.plans[key] = p;  // owned from here on, also if a check below throws
+  const cudnnFilterDescriptor_t w = layer.w[indexOf(layout)];
+  RINGTRAIN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p.x, formatOf(layout), CUDNN_DATA_FLOAT, batch,
                                                    g.channels, g.height, g.width));
-  int n = 0, c = 0, h = 0, w = 0;
+  int n = 0, c = 0, h = 0, width = 0;
   RINGTRAIN_CUDNN_CHECK(
-      cudnnGetConvolution2dForwardOutputDim(layer.conv, p.x, layer.w, &n, &c, &h, &w));
-  if (c != layer.outChannels || h != g.outHeight || w != g.outWidth)
-    return layer.name + ": cuDNN's output " + std::to_string(h) + "x" + std::to_string(w) +
+      cudnnGetConvolution2dForwardOutputDim(layer.conv, p.x, w, &n, &c, &h, &width));
+  if (c != layer.outChannels || h != g.outHeight || width != g.outWidth)
+    return layer.name + ": cuDNN's output " + std::to_string(h) + "x" + std::to_string(width) +
            " differs from the layer's " + std::to_string(g.outHeight) + "x" +
            std::to_string(g.outWidth);
-  RINGTRAIN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, batch,
+  RINGTRAIN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p.y, formatOf(layout), CUDNN_DATA_FLOAT, batch,
                                                    layer.outChannels, g.outHeight, g.outWidth));
+  find(layer, p, layout);
+  layer.plans[key] = p;
+  if (!p.usable()) return unusable(layer, batch);
+  growWorkspace(std::max({p.forward.workspace, p.filter.workspace, p.data.workspace}));
+  return "";
+}
+
+// cuDNN's Find for each direction (it times the algorithms on buffers of its own).
+void CudnnConvolutions::Impl::find(const Layer& layer, Plan& p, CudnnLayout layout) {
+  const cudnnFilterDescriptor_t w = layer.w[indexOf(layout)];
   RINGTRAIN_CUDNN_CHECK(cudnnSetConvolutionMathType(layer.conv, math));
   int count = 0;
   std::array<cudnnConvolutionFwdAlgoPerf_t, kCandidates> forward{};
-  RINGTRAIN_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(handle, p.x, layer.w, layer.conv, p.y,
+  RINGTRAIN_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(handle, p.x, w, layer.conv, p.y,
                                                              kCandidates, &count, forward.data()));
   p.forward = pick<cudnnConvolutionFwdAlgo_t>(forward.data(), count);
   std::array<cudnnConvolutionBwdFilterAlgoPerf_t, kCandidates> filter{};
   RINGTRAIN_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(
-      handle, p.x, p.y, layer.conv, layer.w, kCandidates, &count, filter.data()));
+      handle, p.x, p.y, layer.conv, w, kCandidates, &count, filter.data()));
   p.filter = pick<cudnnConvolutionBwdFilterAlgo_t>(filter.data(), count);
   p.data.found = true;
   if (layer.needsInput) {
     std::array<cudnnConvolutionBwdDataAlgoPerf_t, kCandidates> data{};
     RINGTRAIN_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(
-        handle, layer.w, p.y, layer.conv, p.x, kCandidates, &count, data.data()));
+        handle, w, p.y, layer.conv, p.x, kCandidates, &count, data.data()));
     p.data = pick<cudnnConvolutionBwdDataAlgo_t>(data.data(), count);
   }
-  layer.plans[batch] = p;
-  if (!p.forward.found || !p.filter.found || !p.data.found) return unusable(layer, batch);
-  growWorkspace(std::max({p.forward.workspace, p.filter.workspace, p.data.workspace}));
-  return "";
 }
 
 const Plan& CudnnConvolutions::Impl::planned(int index, int batch) {
   Layer& layer = layers.at(static_cast<std::size_t>(index));
-  if (const std::string why = plan(layer, batch); !why.empty()) throw std::runtime_error(why);
-  return layer.plans.at(batch);
+  if (const std::string why = plan(layer, batch, layer.layout); !why.empty())
+    throw std::runtime_error(why);
+  if (layer.layout == CudnnLayout::kChannelsFirst) {
+    const auto samples = static_cast<std::size_t>(batch);
+    layer.input.grow(samples * layer.pixels() * static_cast<std::size_t>(layer.g.channels), stream);
+    layer.output.grow(samples * layer.outPixels() * static_cast<std::size_t>(layer.outChannels),
+                      stream);
+    layer.weight.grow(static_cast<std::size_t>(layer.outChannels) * layer.taps() *
+                          static_cast<std::size_t>(layer.g.channels),
+                      stream);
+  }
+  return layer.plans.at({batch, layer.layout});
 }
 
 CudnnConvolutions::CudnnConvolutions(cudaStream_t stream, bool tf32)
@@ -209,10 +268,13 @@ int CudnnConvolutions::add(const std::string& name, const ConvGeometry& g, int o
   layer.g = g;
   layer.outChannels = outChannels;
   layer.needsInput = needsInputGradient;
-  RINGTRAIN_CUDNN_CHECK(cudnnCreateFilterDescriptor(&layer.w));
+  for (const CudnnLayout layout : kLayouts) {
+    cudnnFilterDescriptor_t& w = layer.w[indexOf(layout)];
+    RINGTRAIN_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
+    RINGTRAIN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, formatOf(layout),
+                                                     outChannels, g.channels, g.kernel, g.kernel));
+  }
   RINGTRAIN_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&layer.conv));
-  RINGTRAIN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(layer.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC,
-                                                   outChannels, g.channels, g.kernel, g.kernel));
   RINGTRAIN_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(layer.conv, g.padding, g.padding, g.stride,
                                                         g.stride, 1, 1, CUDNN_CROSS_CORRELATION,
                                                         CUDNN_DATA_FLOAT));
@@ -220,21 +282,38 @@ int CudnnConvolutions::add(const std::string& name, const ConvGeometry& g, int o
 }
 
 std::string CudnnConvolutions::reserve(int index, int batch) {
-  return impl_->plan(impl_->layers.at(static_cast<std::size_t>(index)), batch);
+  Layer& layer = impl_->layers.at(static_cast<std::size_t>(index));
+  std::string why;
+  for (const CudnnLayout layout : kLayouts) {
+    const std::string problem = impl_->plan(layer, batch, layout);
+    if (problem.empty()) return "";
+    why = problem;
+  }
+  return why;
+}
+
+bool CudnnConvolutions::usable(int index, int batch, CudnnLayout layout) const {
+  const Layer& layer = impl_->layers.at(static_cast<std::size_t>(index));
+  const auto p = layer.plans.find({batch, layout});
+  return p != layer.plans.end() && p->second.usable();
+}
+
+void CudnnConvolutions::setLayout(int index, CudnnLayout layout) {
+  impl_->layers.at(static_cast<std::size_t>(index)).layout = layout;
 }
 
 std::string CudnnConvolutions::chosen(int index, int batch) const {
   const Layer& layer = impl_->layers.at(static_cast<std::size_t>(index));
-  const auto p = layer.plans.find(batch);
+  const auto p = layer.plans.find({batch, layer.layout});
   if (p == layer.plans.end() || !p->second.forward.found) return "no algorithm";
   const auto math = [](cudnnMathType_t m) { return m == CUDNN_FMA_MATH ? "fma" : "tensor-op"; };
   const Plan& plan = p->second;
   const auto nondeterministic = [](bool deterministic) {
     return deterministic ? "" : " (nondeterministic)";
   };
-  std::string text = std::string("forward ") + forwardName(plan.forward.algo) + " (" +
-                     math(plan.forward.math) + "), filter ALGO_" +
-                     std::to_string(static_cast<int>(plan.filter.algo)) +
+  std::string text = std::string(layoutName(layer.layout)) + ": forward " +
+                     forwardName(plan.forward.algo) + " (" + math(plan.forward.math) +
+                     "), filter ALGO_" + std::to_string(static_cast<int>(plan.filter.algo)) +
                      nondeterministic(plan.filter.deterministic);
   if (layer.needsInput)
     text += ", data ALGO_" + std::to_string(static_cast<int>(plan.data.algo)) +
@@ -242,37 +321,66 @@ std::string CudnnConvolutions::chosen(int index, int batch) const {
   return text;
 }
 
+// A channels-first layer's calls: the model's NHWC (N × pixels × C) and KRSC (O × taps × C)
+// buffers transposed to NCHW and KCRS copies before cuDNN runs, and its results back after.
 void CudnnConvolutions::forward(int index, const float* x, const float* weight, float* y,
                                 int batch) {
   const Plan& p = impl_->planned(index, batch);
-  const Layer& layer = impl_->layers[static_cast<std::size_t>(index)];
+  Layer& layer = impl_->layers[static_cast<std::size_t>(index)];
+  const bool first = layer.layout == CudnnLayout::kChannelsFirst;
+  const cudaStream_t s = impl_->stream;
+  const int c = layer.g.channels, o = layer.outChannels;
+  if (first) {
+    transpose(x, layer.input.data, batch, layer.pixels(), c, s);
+    transpose(weight, layer.weight.data, o, layer.taps(), c, s);
+  }
   const float one = 1.0f, zero = 0.0f;
   RINGTRAIN_CUDNN_CHECK(cudnnSetConvolutionMathType(layer.conv, p.forward.math));
-  RINGTRAIN_CUDNN_CHECK(cudnnConvolutionForward(impl_->handle, &one, p.x, x, layer.w, weight,
-                                                layer.conv, p.forward.algo, impl_->workspace,
-                                                impl_->workspaceBytes, &zero, p.y, y));
+  RINGTRAIN_CUDNN_CHECK(cudnnConvolutionForward(
+      impl_->handle, &one, p.x, first ? layer.input.data : x, layer.w[indexOf(layer.layout)],
+      first ? layer.weight.data : weight, layer.conv, p.forward.algo, impl_->workspace,
+      impl_->workspaceBytes, &zero, p.y, first ? layer.output.data : y));
+  if (first) transpose(layer.output.data, y, batch, o, layer.outPixels(), s);
 }
 
 void CudnnConvolutions::backwardWeight(int index, const float* x, const float* dy,
                                        float* weightGradient, int batch) {
   const Plan& p = impl_->planned(index, batch);
-  const Layer& layer = impl_->layers[static_cast<std::size_t>(index)];
+  Layer& layer = impl_->layers[static_cast<std::size_t>(index)];
+  const bool first = layer.layout == CudnnLayout::kChannelsFirst;
+  const cudaStream_t s = impl_->stream;
+  const int c = layer.g.channels, o = layer.outChannels;
+  if (first) {
+    transpose(x, layer.input.data, batch, layer.pixels(), c, s);
+    transpose(dy, layer.output.data, batch, layer.outPixels(), o, s);
+  }
   const float one = 1.0f, zero = 0.0f;
   RINGTRAIN_CUDNN_CHECK(cudnnSetConvolutionMathType(layer.conv, p.filter.math));
   RINGTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-      impl_->handle, &one, p.x, x, p.y, dy, layer.conv, p.filter.algo, impl_->workspace,
-      impl_->workspaceBytes, &zero, layer.w, weightGradient));
+      impl_->handle, &one, p.x, first ? layer.input.data : x, p.y, first ? layer.output.data : dy,
+      layer.conv, p.filter.algo, impl_->workspace, impl_->workspaceBytes, &zero,
+      layer.w[indexOf(layer.layout)], first ? layer.weight.data : weightGradient));
+  if (first) transpose(layer.weight.data, weightGradient, o, c, layer.taps(), s);
 }
 
 void CudnnConvolutions::backwardInput(int index, const float* weight, const float* dy, float* dx,
                                       int batch) {
   const Plan& p = impl_->planned(index, batch);
-  const Layer& layer = impl_->layers[static_cast<std::size_t>(index)];
+  Layer& layer = impl_->layers[static_cast<std::size_t>(index)];
+  const bool first = layer.layout == CudnnLayout::kChannelsFirst;
+  const cudaStream_t s = impl_->stream;
+  const int c = layer.g.channels, o = layer.outChannels;
+  if (first) {
+    transpose(weight, layer.weight.data, o, layer.taps(), c, s);
+    transpose(dy, layer.output.data, batch, layer.outPixels(), o, s);
+  }
   const float one = 1.0f, zero = 0.0f;
   RINGTRAIN_CUDNN_CHECK(cudnnSetConvolutionMathType(layer.conv, p.data.math));
-  RINGTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardData(impl_->handle, &one, layer.w, weight, p.y, dy,
-                                                     layer.conv, p.data.algo, impl_->workspace,
-                                                     impl_->workspaceBytes, &zero, p.x, dx));
+  RINGTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardData(
+      impl_->handle, &one, layer.w[indexOf(layer.layout)], first ? layer.weight.data : weight, p.y,
+      first ? layer.output.data : dy, layer.conv, p.data.algo, impl_->workspace,
+      impl_->workspaceBytes, &zero, p.x, first ? layer.input.data : dx));
+  if (first) transpose(layer.input.data, dx, batch, c, layer.pixels(), s);
 }
 
 std::string cudnnVersion() {

@@ -1,9 +1,12 @@
 // A GPU model's convolutions by cuDNN (GPU builds with cuDNN only: RINGTRAIN_HAVE_CUDNN), in place
 // of im2col and cuBLAS: no column matrix is written, read and written back per step.
 //
-// Layouts are the GPU model's: images channels-last (NHWC), the output the convolution's
-// O × (samples·pixels) matrix (which is NHWC too), the weight row-major O × (kh, kw, c) (cuDNN's
-// NHWC filter). Each layer's algorithms are chosen by timing them
+// The calls take the GPU model's layouts: images channels-last (NHWC), the output the
+// convolution's O × (samples·pixels) matrix (which is NHWC too), the weight row-major
+// O × (kh, kw, c) (cuDNN's NHWC filter). A layer runs in one of two layouts (setLayout): cuDNN on
+// these buffers as they are, or on channels-first copies (NCHW images, KCRS filters) transposed
+// around each call, where cuDNN's float32 kernels are its fastest (an H200: ...); the caller times
+// both. Each layer's algorithms are chosen by timing them
 // (cuDNN's Find) for each batch size, among those that sum the plain float32 products (implicit
 // GEMM, GEMM, direct; not FFT or Winograd, whose transforms round differently from the CPU's
 // products), deterministic ones first; TF32 only when asked for. Everything is enqueued on
@@ -20,6 +23,8 @@
 
 namespace ringtrain::models::cuda {
 
+enum class CudnnLayout { kChannelsLast, kChannelsFirst };
+
 class CudnnConvolutions {
  public:
   CudnnConvolutions(cudaStream_t stream, bool tf32);
@@ -30,12 +35,16 @@ class CudnnConvolutions {
   // Registers a convolution (channels-last input) and returns its index; `name` is for messages.
   int add(const std::string& name, const ConvGeometry& geometry, int outChannels,
           bool needsInputGradient);
-  // Chooses the layer's algorithms for `batch` samples and grows the workspace (synchronises
-  // the stream; runs each candidate). Returns "" or, when cuDNN offers no algorithm for it, why
-  // (the caller then keeps its own path for that layer). Other batch sizes are planned on
-  // first use.
+  // Chooses the layer's algorithms for `batch` samples in both layouts and grows the workspace
+  // and the channels-first copies (synchronises the stream; runs each candidate). Returns "" or,
+  // when cuDNN offers no algorithm for either layout, why (the caller then keeps its own path
+  // for that layer). Other batch sizes are planned on first use.
   std::string reserve(int layer, int batch);
-  // "forward IMPLICIT_PRECOMP_GEMM (fma), filter ALGO_1, data ALGO_1", for logs.
+  // Whether reserve() found algorithms for the layer at `batch` in `layout`.
+  bool usable(int layer, int batch, CudnnLayout layout) const;
+  // The layout the calls below run the layer in (at first channels-last).
+  void setLayout(int layer, CudnnLayout layout);
+  // "channels-first: forward IMPLICIT_PRECOMP_GEMM (fma), filter ALGO_1, data ALGO_1", for logs.
   std::string chosen(int layer, int batch) const;
 
   // y = conv(x, weight), for any batch size (a new one is planned first). The bias is the

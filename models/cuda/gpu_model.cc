@@ -6,7 +6,9 @@
 #include <array>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <memory_resource>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -26,6 +28,30 @@ namespace {
 
 enum class Kind { kLinear, kRelu, kConv2d, kMaxPool2d, kFlatten };
 
+// The ways a convolution runs on the GPU (ConvolutionPath says which are tried), as logs name them.
+enum class ConvolutionWay { kIm2col, kCudnnChannelsLast, kCudnnChannelsFirst };
+constexpr ConvolutionWay kConvolutionWays[] = {ConvolutionWay::kIm2col,
+                                               ConvolutionWay::kCudnnChannelsLast,
+                                               ConvolutionWay::kCudnnChannelsFirst};
+constexpr const char* kWayNames[] = {"im2col + cuBLAS", "cuDNN channels-last",
+                                     "cuDNN channels-first"};
+int indexOf(ConvolutionWay way) {
+  return static_cast<int>(way);
+}
+
+std::vector<ConvolutionWay> candidateWays(ConvolutionPath path) {
+  switch (path) {
+    case ConvolutionPath::kIm2col:
+      return {ConvolutionWay::kIm2col};
+    case ConvolutionPath::kCudnn:
+      return {ConvolutionWay::kCudnnChannelsLast};
+    case ConvolutionPath::kCudnnChannelsFirst:
+      return {ConvolutionWay::kCudnnChannelsFirst};
+    default:
+      return {std::begin(kConvolutionWays), std::end(kConvolutionWays)};
+  }
+}
+
 // One layer of the host model, as the device needs it.
 struct DeviceLayer {
   Kind kind = Kind::kLinear;
@@ -35,8 +61,8 @@ struct DeviceLayer {
   std::size_t offset = 0;   // of its parameters in the flat buffers
   bool needsInputGradient = false;
   int cudnn = -1;          // conv2d: its index in the model's CudnnConvolutions, or -1
-  bool viaCudnn = false;   // conv2d: the faster path at the reserved batch was cuDNN's
-  float timings[2] = {};   // conv2d: ms of a forward + backward, by im2col and by cuDNN
+  ConvolutionWay way = ConvolutionWay::kIm2col;  // conv2d: the fastest tried at the reserved batch
+  float timings[3] = {};  // conv2d: ms of a forward + backward by each way timed (0: not timed)
   ConvGeometry conv{};
   PoolGeometry pool{};
   // Set by reserve(): where its output and its output's gradient lie (flatten: those below).
@@ -46,6 +72,7 @@ struct DeviceLayer {
   std::int32_t* winners = nullptr;     // max_pool2d
   std::size_t outputOffset = 0, gradientOffset = 0, scratchOffset = 0;
 
+  bool viaCudnn() const { return way != ConvolutionWay::kIm2col; }
   bool hasBias() const { return kind == Kind::kLinear || kind == Kind::kConv2d; }
   // K and the fields per sample of the layer's matrix product: a dense layer is a convolution
   // with one field of in features.
@@ -212,6 +239,7 @@ struct GpuModel::Impl {
   void useCudnn(bool tf32);
   void reserveConvolutions(Index batch);
   void chooseConvolutionPaths(Index batch);
+  bool takeWay(DeviceLayer& layer, ConvolutionWay way, Index batch);
   float timeConvolution(std::size_t i, Index batch);
   std::string describeConvolution(const DeviceLayer& layer) const;
   std::string describeConvolutions() const;
@@ -483,7 +511,7 @@ void GpuModel::Impl::matrixBackward(const DeviceLayer& layer, const float* x, In
 bool GpuModel::Impl::cudnnForward([[maybe_unused]] const DeviceLayer& layer,
                                   [[maybe_unused]] const float* x, [[maybe_unused]] Index batch) {
 #if RINGTRAIN_HAVE_CUDNN
-  if (!layer.viaCudnn) return false;
+  if (!layer.viaCudnn()) return false;
   convolutions->forward(layer.cudnn, x, parameters + layer.offset, layer.y, toInt(batch));
   return true;
 #else
@@ -495,7 +523,7 @@ bool GpuModel::Impl::cudnnBackwardWeight([[maybe_unused]] const DeviceLayer& lay
                                          [[maybe_unused]] const float* x,
                                          [[maybe_unused]] Index batch) {
 #if RINGTRAIN_HAVE_CUDNN
-  if (!layer.viaCudnn) return false;
+  if (!layer.viaCudnn()) return false;
   convolutions->backwardWeight(layer.cudnn, x, layer.dy, gradients + layer.offset, toInt(batch));
   return true;
 #else
@@ -506,7 +534,7 @@ bool GpuModel::Impl::cudnnBackwardWeight([[maybe_unused]] const DeviceLayer& lay
 bool GpuModel::Impl::cudnnBackwardInput([[maybe_unused]] const DeviceLayer& layer,
                                         [[maybe_unused]] Index batch, [[maybe_unused]] float* dx) {
 #if RINGTRAIN_HAVE_CUDNN
-  if (!layer.viaCudnn) return false;
+  if (!layer.viaCudnn()) return false;
   convolutions->backwardInput(layer.cudnn, parameters + layer.offset, layer.dy, dx, toInt(batch));
   return true;
 #else
@@ -555,21 +583,43 @@ void GpuModel::Impl::reserveConvolutions([[maybe_unused]] Index batch) {
 #endif
 }
 
-// Each convolution cuDNN can run takes the faster of its path and im2col's at `batch`, timed on
+// Each convolution cuDNN can run takes the fastest of the ways `path` allows at `batch`, timed on
 // the reserved buffers (whose values do not matter), as cuDNN's own Find chooses among its
 // algorithms: on an H200 cuDNN's float32 kernels for channels-last data lost to im2col at small
 // batches. Leaves garbage in the layers' outputs and gradients, which the next step overwrites.
 void GpuModel::Impl::chooseConvolutionPaths(Index batch) {
+  const std::vector<ConvolutionWay> ways = candidateWays(path);
   for (std::size_t i = 0; i < layers.size(); ++i) {
     DeviceLayer& layer = layers[i];
-    layer.viaCudnn = layer.cudnn >= 0 && path == ConvolutionPath::kCudnn;
-    if (layer.cudnn < 0 || path != ConvolutionPath::kFastest) continue;
-    for (const bool cudnn : {false, true}) {
-      layer.viaCudnn = cudnn;
-      layer.timings[cudnn ? 1 : 0] = timeConvolution(i, batch);
+    std::fill(std::begin(layer.timings), std::end(layer.timings), 0.0f);
+    layer.way = ConvolutionWay::kIm2col;
+    if (layer.cudnn < 0) continue;
+    std::optional<ConvolutionWay> best;
+    for (const ConvolutionWay way : ways) {
+      if (!takeWay(layer, way, batch)) continue;
+      float& ms = layer.timings[indexOf(way)];
+      if (ways.size() > 1) ms = timeConvolution(i, batch);
+      if (!best || ms < layer.timings[indexOf(*best)]) best = way;
     }
-    layer.viaCudnn = layer.timings[1] < layer.timings[0];
+    takeWay(layer, best.value_or(ConvolutionWay::kIm2col), batch);
   }
+}
+
+// Puts the layer on `way`; false (and im2col) where cuDNN has no plan for it at `batch`.
+bool GpuModel::Impl::takeWay(DeviceLayer& layer, ConvolutionWay way, [[maybe_unused]] Index batch) {
+  layer.way = way;
+  if (way == ConvolutionWay::kIm2col) return true;
+#if RINGTRAIN_HAVE_CUDNN
+  const CudnnLayout layout = way == ConvolutionWay::kCudnnChannelsLast
+                                 ? CudnnLayout::kChannelsLast
+                                 : CudnnLayout::kChannelsFirst;
+  if (convolutions->usable(layer.cudnn, toInt(batch), layout)) {
+    convolutions->setLayout(layer.cudnn, layout);
+    return true;
+  }
+#endif
+  layer.way = ConvolutionWay::kIm2col;
+  return false;
 }
 
 float GpuModel::Impl::timeConvolution(std::size_t i, Index batch) {
@@ -598,21 +648,23 @@ float GpuModel::Impl::timeConvolution(std::size_t i, Index batch) {
 }
 
 std::string GpuModel::Impl::describeConvolution(const DeviceLayer& layer) const {
+  std::string text = layer.name + ": " + kWayNames[indexOf(layer.way)];
 #if RINGTRAIN_HAVE_CUDNN
-  if (layer.cudnn >= 0 && path == ConvolutionPath::kCudnn && capacity > 0)
-    return layer.name + ": cuDNN " + convolutions->chosen(layer.cudnn, toInt(capacity));
-  if (layer.cudnn >= 0 && path == ConvolutionPath::kFastest) {
-    if (capacity == 0) return layer.name + ": cuDNN or im2col, timed at the first batch";
-    const int won = layer.viaCudnn ? 1 : 0;
-    return layer.name + ": " +
-           (layer.viaCudnn ? "cuDNN " + convolutions->chosen(layer.cudnn, toInt(capacity))
-                           : std::string("im2col + cuBLAS")) +
-           ", " + milliseconds(layer.timings[won]) + " a pass against " +
-           milliseconds(layer.timings[1 - won]) + (layer.viaCudnn ? " by im2col" : " by cuDNN");
-  }
-  if (layer.cudnn >= 0) return layer.name + ": cuDNN";
+  if (layer.cudnn >= 0 && capacity == 0) return layer.name + ": chosen at the first batch";
+  if (layer.viaCudnn())
+    text = layer.name + ": cuDNN " + convolutions->chosen(layer.cudnn, toInt(capacity));
 #endif
-  return layer.name + ": im2col + cuBLAS";
+  std::string others;
+  for (const ConvolutionWay way : kConvolutionWays) {
+    const float ms = layer.timings[indexOf(way)];
+    if (ms <= 0) continue;
+    if (way == layer.way) {
+      text += ", " + milliseconds(ms) + " a pass";
+    } else {
+      others += (others.empty() ? "" : ", ") + milliseconds(ms) + " by " + kWayNames[indexOf(way)];
+    }
+  }
+  return others.empty() ? text : text + " against " + others;
 }
 
 std::string GpuModel::Impl::describeConvolutions() const {

@@ -298,6 +298,24 @@ __global__ void meanSquaredErrorKernel(const float* outputs, const float* target
   writeBlockSums(squares / static_cast<double>(rows), 0, sums);
 }
 
+// out[b][c][r] = in[b][r][c]: 32×32 tiles through shared memory (padded a column against bank
+// conflicts), so that both the reads and the writes are coalesced.
+constexpr int kTile = 32, kTileRows = 8;
+__global__ void transposeKernel(const float* in, float* out, int rows, int columns) {
+  __shared__ float tile[kTile][kTile + 1];
+  const std::int64_t matrix = static_cast<std::int64_t>(blockIdx.z) * rows * columns;
+  const int c0 = static_cast<int>(blockIdx.x) * kTile, r0 = static_cast<int>(blockIdx.y) * kTile;
+  for (int i = static_cast<int>(threadIdx.y); i < kTile; i += kTileRows) {
+    const int r = r0 + i, c = c0 + static_cast<int>(threadIdx.x);
+    if (r < rows && c < columns) tile[i][threadIdx.x] = in[matrix + std::int64_t{r} * columns + c];
+  }
+  __syncthreads();
+  for (int i = static_cast<int>(threadIdx.y); i < kTile; i += kTileRows) {
+    const int c = c0 + i, r = r0 + static_cast<int>(threadIdx.x);
+    if (r < rows && c < columns) out[matrix + std::int64_t{c} * rows + r] = tile[threadIdx.x][i];
+  }
+}
+
 }  // namespace
 
 void addBias(float* y, const float* bias, std::int64_t rows, std::int64_t columns,
@@ -390,6 +408,16 @@ void maxPoolBackward(const float* dy, const std::int32_t* winners, float* dx, co
         <<<blocksFor(count), kThreads, 0, stream>>>(dy, winners, dx, g, static_cast<I>(count));
     RINGTRAIN_MODELS_CUDA_LAUNCHED(maxPoolBackwardKernel);
   });
+}
+
+void transpose(const float* in, float* out, std::int64_t matrices, std::int64_t rows,
+               std::int64_t columns, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((columns + kTile - 1) / kTile),
+                  static_cast<unsigned>((rows + kTile - 1) / kTile),
+                  static_cast<unsigned>(matrices));
+  transposeKernel<<<grid, dim3(kTile, kTileRows), 0, stream>>>(in, out, static_cast<int>(rows),
+                                                               static_cast<int>(columns));
+  RINGTRAIN_MODELS_CUDA_LAUNCHED(transposeKernel);
 }
 
 void softmaxCrossEntropy(const float* logits, const std::int32_t* labels, std::int64_t classes,

@@ -62,6 +62,11 @@ void maxPoolForward(const float* x, float* y, std::int32_t* winners, const PoolG
 void maxPoolBackward(const float* dy, const std::int32_t* winners, float* dx, const PoolGeometry& g,
                      std::int64_t batch, cudaStream_t stream);
 
+// out[m] = in[m]ᵀ for `matrices` row-major rows × columns matrices after one another (matrices
+// up to 65,535; rows, columns and a matrix's size under 2³¹): NHWC <-> NCHW, KRSC <-> KCRS.
+void transpose(const float* in, float* out, std::int64_t matrices, std::int64_t rows,
+               std::int64_t columns, cudaStream_t stream);
+
 // Per sample (m − z_label) + log Σ exp(z − m); gradient (may be null) (softmax − onehot)/B.
 void softmaxCrossEntropy(const float* logits, const std::int32_t* labels, std::int64_t classes,
                          std::int64_t batch, float* gradient, LossSums* sums, cudaStream_t stream);

@@ -58,6 +58,11 @@ for step in "${steps[@]}"; do
           note "cuDNN from $wheel"
         fi
       fi
+      # The Python package: for the python3 on PATH (there: the one holding PyTorch) and its
+      # pip pybind11, where Debian's python3-dev and pybind11-dev are not installed.
+      if pybind=$(python3 -m pybind11 --cmakedir 2>/dev/null); then
+        extra+=(-DPython3_EXECUTABLE="$(command -v python3)" -Dpybind11_DIR="$pybind")
+      fi
       if ! cmake -S . -B "$build" -G Ninja -DRINGTRAIN_CUDA=ON -DRINGTRAIN_WERROR="$werror" \
             -DRINGTRAIN_CUDA_ARCHITECTURES="${RINGTRAIN_CUDA_ARCHITECTURES:-native}" "${extra[@]}" \
             >"$out/configure.log" 2>&1; then
@@ -66,7 +71,7 @@ for step in "${steps[@]}"; do
       if ! cmake --build "$build" -j "$jobs" >"$out/build.log" 2>&1; then
         grep -E "error|Error" "$out/build.log" | head -40; note "build FAILED"; exit 1
       fi
-      note "build ok in $((SECONDS - start)) s, $(grep -c 'warning:' "$out/build.log") warning lines; $(grep -m1 'GPU convolutions' "$out/configure.log" | sed 's/^-- *//')"
+      note "build ok in $((SECONDS - start)) s, $(grep -c 'warning:' "$out/build.log") warning lines; $(grep -m1 'GPU convolutions' "$out/configure.log" | sed 's/^-- *//'); $(grep -m1 'Python module' "$out/configure.log" | sed 's/^-- *//')"
       ;;
     gpu-tests)
       ctest --test-dir "$build" -L gpu --output-on-failure >"$out/ctest_gpu.log" 2>&1 || status=1

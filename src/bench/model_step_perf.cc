@@ -116,7 +116,7 @@ const options::Table<Parsed>& optionTable() {
       anyNumber("seconds", RINGTRAIN_FIELD(o.seconds), "least time per round"),
       anyNumber("repeats", RINGTRAIN_FIELD(o.repeats), "timed rounds"),
       options::text<Parsed>("device", RINGTRAIN_FIELD(o.device), "cpu, or cuda (GPU builds)"),
-      options::text<Parsed>("gpu-convolutions", RINGTRAIN_FIELD(gpuConvolutionList), "cuda: comma-separated paths of the cnn's convolutions, a row each: fastest (timed per layer), im2col, cudnn"),
+      options::text<Parsed>("gpu-convolutions", RINGTRAIN_FIELD(gpuConvolutionList), "cuda: comma-separated paths of the cnn's convolutions, a row each: fastest (timed per layer), im2col, cudnn, cudnn-nchw"),
       bench::valued(options::boolean<Parsed>("ftz", RINGTRAIN_FIELD(o.flushToZero), "flush denormals to zero (1) or not (0)")),
   });
   // clang-format on

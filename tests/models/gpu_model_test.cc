@@ -174,8 +174,10 @@ void expectSameStep(Model<float>& cpu, GpuModel& gpu, const Data& data, double t
   expectSameGradients(cpu, download(gpu.gradients(), gpu.parameterCount()), tolerance);
 }
 
-// Every convolution path, each checked against the CPU (kCudnn is im2col without cuDNN).
+// Every convolution path, each checked against the CPU (the cuDNN ones are im2col without
+// cuDNN).
 constexpr ConvolutionPath kPaths[] = {ConvolutionPath::kIm2col, ConvolutionPath::kCudnn,
+                                      ConvolutionPath::kCudnnChannelsFirst,
                                       ConvolutionPath::kFastest};
 std::string pathName(ConvolutionPath path) {
   return std::string(nameIn(kConvolutionPathNames, path));
@@ -250,7 +252,8 @@ TEST_F(GpuTest, ConvolutionsInBothLayoutsWithStrideAndPaddingMatchTheCpu) {
 
 TEST_F(GpuTest, ConvolutionsTakeThePathAskedForAndSaySo) {
   // The cnn's conv1 reads one channel (both layouts at once), conv2 channels-last: with cuDNN in
-  // the build both are timed against im2col, and kCudnn puts both on cuDNN.
+  // the build every way is timed for both, and kCudnn and kCudnnChannelsFirst put both on
+  // cuDNN in their layout.
   const std::string im2colOnly = "conv1: im2col + cuBLAS; conv2: im2col + cuBLAS";
   GpuModel im2col(makeModel<float>({.name = "cnn"}), {.convolutions = ConvolutionPath::kIm2col});
   im2col.reserve(64);
@@ -263,14 +266,28 @@ TEST_F(GpuTest, ConvolutionsTakeThePathAskedForAndSaySo) {
   for (const char* layer : {"conv1: ", "conv2: "}) {
     const std::size_t at = timed.find(layer);
     ASSERT_NE(at, std::string::npos) << timed;
-    EXPECT_NE(timed.find(" a pass against ", at), std::string::npos) << timed;
+    const std::size_t end = timed.find(';', at);
+    const std::string line = timed.substr(at, end == std::string::npos ? end : end - at);
+    // The winner's time, then the two others' ways.
+    const std::size_t against = line.find(" a pass against ");
+    ASSERT_NE(against, std::string::npos) << line;
+    int others = 0;
+    for (std::size_t by = line.find(" by ", against); by != std::string::npos;
+         by = line.find(" by ", by + 1))
+      ++others;
+    EXPECT_EQ(others, 2) << line;
   }
-  GpuModel cudnn(makeModel<float>({.name = "cnn"}), {.convolutions = ConvolutionPath::kCudnn});
-  cudnn.reserve(64);
-  const std::string forced = cudnn.convolutions();
-  EXPECT_NE(forced.find("conv1: cuDNN forward "), std::string::npos) << forced;
-  EXPECT_NE(forced.find("conv2: cuDNN forward "), std::string::npos) << forced;
-  EXPECT_NE(forced.find("data ALGO_"), std::string::npos) << forced;  // conv2 passes it on
+  for (const auto& [path, layout] :
+       {std::pair{ConvolutionPath::kCudnn, "channels-last"},
+        std::pair{ConvolutionPath::kCudnnChannelsFirst, "channels-first"}}) {
+    GpuModel cudnn(makeModel<float>({.name = "cnn"}), {.convolutions = path});
+    cudnn.reserve(64);
+    const std::string forced = cudnn.convolutions();
+    for (const char* layer : {"conv1: cuDNN ", "conv2: cuDNN "})
+      EXPECT_NE(forced.find(std::string(layer) + layout + ": forward "), std::string::npos)
+          << forced;
+    EXPECT_NE(forced.find("data ALGO_"), std::string::npos) << forced;  // conv2 passes it on
+  }
 #else
   EXPECT_EQ(timed, im2colOnly);
 #endif

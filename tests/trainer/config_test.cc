@@ -187,7 +187,7 @@ TEST_F(ConfigTest, EveryBadValueGetsOneLineNamingTheOption) {
       {{"--synthetic-shape", "28x28"}, "--synthetic-shape '28x28': expected C,H,W"},
       {{"--prefetch", "yes"}, "--prefetch 'yes': expected auto, on or off"},
       {{"--gpu-convolutions", "fft"},
-       "--gpu-convolutions 'fft': expected fastest, im2col or cudnn"},
+       "--gpu-convolutions 'fft': expected fastest, im2col, cudnn or cudnn-nchw"},
       {{"--lr", "inf"}, "--lr must be a finite number (got inf)"},
       {{"--lr", "nan"}, "--lr must be a finite number (got nan)"},
       {{"--momentum", "-inf"}, "--momentum must be a finite number (got -inf)"},
