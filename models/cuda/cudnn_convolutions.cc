@@ -284,12 +284,13 @@ int CudnnConvolutions::add(const std::string& name, const ConvGeometry& g, int o
 std::string CudnnConvolutions::reserve(int index, int batch) {
   Layer& layer = impl_->layers.at(static_cast<std::size_t>(index));
   std::string why;
-  for (const CudnnLayout layout : kLayouts) {
+  bool any = false;
+  for (const CudnnLayout layout : kLayouts) {  // every layout planned: the caller times them
     const std::string problem = impl_->plan(layer, batch, layout);
-    if (problem.empty()) return "";
-    why = problem;
+    any = any || problem.empty();
+    if (!problem.empty()) why = problem;
   }
-  return why;
+  return any ? "" : why;
 }
 
 bool CudnnConvolutions::usable(int index, int batch, CudnnLayout layout) const {
