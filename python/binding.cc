@@ -126,6 +126,8 @@ py::dict cudaArrayInterface(const DeviceBuffer& buffer) {
   interface["shape"] = py::make_tuple(buffer.bytes);
   interface["typestr"] = "|u1";
   interface["data"] = py::make_tuple(reinterpret_cast<Address>(buffer.data.get()), false);
+  interface["strides"] = py::none();  // contiguous
+  interface["stream"] = py::none();   // nothing for the consumer to wait for
   interface["version"] = 3;
   return interface;
 }
