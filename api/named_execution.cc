@@ -11,12 +11,22 @@
 #include "collectives/mpi_check.h"
 
 namespace ringtrain::api {
-namespace {
 
-// Elements in one row (dimension 0) of `shape`; a scalar is one row of one.
 std::int64_t rowElements(const std::vector<std::int64_t>& shape) {
   return shape.empty() ? 1 : elements({shape.begin() + 1, shape.end()});
 }
+
+RowBlock rowBlock(std::int64_t rows, std::int64_t n, std::int64_t index) {
+  const std::int64_t base = rows / n, extra = rows % n;
+  return {index * base + std::min(index, extra), base + (index < extra ? 1 : 0)};
+}
+
+std::vector<std::int64_t> rowSplits(const Signature& s, std::size_t n) {
+  if (!s.splits.empty()) return s.splits;
+  return std::vector<std::int64_t>(n, s.shape[0] / static_cast<std::int64_t>(n));
+}
+
+namespace {
 
 std::string describe(const Signature& s) {
   std::string text = typeName(s.type) + " " + shapeText(s.shape);
@@ -28,10 +38,14 @@ std::string describe(const Signature& s) {
   return std::string(kindName(s.kind)) + " of " + text;
 }
 
+const char* placeName(const Signature& s) {
+  return s.device >= 0 ? "on the GPU" : "on the CPU";
+}
+
 // Whether two ranks' signatures of one operation agree (dimension 0 may differ where the kind
-// lets it).
+// lets it; each rank has its own GPU, so only host or device must agree).
 bool agree(const Signature& a, const Signature& b) {
-  if (a.kind != b.kind || a.type != b.type) return false;
+  if (a.kind != b.kind || a.type != b.type || (a.device >= 0) != (b.device >= 0)) return false;
   switch (a.kind) {
     case OperationKind::kAllreduce:
     case OperationKind::kReducescatter:
@@ -75,14 +89,23 @@ std::string NamedOperations::disagreement(const Entry& entry, const ProcessSet& 
     if (!first) {
       first = &*s, firstRank = r;
     } else if (!agree(*first, *s)) {
+      const bool places = (first->device >= 0) != (s->device >= 0);
       return "ringtrain: '" + s->name + "': rank " + std::to_string(firstRank) + " has " +
-             describe(*first) + " where rank " + std::to_string(r) + " has " + describe(*s);
+             describe(*first) + (places ? std::string(" ") + placeName(*first) : "") +
+             " where rank " + std::to_string(r) + " has " + describe(*s) +
+             (places ? std::string(" ") + placeName(*s) : "");
     }
   }
   for (int r : target.ranks) {
-    if (!entry.byRank[static_cast<std::size_t>(r)] && first->kind != OperationKind::kAllreduce) {
+    if (entry.byRank[static_cast<std::size_t>(r)]) continue;
+    if (first->kind != OperationKind::kAllreduce) {
       return std::string("ringtrain: ") + kindName(first->kind) + " '" + first->name + "': rank " +
              std::to_string(r) + " has joined, and join() stands in for all-reduces only";
+    }
+    if (first->device >= 0) {
+      return std::string("ringtrain: allreduce '") + first->name + "': rank " + std::to_string(r) +
+             " has joined, and join() stands in for all-reduces of host memory only (this one is "
+             "on the GPU)";
     }
   }
   return {};
@@ -102,7 +125,8 @@ namespace {
 
 // An all-reduce the engine runs itself, which can share one buffer with others.
 bool isFusable(const Signature& s) {
-  return s.kind == OperationKind::kAllreduce && engineType(s.type) && engineOp(s.op);
+  return s.kind == OperationKind::kAllreduce && s.device < 0 && engineType(s.type) &&
+         engineOp(s.op);
 }
 
 std::size_t bytesOf(const Signature& s) {
@@ -132,7 +156,7 @@ std::vector<NamedOperations::Item> NamedOperations::fusedFrom(std::vector<Ready>
   for (std::size_t next = i + 1; isFusable(a) && next < ready.size(); ++next) {
     Item more = itemOf(ready[next]);
     const Signature& b = *more.agreed;
-    if (b.kind != a.kind || b.processSet != a.processSet || b.type != a.type || b.op != a.op ||
+    if (!isFusable(b) || b.processSet != a.processSet || b.type != a.type || b.op != a.op ||
         b.prescale != a.prescale || b.postscale != a.postscale ||
         bytes + bytesOf(b) > runtime_.exchangeOptions.fusionThresholdBytes ||
         !disagreement(ready[next].entry, target).empty()) {
@@ -173,6 +197,8 @@ void NamedOperations::execute(std::vector<Ready>& ready) {
     try {
       if (fusable) {
         runAllreduces(fused, *target);
+      } else if (item.agreed->device >= 0 && item.agreed->kind != OperationKind::kBarrier) {
+        result = runOnDevice(item, *target);
       } else {
         result = runOne(item, *target);
       }
@@ -304,9 +330,7 @@ OperationResult NamedOperations::runAlltoall(const Item& item, ProcessSet& targe
   const std::size_t n = target.ranks.size();
   const std::int64_t rowBytes = rowElements(s.shape) * static_cast<std::int64_t>(sizeOf(s.type));
   auto splitsOf = [&](int worldRank) {
-    const Signature& theirs = *item.ready->entry.byRank[static_cast<std::size_t>(worldRank)];
-    if (!theirs.splits.empty()) return theirs.splits;
-    return std::vector<std::int64_t>(n, theirs.shape[0] / static_cast<std::int64_t>(n));
+    return rowSplits(*item.ready->entry.byRank[static_cast<std::size_t>(worldRank)], n);
   };
   const std::vector<std::int64_t> mine =
       splitsOf(target.ranks[static_cast<std::size_t>(target.index)]);
@@ -332,20 +356,6 @@ OperationResult NamedOperations::runAlltoall(const Item& item, ProcessSet& targe
   waitPolitely(request);
   return result;
 }
-
-namespace {
-
-// Rows [first, first + count) of dimension 0 for rank `index` of `n` under Horovod's cut: the
-// first ranks one row more where the rows do not split evenly.
-struct RowBlock {
-  std::int64_t first = 0, count = 0;
-};
-RowBlock rowBlock(std::int64_t rows, std::int64_t n, std::int64_t index) {
-  const std::int64_t base = rows / n, extra = rows % n;
-  return {index * base + std::min(index, extra), base + (index < extra ? 1 : 0)};
-}
-
-}  // namespace
 
 // Whether the engine's reduce-scatter can serve Horovod's cut of `s`: its shards (every rank's,
 // known to every rank, so all decide alike) must hold as many elements as the rank's rows.

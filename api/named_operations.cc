@@ -119,18 +119,21 @@ class Reader {
 void write(Writer& w, const Signature& s) {
   w.put(s.kind), w.put(s.type), w.put(s.op), w.put(s.prescale), w.put(s.postscale);
   w.put(s.root), w.put(s.processSet), w.put(s.name), w.put(s.shape), w.put(s.splits);
+  w.put(s.device);
 }
 
 Signature read(Reader& r) {
   Signature s;
   r.get(s.kind), r.get(s.type), r.get(s.op), r.get(s.prescale), r.get(s.postscale);
   r.get(s.root), r.get(s.processSet), r.get(s.name), r.get(s.shape), r.get(s.splits);
+  r.get(s.device);
   return s;
 }
 
 }  // namespace
 
 NamedOperations::ProcessSet::~ProcessSet() {
+  gpu.reset();
   engine.reset();
   if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
 }
@@ -177,9 +180,9 @@ std::shared_ptr<NamedOperations::ProcessSet> NamedOperations::set(int id) {
 
 std::int64_t NamedOperations::submit(const Operation& operation) {
   checkArguments(operation);
-  Signature s{operation.kind,      operation.type,  operation.op,         operation.prescale,
-              operation.postscale, operation.root,  operation.processSet, operation.name,
-              operation.shape,     operation.splits};
+  Signature s{operation.kind,      operation.type,   operation.op,         operation.prescale,
+              operation.postscale, operation.root,   operation.processSet, operation.name,
+              operation.shape,     operation.splits, operation.device};
   const std::string key = keyOf(s.processSet, s.name);
   std::lock_guard lock(mutex_);
   if (stopping_ || stopped_) throw Error("ringtrain::submit: the named operations have stopped");
@@ -207,6 +210,7 @@ void NamedOperations::checkArguments(const Operation& op) {
   }
   for (std::int64_t d : op.shape)
     if (d < 0) throw InvalidArgument(what + ": negative dimension in " + shapeText(op.shape));
+  if (op.device >= 0) checkDeviceArguments(what, op);
   const auto n = static_cast<std::int64_t>(target->ranks.size());
   switch (op.kind) {
     case OperationKind::kAllreduce:
@@ -244,6 +248,28 @@ void NamedOperations::checkArguments(const Operation& op) {
     default:
       break;
   }
+}
+
+// A device operation's own checks, on the submitting rank: the build, the type, the buffers.
+void NamedOperations::checkDeviceArguments(const std::string& what, const Operation& op) {
+  if (!collectives::deviceCollectivesBuilt()) {
+    throw InvalidArgument(what + ": device " + std::to_string(op.device) +
+                          ": this build of ringtrain has no GPU path (host memory only)");
+  }
+  const bool moves = op.kind != OperationKind::kBarrier && op.kind != OperationKind::kJoin;
+  if (moves && op.type == DataType::kInt16) {
+    throw InvalidArgument(what +
+                          ": int16 on the GPU: NCCL has no 16-bit integers (use int32, or "
+                          "host memory)");
+  }
+  const std::size_t bytes = static_cast<std::size_t>(elements(op.shape)) * sizeOf(op.type);
+  std::string problem = moves ? collectives::devicePointerProblem(op.input, bytes, op.device) : "";
+  const bool writesOutput =
+      op.kind == OperationKind::kAllreduce || op.kind == OperationKind::kBroadcast;
+  if (problem.empty() && writesOutput)
+    problem = collectives::devicePointerProblem(op.output, bytes, op.device);
+  if (!problem.empty())
+    throw InvalidArgument(what + ": device " + std::to_string(op.device) + ": " + problem);
 }
 
 bool NamedOperations::poll(std::int64_t handle) {

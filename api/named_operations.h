@@ -25,6 +25,7 @@
 
 #include "api/runtime.h"
 #include "collectives/communicator.h"
+#include "collectives/device_collectives.h"
 #include "engine/timeline.h"
 #include "ringtrain/ringtrain.h"
 
@@ -41,9 +42,20 @@ struct Signature {
   std::string name;
   std::vector<std::int64_t> shape;
   std::vector<std::int64_t> splits;
+  int device = -1;  // Operation::device: -1 host memory, else the rank's CUDA device
 };
 
 const char* kindName(OperationKind kind);
+// Elements in one row (dimension 0) of `shape`; a scalar is one row of one.
+std::int64_t rowElements(const std::vector<std::int64_t>& shape);
+// Rows [first, first + count) of dimension 0 for rank `index` of `n` under Horovod's cut: the
+// first ranks one row more where the rows do not split evenly.
+struct RowBlock {
+  std::int64_t first = 0, count = 0;
+};
+RowBlock rowBlock(std::int64_t rows, std::int64_t n, std::int64_t index);
+// The rows an all-to-all of `s` sends to each of `n` ranks: its splits, or equal parts.
+std::vector<std::int64_t> rowSplits(const Signature& s, std::size_t n);
 std::int64_t elements(const std::vector<std::int64_t>& shape);
 std::string shapeText(const std::vector<std::int64_t>& shape);
 // An MPI request waited for without holding a core: tests (yielding at first when `quick`),
@@ -74,6 +86,10 @@ class NamedOperations final : public Closable {
     int index = -1;          // this rank's place in `ranks`; -1: not a member
     MPI_Comm comm = MPI_COMM_NULL;
     std::unique_ptr<collectives::Communicator> engine;
+    // NCCL over the set, made at its first device operation (api/device_execution.cc), and the
+    // CUDA device each of its ranks (by index in `ranks`) took then.
+    std::unique_ptr<collectives::DeviceCollectives> gpu;
+    std::vector<int> gpuDevices;
     ~ProcessSet();
   };
 
@@ -105,6 +121,7 @@ class NamedOperations final : public Closable {
   };
 
   void checkArguments(const Operation& operation);
+  void checkDeviceArguments(const std::string& what, const Operation& operation);
   std::unique_ptr<collectives::Communicator> makeEngine(MPI_Comm comm) const;
   void run();
   bool cycle();  // false once every rank has stopped
@@ -129,6 +146,9 @@ class NamedOperations final : public Closable {
   bool enginesCutFits(const Signature& s, ProcessSet& target) const;
   OperationResult runReducescatter(const Item& item, ProcessSet& target);
   OperationResult runOne(const Item& item, ProcessSet& target);
+  // Device operations (api/device_execution.cc): every rank decides alike from the signatures.
+  collectives::DeviceCollectives& deviceCollectives(const Item& item, ProcessSet& target);
+  OperationResult runOnDevice(const Item& item, ProcessSet& target);
   void finish(const std::string& key, std::string error, OperationResult result = {});
   void failAll(const std::string& error);
   std::shared_ptr<ProcessSet> set(int id);

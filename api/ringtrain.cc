@@ -8,6 +8,7 @@
 #include "api/point_to_point.h"
 #include "api/runtime.h"
 #include "collectives/data_type.h"
+#include "collectives/device_collectives.h"
 
 namespace ringtrain {
 namespace {
@@ -189,6 +190,10 @@ void waitTransfer(std::int64_t handle) {
 
 std::int64_t submit(const Operation& operation) {
   return api::startedRuntime("submit").operations->submit(operation);
+}
+
+int ncclVersion() {
+  return collectives::ncclVersionCode();
 }
 
 bool poll(std::int64_t handle) {

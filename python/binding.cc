@@ -7,6 +7,7 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -113,13 +114,38 @@ void bindCollectives(py::module_& m) {
   m.def("wait_transfer", &ringtrain::waitTransfer, released);
 }
 
+// A device result's bytes, which it owns, for torch.as_tensor: __cuda_array_interface__ (version
+// 3) over them as uint8. Written completely before wait() returned, so no stream is named.
+struct DeviceBuffer {
+  std::shared_ptr<void> data;
+  std::size_t bytes = 0;
+};
+
+py::dict cudaArrayInterface(const DeviceBuffer& buffer) {
+  py::dict interface;
+  interface["shape"] = py::make_tuple(buffer.bytes);
+  interface["typestr"] = "|u1";
+  interface["data"] = py::make_tuple(reinterpret_cast<Address>(buffer.data.get()), false);
+  interface["strides"] = py::none();  // contiguous
+  interface["stream"] = py::none();   // nothing for the consumer to wait for
+  interface["version"] = 3;
+  return interface;
+}
+
 // A finished operation's result: (shape, a uint8 NumPy array over its bytes, which owns them,
-// received splits, the last rank to join).
-py::tuple resultTuple(ringtrain::OperationResult result) {
+// received splits, the last rank to join, and a DeviceBuffer for a device result or None).
+py::tuple resultTuple(ringtrain::OperationResult result, std::size_t elementBytes) {
   auto* data = new ringtrain::ResultBytes(std::move(result.data));
   py::capsule owner(data, [](void* p) { delete static_cast<ringtrain::ResultBytes*>(p); });
   py::array_t<unsigned char> bytes(static_cast<py::ssize_t>(data->size()), data->data(), owner);
-  return py::make_tuple(result.shape, bytes, result.receivedSplits, result.lastJoined);
+  py::object device = py::none();
+  if (result.deviceData) {
+    std::size_t count = 1;
+    for (std::int64_t d : result.shape)
+      count *= static_cast<std::size_t>(d);
+    device = py::cast(DeviceBuffer{std::move(result.deviceData), count * elementBytes});
+  }
+  return py::make_tuple(result.shape, bytes, result.receivedSplits, result.lastJoined, device);
 }
 
 void bindNamedOperations(py::module_& m) {
@@ -128,26 +154,37 @@ void bindNamedOperations(py::module_& m) {
       [](ringtrain::OperationKind kind, const std::string& name, ringtrain::DataType type,
          std::vector<std::int64_t> shape, Address input, Address output, ringtrain::ReduceOp op,
          double prescale, double postscale, int root, std::vector<std::int64_t> splits,
-         int processSet) {
+         int processSet, int device, Address readyEvent) {
         ringtrain::Operation o;
         o.kind = kind, o.name = name, o.type = type, o.shape = std::move(shape);
         o.input = pointer(input), o.output = pointer(output), o.op = op;
         o.prescale = prescale, o.postscale = postscale, o.root = root;
         o.splits = std::move(splits), o.processSet = processSet;
+        o.device = device, o.readyEvent = readyEvent;
         return ringtrain::submit(o);
       },
       py::arg("kind"), py::arg("name"), py::arg("type"), py::arg("shape"), py::arg("input"),
       py::arg("output"), py::arg("op"), py::arg("prescale"), py::arg("postscale"), py::arg("root"),
-      py::arg("splits"), py::arg("process_set"));
+      py::arg("splits"), py::arg("process_set"), py::arg("device") = -1,
+      py::arg("ready_event") = 0);
   m.def("poll", &ringtrain::poll);
-  m.def("wait", [](std::int64_t handle) {
-    ringtrain::OperationResult result;
-    {
-      const py::gil_scoped_release released;
-      result = ringtrain::wait(handle);
-    }
-    return resultTuple(std::move(result));
-  });
+  // element_bytes: the result's element size, which sizes a device result's buffer.
+  m.def(
+      "wait",
+      [](std::int64_t handle, std::size_t elementBytes) {
+        ringtrain::OperationResult result;
+        {
+          const py::gil_scoped_release released;
+          result = ringtrain::wait(handle);
+        }
+        return resultTuple(std::move(result), elementBytes);
+      },
+      py::arg("handle"), py::arg("element_bytes") = 1);
+  py::class_<DeviceBuffer>(m, "DeviceBuffer")
+      .def_property_readonly("__cuda_array_interface__", &cudaArrayInterface)
+      .def_property_readonly("nbytes", [](const DeviceBuffer& b) { return b.bytes; });
+  // NCCL's version code where this build has the GPU path, 0 where it has none.
+  m.def("nccl_version", &ringtrain::ncclVersion);
   m.def("add_process_set", &ringtrain::addProcessSet, py::call_guard<py::gil_scoped_release>());
   m.def("remove_process_set", &ringtrain::removeProcessSet,
         py::call_guard<py::gil_scoped_release>());

@@ -145,6 +145,14 @@ struct Operation {
   int root = 0;                        // kBroadcast: a rank (of the world) in the process set
   std::vector<std::int64_t> splits;    // kAlltoall: rows to each rank of the set (empty: equal)
   int processSet = 0;                  // 0: every rank; others from addProcessSet
+  // Where input and output lie: -1, host memory; otherwise the CUDA device of that index, and the
+  // operation runs with NCCL over the set's ranks (a build with the GPU path, ncclVersion() > 0;
+  // one GPU per rank; every operation of a set on the same device on each rank). Ranks of one
+  // operation must agree on host or device (an Error on every rank, naming both, otherwise).
+  int device = -1;
+  // device >= 0: a cudaEvent_t, as an integer, recorded on the stream that writes the input, after
+  // it (0: the input is ready). NCCL's stream waits for it on the device; the host does not.
+  std::uintptr_t readyEvent = 0;
 };
 
 // The memory of a result's elements: handed out unzeroed (the collective writes every byte), and
@@ -179,10 +187,18 @@ struct OperationResult {
   ResultBytes data;                          // ... and its elements
   std::vector<std::int64_t> receivedSplits;  // kAlltoall: rows from each rank of the set
   int lastJoined = -1;                       // kJoin: the rank that joined last
+  // A device operation's result (shape's elements) lies here instead of in `data`: memory of the
+  // operation's CUDA device, finished writing when wait() returns, freed with the last copy of
+  // this pointer (null for an empty result).
+  std::shared_ptr<void> deviceData;
 };
 
-// Not collective. Throws InvalidArgument for a bad argument, Error before start().
+// Not collective. Throws InvalidArgument for a bad argument (a device operation in a build without
+// the GPU path, or of a type NCCL lacks: int16), Error before start().
 std::int64_t submit(const Operation& operation);
+// Not collective, needs no start(): NCCL's version code (22809 for 2.28.9) where this build has the
+// GPU path of the named operations, 0 where it has none.
+int ncclVersion();
 // Not collective: whether wait() would return at once.
 bool poll(std::int64_t handle);
 // The operation's result, once it is done; throws Error if it failed. The handle is then spent.

@@ -212,4 +212,37 @@ TEST_F(NamedOperations, ProcessSetsRunOnTheirRanks) {
   EXPECT_EQ(ringtrain::processSetIds(), std::vector<int>{0});
 }
 
+// A device operation that cannot run is refused at submit, on its rank, naming the operation: in
+// a build without the GPU path, any; in a GPU build, int16 (NCCL lacks it) and a buffer that is
+// not device memory (host memory here, whatever GPUs the machine has). The host path goes on.
+TEST_F(NamedOperations, DeviceOperationsThatCannotRunAreRefusedAtSubmit) {
+#ifdef RINGTRAIN_HAVE_NCCL
+  EXPECT_GT(ringtrain::ncclVersion(), 20000);
+  const std::string hostMemory = "is not CUDA device memory", int16 = "NCCL has no 16-bit";
+#else
+  EXPECT_EQ(ringtrain::ncclVersion(), 0);
+  const std::string hostMemory = "this build of ringtrain has no GPU path", int16 = hostMemory;
+#endif
+  const auto refusal = [](const Operation& op) -> std::string {
+    try {
+      ringtrain::wait(ringtrain::submit(op));
+    } catch (const ringtrain::InvalidArgument& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  std::vector<float> data(4, 1.0f);
+  Operation op = allreduceOf(data, "on.device");
+  op.device = 0;
+  const std::string text = refusal(op);
+  EXPECT_NE(text.find(hostMemory), std::string::npos) << text;
+  EXPECT_NE(text.find("allreduce 'on.device'"), std::string::npos) << text;
+  op.type = DataType::kInt16;
+  EXPECT_NE(refusal(op).find(int16), std::string::npos) << refusal(op);
+  op.type = DataType::kFloat32;
+  op.device = -1;
+  ringtrain::wait(ringtrain::submit(op));
+  EXPECT_EQ(data, std::vector<float>(4, static_cast<float>(size_)));  // the sum of ones
+}
+
 }  // namespace

@@ -9,7 +9,8 @@
 The collectives (mpi_ops) are matched across ranks by name, as Horovod's are. DistributedOptimizer
 (optimizer) hooks each parameter's gradient: as backward finishes it, its bucket goes to the
 engine's communication thread, which averages while backward goes on; step() waits for the
-averages and then steps. CPU tensors only (the binding has no GPU path). A script that keeps
+averages and then steps. CUDA tensors take NCCL where the build has the GPU path (nccl_built());
+a CUDA model's gradients are averaged in synchronize(). A script that keeps
 DistributedDataParallel calls init_process_group() and registers allreduce_hook instead (ddp),
 or uses torch.distributed's backend "ringtrain" that this import registers (c10d).
 """

@@ -96,9 +96,10 @@ def broadcast_optimizer_state(optimizer, root_rank=0, model=None):
 
 
 def _describe(value):
-    """A tensor by its shape and dtype (its values travel apart), anything else as it is."""
+    """A tensor by its shape, dtype and whether it is on the GPU (its values travel apart),
+    anything else as it is."""
     if isinstance(value, torch.Tensor):
-        return ("tensor", tuple(value.shape), value.dtype)
+        return ("tensor", tuple(value.shape), value.dtype, value.is_cuda)
     return ("value", value)
 
 
@@ -131,15 +132,18 @@ def _take_layout(optimizer, layout):
     broadcast, in an order every rank shares (reused in place where shape and dtype agree)."""
     tensors = []
 
-    def take(holder, key, described):
+    def take(holder, key, described, p=None):
         if described[0] == "value":
             holder[key] = described[1]
             return
-        _, shape, dtype = described
+        _, shape, dtype, on_gpu = described
         old = holder.get(key)
         if not (isinstance(old, torch.Tensor) and old.shape == shape and old.dtype == dtype
-                and old.is_contiguous()):
-            holder[key] = torch.zeros(shape, dtype=dtype)
+                and old.is_contiguous() and old.is_cuda == on_gpu):
+            # Root's tensor on the GPU: this rank's on its parameter's device (or the current).
+            device = "cpu" if not on_gpu else p.device if p is not None and p.is_cuda else \
+                torch.device("cuda", torch.cuda.current_device())
+            holder[key] = torch.zeros(shape, dtype=dtype, device=device)
         tensors.append(holder[key])
 
     for group, root in zip(optimizer.param_groups, layout):
@@ -153,5 +157,5 @@ def _take_layout(optimizer, layout):
             for key in [k for k in state if k not in root_state]:
                 del state[key]
             for key, described in root_state.items():
-                take(state, key, described)
+                take(state, key, described, p)
     return tensors

@@ -6,7 +6,13 @@ ranks that disagree (type, shape, op, root) get one error on every rank from syn
 unnamed operation gets "<kind>.noname.<n>", counted per kind and process set, so unnamed calls
 must come in the same order on every rank (as in Horovod). The *_async functions return a
 handle; synchronize(handle) returns the result. The others are autograd functions: gradients
-flow through them as Horovod defines. CPU tensors only.
+flow through them as Horovod defines.
+
+CPU tensors take the engine's host path. CUDA tensors (builds with the GPU path: nccl_built())
+take NCCL over the process set's ranks, one GPU per rank: the engine's NCCL stream waits, on the
+device, for an event recorded on the tensor's current stream at submit, and results lie on the
+input's device when synchronize() returns. Ranks must agree on CPU or CUDA for each operation.
+int16 has no GPU path (NCCL lacks it), nor does join() stand in for CUDA all-reduces.
 """
 import collections
 import itertools
@@ -104,7 +110,8 @@ def gloo_built():
 
 
 def nccl_built():
-    return 0  # the Python binding has no GPU path
+    """NCCL's version code (22809 for 2.28.9) where this build takes CUDA tensors, else 0."""
+    return _ext.nccl_version()
 
 
 def ddl_built():
@@ -116,7 +123,8 @@ def ccl_built():
 
 
 def cuda_built():
-    return False
+    """Whether this build takes CUDA tensors (through NCCL)."""
+    return _ext.nccl_version() > 0
 
 
 def rocm_built():
@@ -198,9 +206,13 @@ def _checked(tensor, call):
         raise Error(f"{where} called before ringtrain.torch.init()")
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"{where}: expected a torch.Tensor, got {type(tensor).__name__}")
-    if tensor.device.type != "cpu":
-        raise ValueError(f"{where}: tensor on {tensor.device}: the Python binding takes CPU "
-                         "tensors only (it has no GPU path)")
+    if tensor.device.type == "cuda":
+        if not _ext.nccl_version():
+            raise ValueError(f"{where}: tensor on {tensor.device}: this build of ringtrain has "
+                             "no GPU path (CPU tensors only)")
+    elif tensor.device.type != "cpu":
+        raise ValueError(f"{where}: tensor on {tensor.device}: ringtrain takes CPU and CUDA "
+                         "tensors only")
     if tensor.layout != torch.strided:
         raise ValueError(f"{where}: sparse tensors are not supported (use sparse_as_dense)")
     if tensor.dtype not in _TYPES:
@@ -219,14 +231,28 @@ def _op_of(op, average, call):
     return op
 
 
+def _ready_event(tensor):
+    """For a CUDA tensor: an event recorded on its device's current stream, after the work
+    that writes it; the engine's NCCL stream waits for it on the device. None otherwise."""
+    if not tensor.is_cuda:
+        return None
+    event = torch.cuda.Event()
+    event.record(torch.cuda.current_stream(tensor.device))
+    return event
+
+
 def _submit(kind, tensor, name, process_set, output=None, op=Average, prescale=1.0,
             postscale=1.0, root=0, splits=(), finish=None):
+    event = _ready_event(tensor)
     handle = _ext.submit(kind, _name(kind, name, process_set), _TYPES[tensor.dtype],
                          list(tensor.shape), tensor.data_ptr(),
                          0 if output is None else output.data_ptr(), op, float(prescale),
                          float(postscale), int(root), [int(s) for s in splits],
-                         process_set.process_set_id)
-    _handles[handle] = _Pending(kind, (tensor, output), output, finish)
+                         process_set.process_set_id,
+                         device=tensor.device.index if tensor.is_cuda else -1,
+                         ready_event=event.cuda_event if event is not None else 0)
+    # The tensors (and the event) live until synchronize(): the engine reads and writes them.
+    _handles[handle] = _Pending(kind, (tensor, output, event), output, finish)
     return handle
 
 
@@ -240,15 +266,21 @@ def synchronize(handle):
     pending = _handles.pop(handle, None)
     if pending is None:
         raise ValueError(f"ringtrain.torch.synchronize: unknown handle {handle}")
-    shape, data, received, last_joined = _ext.wait(handle)
+    tensor = pending.keep[0]
+    shape, data, received, last_joined, on_device = _ext.wait(handle, tensor.element_size())
     if pending.kind == _Kind.join:
         return last_joined
     if pending.output is not None:
         result = pending.output
     elif pending.kind == _Kind.barrier:
         return None
+    elif tensor.is_cuda:
+        # Device memory the engine allocated and filled; the tensor keeps it alive.
+        result = torch.as_tensor(on_device, device=tensor.device).view(tensor.dtype).view(shape) \
+            if on_device is not None else torch.empty(shape, dtype=tensor.dtype,
+                                                      device=tensor.device)
     else:
-        dtype = pending.keep[0].dtype
+        dtype = tensor.dtype
         result = torch.from_numpy(data).view(dtype).view(shape) if len(data) else \
             torch.empty(shape, dtype=dtype)
     if pending.finish is not None:
@@ -548,7 +580,9 @@ def barrier(process_set=global_process_set):
 
 def join(device=-1):
     """This rank has no more data: until every rank has joined, it stands in with zeros for
-    the all-reduces the others run. Returns the rank that joined last, the same on every rank."""
+    the all-reduces the others run on CPU tensors (a CUDA all-reduce that a joined rank would
+    stand in for fails on every rank instead; `device` is accepted and ignored). Returns the rank
+    that joined last, the same on every rank."""
     return synchronize(_submit(_Kind.join, _nothing, "join", global_process_set))
 
 

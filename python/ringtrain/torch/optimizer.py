@@ -4,7 +4,8 @@ Each float32 CPU parameter of the optimizer is registered with an _ext.GradientE
 on its gradient accumulator counts backward passes and, after backward_passes_per_step of them,
 announces the gradient, whose bucket then travels while backward goes on. The gradient lives in
 the engine's buffer (p.grad is a view of it) so that no copy is made from step to step. Other
-parameters (float64, float16, ...) are averaged with the plain all-reduce in synchronize().
+parameters (float64, float16, ...) are averaged with the plain all-reduce in synchronize(), CUDA
+ones on the GPU through NCCL (all submitted, then waited for; not overlapped with backward).
 """
 import collections
 import contextlib
@@ -17,7 +18,7 @@ from ringtrain import _ringtrain as _ext
 
 from . import mpi_ops
 from .compression import Compression, _compressor
-from .mpi_ops import Average, Sum, allreduce_
+from .mpi_ops import Average, Sum
 
 _WHERE = "ringtrain.torch.DistributedOptimizer"
 
@@ -166,26 +167,37 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     self._rt_views[p].mul_(self._rt_predivide)
                 if p in self._rt_sparse:
                     p.grad = self._rt_views[p].to_sparse()
-        for p in self._rt_others:
-            if self._rt_takes_part(p) and not self._rt_sparse_kept(p):
-                self._rt_allreduce(p)
+        others = [p for p in self._rt_others
+                  if self._rt_takes_part(p) and not self._rt_sparse_kept(p)]
+        # CUDA gradients all go out before the first is waited for; CPU ones one at a time.
+        started = [(p, self._rt_start_allreduce(p)) for p in others if p.is_cuda]
+        for p in others:
+            if not p.is_cuda:
+                self._rt_finish_allreduce(p, *self._rt_start_allreduce(p))
+        for p, (handle, ctx) in started:
+            self._rt_finish_allreduce(p, handle, ctx)
         for p in [p for p in self._rt_names if p in self._rt_gathered]:
             p.grad = mpi_ops.sparse_allreduce_async(p.grad, self._rt_names[p], self._rt_op,
                                                     self._rt_process_set)()
         self._rt_reset_step()
         self._rt_synchronized = True
 
-    def _rt_allreduce(self, p):
-        """p's gradient averaged with the plain all-reduce (parameters off the engine's path)."""
+    def _rt_start_allreduce(self, p):
+        """p's gradient submitted to the plain all-reduce (parameters off the engine's path);
+        returns the handle and the compressor's context."""
         grad = self._rt_dense_gradient(p)
         if grad is None:
             grad = p.grad = torch.zeros_like(p)
         if self._rt_predivide != 1.0:
             grad = grad / self._rt_predivide
         wire, ctx = self._rt_compressor.compress(grad.contiguous())
-        allreduce_(wire, name=self._rt_names[p], op=self._rt_op,
-                   process_set=self._rt_process_set)
-        average = self._rt_compressor.decompress(wire, ctx)
+        handle = mpi_ops.allreduce_async_(wire, name=self._rt_names[p], op=self._rt_op,
+                                          process_set=self._rt_process_set)
+        return handle, ctx
+
+    def _rt_finish_allreduce(self, p, handle, ctx):
+        """p.grad becomes the average _rt_start_allreduce began."""
+        average = self._rt_compressor.decompress(mpi_ops.synchronize(handle), ctx)
         if self._rt_predivide != 1.0:
             average = average * self._rt_predivide
         if p in self._rt_sparse:
@@ -255,10 +267,16 @@ def _named_parameters(named_parameters, param_groups):
 
 
 def _on_engine(name, p):
-    """Whether p's gradient takes the engine's exchange (float32 on the CPU)."""
+    """Whether p's gradient takes the engine's exchange (float32 on the CPU). A CUDA
+    parameter's takes the all-reduce's GPU path (NCCL) instead, where the build has one."""
+    if p.device.type == "cuda":
+        if not _ext.nccl_version():
+            raise TypeError(f"{_WHERE}: parameter {name} is on {p.device}; this build of "
+                            "ringtrain has no GPU path (CPU parameters only)")
+        return False
     if p.device.type != "cpu":
-        raise TypeError(f"{_WHERE}: parameter {name} is on {p.device}; this build averages CPU "
-                        "gradients only (it has no GPU path)")
+        raise TypeError(f"{_WHERE}: parameter {name} is on {p.device}; ringtrain takes CPU and "
+                        "CUDA parameters only")
     return p.dtype == torch.float32
 
 
