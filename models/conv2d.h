@@ -43,6 +43,15 @@ inline constexpr NamedValue<ConvolutionPath> kConvolutionPathNames[] = {
     {ConvolutionPath::kCudnn, "cudnn"},
     {ConvolutionPath::kCudnnChannelsFirst, "cudnn-nchw"}};
 
+// Which cuDNN algorithms a GPU convolution may take. kPlain: those summing plain float32 products
+// (implicit GEMM, GEMM, direct), deterministic ones first: the same sums every run, close to the
+// CPU's. kAny: the fastest cuDNN's Find times, FFT, Winograd and nondeterministic ones (atomic
+// sums) included, as PyTorch takes them with cudnn.benchmark (and cudnn.deterministic off, its
+// default): the sums may differ from run to run, never between ranks (all step with one average).
+enum class ConvolutionAlgorithms { kPlain, kAny };
+inline constexpr NamedValue<ConvolutionAlgorithms> kConvolutionAlgorithmNames[] = {
+    {ConvolutionAlgorithms::kPlain, "plain"}, {ConvolutionAlgorithms::kAny, "any"}};
+
 struct Conv2dOptions {
   Index outChannels = 1;
   Index kernel = 3;  // square kernels only

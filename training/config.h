@@ -139,6 +139,7 @@ struct TrainConfig {
   Device device = Device::kAuto;
   bool tf32 = false;  // cuda: TF32 tensor-core matrix products
   models::ConvolutionPath gpuConvolutions = models::ConvolutionPath::kFastest;  // cuda
+  models::ConvolutionAlgorithms gpuConvAlgorithms = models::ConvolutionAlgorithms::kPlain;  // cuda
   models::Precision precision = models::Precision::kFloat32;  // cpu matrix products
 
   // Communication

@@ -25,7 +25,8 @@ class CudaReplica final : public GpuReplica {
     RINGTRAIN_CUDA_CHECK(cudaGetDeviceProperties(&properties, device_));
     name_ = properties.name;
     model_ = std::make_unique<models::cuda::GpuModel>(
-        host, models::cuda::GpuModelOptions{options.tf32, options.convolutions});
+        host,
+        models::cuda::GpuModelOptions{options.tf32, options.convolutions, options.algorithms});
     // Each all-reduce waits on the device for the backward kernels queued before it.
     gradients.setComputeStream(model_->stream());  // a cudaStream_t
     optimizer_ =

@@ -86,6 +86,7 @@ int visibleGpus(std::string* why);
 struct GpuReplicaOptions {
   bool tf32 = false;  // TF32 tensor-core math for the products and convolutions
   models::ConvolutionPath convolutions = models::ConvolutionPath::kFastest;
+  models::ConvolutionAlgorithms algorithms = models::ConvolutionAlgorithms::kPlain;
 };
 
 std::unique_ptr<GpuReplica> makeGpuReplica(const models::Model<float>& host,

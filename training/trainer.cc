@@ -207,7 +207,8 @@ void Trainer::startGpu() {
   if (gradients == nullptr) {
     throw std::invalid_argument("--device cuda averages GPU buffers with the nccl backend");
   }
-  gpu_ = makeGpuReplica(model_, optimizerOptions(config_), {config_.tf32, config_.gpuConvolutions},
+  gpu_ = makeGpuReplica(model_, optimizerOptions(config_),
+                        {config_.tf32, config_.gpuConvolutions, config_.gpuConvAlgorithms},
                         *gradients);
   buffers_ = {gpu_->gradients(), gpu_->averaged()};
   std::vector<std::int32_t> devices(static_cast<std::size_t>(control_->size()));

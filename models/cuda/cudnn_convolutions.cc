@@ -43,15 +43,16 @@ struct Choice {
   bool deterministic = true;
 };
 
-// The fastest result (Find sorts them by time) that succeeded and sums plain products, a
-// deterministic one where there is one: a rank's own sums may then differ from run to run, but
-// never between ranks, which all step with the same averaged gradient.
+// The fastest result (Find sorts them by time) that succeeded; with kPlain one that sums plain
+// products, a deterministic one where there is one. A rank's own sums may differ from run to
+// run, but never between ranks, which all step with the same averaged gradient.
 template <class Algo, class Perf>
-Choice<Algo> pick(const Perf* results, int count) {
-  for (const bool deterministic : {true, false}) {
+Choice<Algo> pick(const Perf* results, int count, ConvolutionAlgorithms algorithms) {
+  const bool any = algorithms == ConvolutionAlgorithms::kAny;
+  for (const bool deterministic : {!any, false}) {
     for (int i = 0; i < count; ++i) {
       const Perf& r = results[i];
-      if (r.status == CUDNN_STATUS_SUCCESS && plainProducts(r.algo) &&
+      if (r.status == CUDNN_STATUS_SUCCESS && (any || plainProducts(r.algo)) &&
           (!deterministic || r.determinism == CUDNN_DETERMINISTIC))
         return {r.algo, r.mathType, r.memory, true, r.determinism == CUDNN_DETERMINISTIC};
     }
@@ -117,8 +118,7 @@ struct Layer {
 };
 
 std::string unusable(const Layer& layer, int batch) {
-  return layer.name + ": cuDNN offers no plain-product algorithm for batch " +
-         std::to_string(batch);
+  return layer.name + ": cuDNN offers no algorithm allowed for batch " + std::to_string(batch);
 }
 
 const char* forwardName(cudnnConvolutionFwdAlgo_t a) {
@@ -131,6 +131,14 @@ const char* forwardName(cudnnConvolutionFwdAlgo_t a) {
       return "GEMM";
     case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT:
       return "DIRECT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT:
+      return "FFT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING:
+      return "FFT_TILING";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD:
+      return "WINOGRAD";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED:
+      return "WINOGRAD_NONFUSED";
     default:
       return "other";
   }
@@ -141,6 +149,7 @@ const char* forwardName(cudnnConvolutionFwdAlgo_t a) {
 struct CudnnConvolutions::Impl {
   cudaStream_t stream = nullptr;
   cudnnMathType_t math = CUDNN_FMA_MATH;
+  ConvolutionAlgorithms algorithms = ConvolutionAlgorithms::kPlain;
   cudnnHandle_t handle = nullptr;
   std::vector<Layer> layers;
   void* workspace = nullptr;
@@ -218,17 +227,17 @@ void CudnnConvolutions::Impl::find(const Layer& layer, Plan& p, CudnnLayout layo
   std::array<cudnnConvolutionFwdAlgoPerf_t, kCandidates> forward{};
   RINGTRAIN_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(handle, p.x, w, layer.conv, p.y,
                                                              kCandidates, &count, forward.data()));
-  p.forward = pick<cudnnConvolutionFwdAlgo_t>(forward.data(), count);
+  p.forward = pick<cudnnConvolutionFwdAlgo_t>(forward.data(), count, algorithms);
   std::array<cudnnConvolutionBwdFilterAlgoPerf_t, kCandidates> filter{};
   RINGTRAIN_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(
       handle, p.x, p.y, layer.conv, w, kCandidates, &count, filter.data()));
-  p.filter = pick<cudnnConvolutionBwdFilterAlgo_t>(filter.data(), count);
+  p.filter = pick<cudnnConvolutionBwdFilterAlgo_t>(filter.data(), count, algorithms);
   p.data.found = true;
   if (layer.needsInput) {
     std::array<cudnnConvolutionBwdDataAlgoPerf_t, kCandidates> data{};
     RINGTRAIN_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(
         handle, w, p.y, layer.conv, p.x, kCandidates, &count, data.data()));
-    p.data = pick<cudnnConvolutionBwdDataAlgo_t>(data.data(), count);
+    p.data = pick<cudnnConvolutionBwdDataAlgo_t>(data.data(), count, algorithms);
   }
 }
 
@@ -248,9 +257,11 @@ const Plan& CudnnConvolutions::Impl::planned(int index, int batch) {
   return layer.plans.at({batch, layer.layout});
 }
 
-CudnnConvolutions::CudnnConvolutions(cudaStream_t stream, bool tf32)
+CudnnConvolutions::CudnnConvolutions(cudaStream_t stream, bool tf32,
+                                     ConvolutionAlgorithms algorithms)
     : impl_(std::make_unique<Impl>()) {
   impl_->stream = stream;
+  impl_->algorithms = algorithms;
   // PyTorch's rule: float32 convolutions on FMA units only, unless TF32 is allowed.
   impl_->math = tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
   RINGTRAIN_CUDNN_CHECK(cudnnCreate(&impl_->handle));

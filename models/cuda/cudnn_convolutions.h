@@ -5,12 +5,12 @@
 // convolution's O × (samples·pixels) matrix (which is NHWC too), the weight row-major
 // O × (kh, kw, c) (cuDNN's NHWC filter). A layer runs in one of two layouts (setLayout): cuDNN on
 // these buffers as they are, or on channels-first copies (NCHW images, KCRS filters) transposed
-// around each call, where cuDNN's float32 kernels are its fastest (an H200: ...); the caller times
-// both. Each layer's algorithms are chosen by timing them
-// (cuDNN's Find) for each batch size, among those that sum the plain float32 products (implicit
-// GEMM, GEMM, direct; not FFT or Winograd, whose transforms round differently from the CPU's
-// products), deterministic ones first; TF32 only when asked for. Everything is enqueued on
-// the stream given, with one workspace shared by the layers.
+// around each call, since cuDNN's float32 kernels differ by layout (PyTorch's are NCHW); the
+// caller times both. Each layer's algorithms are chosen by timing them (cuDNN's Find) for each
+// batch size: with kPlain among those that sum the plain float32 products (implicit GEMM, GEMM,
+// direct; not FFT or Winograd, whose transforms round differently from the CPU's products),
+// deterministic ones first; with kAny among all (models/conv2d.h). TF32 only when asked for.
+// Everything is enqueued on the stream given, with one workspace shared by the layers.
 #pragma once
 
 #include <cstddef>
@@ -19,6 +19,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "models/conv2d.h"
 #include "models/cuda/layer_kernels.h"
 
 namespace ringtrain::models::cuda {
@@ -27,7 +28,8 @@ enum class CudnnLayout { kChannelsLast, kChannelsFirst };
 
 class CudnnConvolutions {
  public:
-  CudnnConvolutions(cudaStream_t stream, bool tf32);
+  CudnnConvolutions(cudaStream_t stream, bool tf32,
+                    ConvolutionAlgorithms algorithms = ConvolutionAlgorithms::kPlain);
   ~CudnnConvolutions();
   CudnnConvolutions(const CudnnConvolutions&) = delete;
   CudnnConvolutions& operator=(const CudnnConvolutions&) = delete;

@@ -236,7 +236,7 @@ struct GpuModel::Impl {
   bool cudnnForward(const DeviceLayer& layer, const float* x, Index batch);
   bool cudnnBackwardWeight(const DeviceLayer& layer, const float* x, Index batch);
   bool cudnnBackwardInput(const DeviceLayer& layer, Index batch, float* dx);
-  void useCudnn(bool tf32);
+  void useCudnn(const GpuModelOptions& options);
   void reserveConvolutions(Index batch);
   void chooseConvolutionPaths(Index batch);
   bool takeWay(DeviceLayer& layer, ConvolutionWay way, Index batch);
@@ -303,7 +303,7 @@ GpuModel::Impl::Impl(const Model<float>& host, const GpuModelOptions& options)
     biasPartials =
         deviceAlloc<float>(static_cast<std::size_t>(biasPartialsCount(widestConvolution)));
     path = options.convolutions;
-    if (path != ConvolutionPath::kIm2col) useCudnn(options.tf32);
+    if (path != ConvolutionPath::kIm2col) useCudnn(options);
   } catch (...) {
     release();
     throw;
@@ -559,11 +559,12 @@ void GpuModel::Impl::matrixInputGradient(const DeviceLayer& layer, Index batch, 
 
 // Convolutions reading channels-last go to cuDNN where the build has it (a first layer on
 // channels-first images of several channels stays on im2col).
-void GpuModel::Impl::useCudnn([[maybe_unused]] bool tf32) {
+void GpuModel::Impl::useCudnn([[maybe_unused]] const GpuModelOptions& options) {
 #if RINGTRAIN_HAVE_CUDNN
   for (DeviceLayer& layer : layers) {
     if (layer.kind != Kind::kConv2d || layer.conv.channelsFirst) continue;
-    if (!convolutions) convolutions = std::make_unique<CudnnConvolutions>(compute, tf32);
+    if (!convolutions)
+      convolutions = std::make_unique<CudnnConvolutions>(compute, options.tf32, options.algorithms);
     layer.cudnn = convolutions->add(layer.name, layer.conv, toInt(layer.output.channels),
                                     layer.needsInputGradient);
   }

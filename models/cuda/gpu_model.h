@@ -33,6 +33,7 @@ namespace ringtrain::models::cuda {
 struct GpuModelOptions {
   bool tf32 = false;  // TF32 tensor-core math for the float32 products and convolutions
   ConvolutionPath convolutions = ConvolutionPath::kFastest;  // models/conv2d.h
+  ConvolutionAlgorithms algorithms = ConvolutionAlgorithms::kPlain;  // cuDNN's (models/conv2d.h)
 };
 
 class GpuModel {

@@ -76,6 +76,7 @@ struct Options {
   bool flushToZero = true;
   std::string device = "cpu";
   std::vector<std::string> gpuConvolutions{"fastest"};  // cuda: a row of each conv model per path
+  models::ConvolutionAlgorithms gpuConvAlgorithms = models::ConvolutionAlgorithms::kPlain;
   std::vector<models::Precision> precisions{models::Precision::kFloat32};
   models::GptShape gpt{};  // gpt-mini; its batch is --gpt-batch sequences
   Index gptBatch = 8;
@@ -117,6 +118,7 @@ const options::Table<Parsed>& optionTable() {
       anyNumber("repeats", RINGTRAIN_FIELD(o.repeats), "timed rounds"),
       options::text<Parsed>("device", RINGTRAIN_FIELD(o.device), "cpu, or cuda (GPU builds)"),
       options::text<Parsed>("gpu-convolutions", RINGTRAIN_FIELD(gpuConvolutionList), "cuda: comma-separated paths of the cnn's convolutions, a row each: fastest (timed per layer), im2col, cudnn, cudnn-nchw"),
+      options::choice<Parsed>("gpu-conv-algorithms", RINGTRAIN_FIELD(o.gpuConvAlgorithms), models::kConvolutionAlgorithmNames, "cuda: cuDNN's algorithms, plain or any (train's option of that name)"),
       bench::valued(options::boolean<Parsed>("ftz", RINGTRAIN_FIELD(o.flushToZero), "flush denormals to zero (1) or not (0)")),
   });
   // clang-format on
@@ -419,7 +421,8 @@ models::ConvolutionPath convolutionPath(const std::string& name) {
 Timing timeGpuModel(models::Model<float>& model, const SyntheticBatch& data, const Options& o,
                     const std::string& path) {
   model.initialize(1);
-  models::cuda::GpuModel gpu(model, {.convolutions = convolutionPath(path)});
+  models::cuda::GpuModel gpu(
+      model, {.convolutions = convolutionPath(path), .algorithms = o.gpuConvAlgorithms});
   gpu.reserve(o.batch);
   float* velocity = nullptr;
   RINGTRAIN_MODELS_CUDA_CHECK(

@@ -36,6 +36,7 @@ namespace ringtrain::models::cuda {
 namespace {
 
 constexpr double kFloat32Tolerance = 1e-5;  // ‖gpu − cpu‖ / ‖cpu‖, float32 products both sides
+constexpr double kAnyAlgorithmTolerance = 1e-4;  // cuDNN's FFT and Winograd transforms
 // TF32 keeps 10 mantissa bits of each factor (unit roundoff 2^-11), and a step's gradient goes
 // through every layer's products twice: the H200 gave 0.022 (mlp, batch of 7) and 0.0069 (cnn).
 constexpr double kTf32Tolerance = 5e-2;
@@ -332,6 +333,16 @@ TEST_F(GpuTest, CnnStepMatchesTheCpu) {
     SCOPED_TRACE(pathName(path));
     expectSameSteps(makeModel<float>({.name = "cnn"}), 600, kFloat32Tolerance,
                     {.convolutions = path});
+  }
+}
+
+TEST_F(GpuTest, CnnStepWithAnyCudnnAlgorithmMatchesTheCpu) {
+  // FFT and Winograd round otherwise than plain products: a looser bound than float32's.
+  for (const ConvolutionPath path :
+       {ConvolutionPath::kCudnn, ConvolutionPath::kCudnnChannelsFirst}) {
+    SCOPED_TRACE(pathName(path));
+    expectSameSteps(makeModel<float>({.name = "cnn"}), 650, kAnyAlgorithmTolerance,
+                    {.convolutions = path, .algorithms = ConvolutionAlgorithms::kAny});
   }
 }
 
