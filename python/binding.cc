@@ -234,10 +234,10 @@ PYBIND11_MODULE(_ringtrain, m) {
   py::register_exception_translator([](std::exception_ptr thrown) {
     try {
       if (thrown) std::rethrow_exception(thrown);
-    } catch (const ringtrain::InvalidArgument& e) {
-      invalid(e.what());
+    } catch (const ringtrain::InvalidArgument& e) {  // CPython's call: pybind11 2.10 to 3 alike
+      PyErr_SetString(invalid.ptr(), e.what());
     } catch (const ringtrain::Error& e) {
-      error(e.what());
+      PyErr_SetString(error.ptr(), e.what());
     }
   });
   bindEnums(m);
