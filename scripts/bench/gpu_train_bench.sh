@@ -8,8 +8,9 @@
 # 2000) and logs its rate every 200 steps; the figure is the median of those windows without the
 # first (start-up, allocation), over the training steps alone (evaluation excluded). Prints a
 # table and writes gpu_train_bench.json (and the logs) to --out (default: $OUT or ./bench-out).
-# --prefetch goes to ringtrain (default auto: on with cuda); the rank is not bound to one core, so
-# the prefetch thread does not share it with the thread that waits for the GPU.
+# --prefetch and --gpu-conv-algorithms go to ringtrain (defaults: auto, on with cuda; plain); the
+# rank is not bound to one core, so the prefetch thread does not share it with the thread that
+# waits for the GPU.
 set -uo pipefail
 # shellcheck source=../lib/args.sh
 source "$(dirname "$0")/../lib/args.sh"
@@ -20,6 +21,7 @@ ringtrain_opt --steps steps 2000 "training steps per run"
 ringtrain_opt --out out "${OUT:-$PWD/bench-out}" "folder of the logs and the summary"
 ringtrain_opt --prefetch prefetch auto "ringtrain's --prefetch: auto, on or off"
 ringtrain_opt --models models "mlp cnn" "the models, space-separated"
+ringtrain_opt --gpu-conv-algorithms algorithms plain "ringtrain's --gpu-conv-algorithms: plain, or any (cuDNN's FFT, Winograd and nondeterministic ones too, as PyTorch's cudnn.benchmark takes them)"
 ringtrain_flag --no-reference no_reference "leave the PyTorch reference out"
 ringtrain_parse_args "$@"
 ringtrain=$build/bin/ringtrain
@@ -36,7 +38,7 @@ for tf32 in false true; do
       echo "== ringtrain $model batch $batch tf32 $tf32"
       if ! mpirun -np 1 --bind-to none "$ringtrain" train --device cuda --tf32="$tf32" \
           --model "$model" --batch-size "$batch" --steps "$steps" --log-every 200 --lr 0.01 \
-          --momentum 0.9 --lr-schedule constant --prefetch "$prefetch" --data "$data" \
+          --momentum 0.9 --lr-schedule constant --prefetch "$prefetch" --gpu-conv-algorithms "$algorithms" --data "$data" \
           >"$log" 2>&1; then
         echo "   FAILED: see $log"; tail -5 "$log"; status=1
       fi
@@ -53,9 +55,9 @@ if [[ $no_reference -eq 0 ]]; then
   fi
 fi
 
-python3 - "$out" "$steps" <<'PY' || status=1
+python3 - "$out" "$steps" "$algorithms" <<'PY' || status=1
 import glob, json, os, re, statistics, sys
-out, steps = sys.argv[1], int(sys.argv[2])
+out, steps, algorithms = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 reference, reference_gpu = {}, None
 path = os.path.join(out, "pytorch_gpu_reference.json")
 if os.path.exists(path):
@@ -74,6 +76,7 @@ for log in sorted(glob.glob(os.path.join(out, "ringtrain-*.log"))):
     rate = statistics.median(windows[1:]) if len(windows) > 1 else None
     ref = reference.get((model, batch, tf32))
     rows.append({"model": model, "batch": batch, "tf32": tf32, "steps": steps,
+                 "gpu_conv_algorithms": algorithms,
                  "samples_per_s": rate, "gpu": gpu.group(1) if gpu else None,
                  "convolutions": convolutions.group(1) if convolutions else None,
                  "pytorch_samples_per_s": ref,
