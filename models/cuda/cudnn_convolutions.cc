@@ -115,6 +115,31 @@ struct Layer {
   std::size_t pixels() const { return static_cast<std::size_t>(g.height) * g.width; }
   std::size_t outPixels() const { return static_cast<std::size_t>(g.outHeight) * g.outWidth; }
   std::size_t taps() const { return static_cast<std::size_t>(g.kernel) * g.kernel; }
+  bool channelsFirst() const { return layout == CudnnLayout::kChannelsFirst; }
+
+  // The model's buffers to the channels-first copies (NHWC: N × pixels × C to N × C × pixels;
+  // KRSC: O × taps × C to O × C × taps), and the copies' results back.
+  const float* inputFirst(const float* x, int batch, cudaStream_t s) {
+    transpose(x, input.data, batch, pixels(), g.channels, s);
+    return input.data;
+  }
+  const float* outputFirst(const float* dy, int batch, cudaStream_t s) {
+    transpose(dy, output.data, batch, outPixels(), outChannels, s);
+    return output.data;
+  }
+  const float* weightFirst(const float* krsc, cudaStream_t s) {
+    transpose(krsc, weight.data, outChannels, taps(), g.channels, s);
+    return weight.data;
+  }
+  void inputBack(float* dx, int batch, cudaStream_t s) {
+    transpose(input.data, dx, batch, g.channels, pixels(), s);
+  }
+  void outputBack(float* y, int batch, cudaStream_t s) {
+    transpose(output.data, y, batch, outChannels, outPixels(), s);
+  }
+  void weightBack(float* dw, cudaStream_t s) {
+    transpose(weight.data, dw, outChannels, g.channels, taps(), s);
+  }
 };
 
 std::string unusable(const Layer& layer, int batch) {
@@ -333,66 +358,62 @@ std::string CudnnConvolutions::chosen(int index, int batch) const {
   return text;
 }
 
-// A channels-first layer's calls: the model's NHWC (N × pixels × C) and KRSC (O × taps × C)
-// buffers transposed to NCHW and KCRS copies before cuDNN runs, and its results back after.
+// A channels-first layer's calls run on its copies: the model's buffers transposed before cuDNN
+// runs, its results back after.
 void CudnnConvolutions::forward(int index, const float* x, const float* weight, float* y,
                                 int batch) {
   const Plan& p = impl_->planned(index, batch);
   Layer& layer = impl_->layers[static_cast<std::size_t>(index)];
-  const bool first = layer.layout == CudnnLayout::kChannelsFirst;
   const cudaStream_t s = impl_->stream;
-  const int c = layer.g.channels, o = layer.outChannels;
+  const bool first = layer.channelsFirst();
   if (first) {
-    transpose(x, layer.input.data, batch, layer.pixels(), c, s);
-    transpose(weight, layer.weight.data, o, layer.taps(), c, s);
+    x = layer.inputFirst(x, batch, s);
+    weight = layer.weightFirst(weight, s);
   }
   const float one = 1.0f, zero = 0.0f;
   RINGTRAIN_CUDNN_CHECK(cudnnSetConvolutionMathType(layer.conv, p.forward.math));
-  RINGTRAIN_CUDNN_CHECK(cudnnConvolutionForward(
-      impl_->handle, &one, p.x, first ? layer.input.data : x, layer.w[indexOf(layer.layout)],
-      first ? layer.weight.data : weight, layer.conv, p.forward.algo, impl_->workspace,
-      impl_->workspaceBytes, &zero, p.y, first ? layer.output.data : y));
-  if (first) transpose(layer.output.data, y, batch, o, layer.outPixels(), s);
+  RINGTRAIN_CUDNN_CHECK(
+      cudnnConvolutionForward(impl_->handle, &one, p.x, x, layer.w[indexOf(layer.layout)], weight,
+                              layer.conv, p.forward.algo, impl_->workspace, impl_->workspaceBytes,
+                              &zero, p.y, first ? layer.output.data : y));
+  if (first) layer.outputBack(y, batch, s);
 }
 
 void CudnnConvolutions::backwardWeight(int index, const float* x, const float* dy,
                                        float* weightGradient, int batch) {
   const Plan& p = impl_->planned(index, batch);
   Layer& layer = impl_->layers[static_cast<std::size_t>(index)];
-  const bool first = layer.layout == CudnnLayout::kChannelsFirst;
   const cudaStream_t s = impl_->stream;
-  const int c = layer.g.channels, o = layer.outChannels;
+  const bool first = layer.channelsFirst();
   if (first) {
-    transpose(x, layer.input.data, batch, layer.pixels(), c, s);
-    transpose(dy, layer.output.data, batch, layer.outPixels(), o, s);
+    x = layer.inputFirst(x, batch, s);
+    dy = layer.outputFirst(dy, batch, s);
   }
   const float one = 1.0f, zero = 0.0f;
   RINGTRAIN_CUDNN_CHECK(cudnnSetConvolutionMathType(layer.conv, p.filter.math));
   RINGTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-      impl_->handle, &one, p.x, first ? layer.input.data : x, p.y, first ? layer.output.data : dy,
-      layer.conv, p.filter.algo, impl_->workspace, impl_->workspaceBytes, &zero,
-      layer.w[indexOf(layer.layout)], first ? layer.weight.data : weightGradient));
-  if (first) transpose(layer.weight.data, weightGradient, o, c, layer.taps(), s);
+      impl_->handle, &one, p.x, x, p.y, dy, layer.conv, p.filter.algo, impl_->workspace,
+      impl_->workspaceBytes, &zero, layer.w[indexOf(layer.layout)],
+      first ? layer.weight.data : weightGradient));
+  if (first) layer.weightBack(weightGradient, s);
 }
 
 void CudnnConvolutions::backwardInput(int index, const float* weight, const float* dy, float* dx,
                                       int batch) {
   const Plan& p = impl_->planned(index, batch);
   Layer& layer = impl_->layers[static_cast<std::size_t>(index)];
-  const bool first = layer.layout == CudnnLayout::kChannelsFirst;
   const cudaStream_t s = impl_->stream;
-  const int c = layer.g.channels, o = layer.outChannels;
+  const bool first = layer.channelsFirst();
   if (first) {
-    transpose(weight, layer.weight.data, o, layer.taps(), c, s);
-    transpose(dy, layer.output.data, batch, layer.outPixels(), o, s);
+    weight = layer.weightFirst(weight, s);
+    dy = layer.outputFirst(dy, batch, s);
   }
   const float one = 1.0f, zero = 0.0f;
   RINGTRAIN_CUDNN_CHECK(cudnnSetConvolutionMathType(layer.conv, p.data.math));
   RINGTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardData(
-      impl_->handle, &one, layer.w[indexOf(layer.layout)], first ? layer.weight.data : weight, p.y,
-      first ? layer.output.data : dy, layer.conv, p.data.algo, impl_->workspace,
-      impl_->workspaceBytes, &zero, p.x, first ? layer.input.data : dx));
-  if (first) transpose(layer.input.data, dx, batch, c, layer.pixels(), s);
+      impl_->handle, &one, layer.w[indexOf(layer.layout)], weight, p.y, dy, layer.conv, p.data.algo,
+      impl_->workspace, impl_->workspaceBytes, &zero, p.x, first ? layer.input.data : dx));
+  if (first) layer.inputBack(dx, batch, s);
 }
 
 std::string cudnnVersion() {
