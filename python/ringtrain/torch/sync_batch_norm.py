@@ -1,4 +1,5 @@
-"""Horovod's SyncBatchNorm: batch statistics over every rank's batch (CPU tensors).
+"""Horovod's SyncBatchNorm: batch statistics over every rank's batch (tested on CPU tensors; on
+CUDA ones its all-gather and all-reduce take the collectives' NCCL path, not yet run on GPUs).
 
 In training on several ranks, the mean and variance of each channel are those of the global
 batch (the ranks' batches together, whose sizes may differ), and backward gives each rank the
