@@ -88,16 +88,19 @@ int chooseNodeDevice(MPI_Comm node, std::string_view backend) {
   return device;
 }
 
+int deviceHolding(const void* buffer) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, buffer) != cudaSuccess) {
+    (void)cudaGetLastError();  // not an error to keep: the answer is "not device memory"
+    return kNotDevice;
+  }
+  if (attributes.type == cudaMemoryTypeManaged) return kManaged;
+  return attributes.type == cudaMemoryTypeDevice ? attributes.device : kNotDevice;
+}
+
 std::string deviceBufferProblem(const void* buffer, std::size_t count, std::string_view backend,
                                 const char* what) {
-  if (count == 0) return "";
-  cudaPointerAttributes attributes{};
-  const cudaError_t rc = cudaPointerGetAttributes(&attributes, buffer);
-  if (rc != cudaSuccess) (void)cudaGetLastError();
-  if (rc == cudaSuccess &&
-      (attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged)) {
-    return "";
-  }
+  if (count == 0 || deviceHolding(buffer) != kNotDevice) return "";
   return std::string(backend) + " backend: " + what +
          " buffer is not device memory; allocate it with cudaMalloc (the mpi, ring and "
          "hierarchical backends take host buffers)";

@@ -29,6 +29,11 @@ ncclRedOp_t ncclOp(DataType type, ReduceOp op, std::string_view backend);
 // (MPI_COMM_TYPE_SHARED) or, for the hierarchical backend's tests, a simulated one.
 int chooseNodeDevice(MPI_Comm node, std::string_view backend);
 
+// What holds `buffer`: kNotDevice (host memory, or no CUDA pointer), kManaged (managed memory,
+// which every device reads), else the index of the CUDA device whose memory it is.
+inline constexpr int kNotDevice = -2, kManaged = -1;
+int deviceHolding(const void* buffer);
+
 // "" when `buffer` holds device (or managed) memory or count is 0; otherwise what is wrong with
 // it, naming `backend` and `what` ("all-reduce send").
 std::string deviceBufferProblem(const void* buffer, std::size_t count, std::string_view backend,

@@ -302,14 +302,10 @@ int ncclVersionCode() {
 
 std::string devicePointerProblem(const void* data, std::size_t bytes, int device) {
   if (bytes == 0) return "";
-  cudaPointerAttributes attributes{};
-  const cudaError_t rc = cudaPointerGetAttributes(&attributes, data);
-  if (rc != cudaSuccess) (void)cudaGetLastError();
-  const bool onDevice = rc == cudaSuccess && (attributes.type == cudaMemoryTypeDevice ||
-                                              attributes.type == cudaMemoryTypeManaged);
-  if (!onDevice) return "the buffer is not CUDA device memory";
-  if (attributes.type == cudaMemoryTypeDevice && attributes.device != device) {
-    return "the buffer lies on CUDA device " + std::to_string(attributes.device) + ", not " +
+  const int holder = deviceHolding(data);
+  if (holder == kNotDevice) return "the buffer is not CUDA device memory";
+  if (holder != kManaged && holder != device) {
+    return "the buffer lies on CUDA device " + std::to_string(holder) + ", not " +
            std::to_string(device);
   }
   return "";
