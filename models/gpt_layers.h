@@ -81,6 +81,7 @@ class TiedOutputHead final : public Layer<Scalar> {
   std::string_view kind() const override { return "tied_output_head"; }
   std::optional<ParameterShape> tiedParameter() const override;
   double forwardFlopsPerSample() const override;
+  bool backwardReadsOutput() const override { return false; }
   void forward(ConstBatchView<Scalar> x, BatchView<Scalar> y) override;
   void backwardParameters(ConstBatchView<Scalar> x, ConstBatchView<Scalar> dy) override;
   void backwardInput(ConstBatchView<Scalar> x, ConstBatchView<Scalar> y, ConstBatchView<Scalar> dy,

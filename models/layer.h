@@ -83,6 +83,9 @@ class Layer {
   // True when the output is the input reinterpreted (flatten): the model then gives the layer's
   // output and input gradient the memory of its input and input gradient, and skips the layer.
   virtual bool outputIsInput() const { return false; }
+  // False when backward reads neither y nor the memory it lay in: as the last layer, the model
+  // then has the loss write its gradient over y (no second outputs-sized buffer, as in llm.c).
+  virtual bool backwardReadsOutput() const { return true; }
   // Multiply-adds ×2 of forward's matrix products for one sample (for GFLOP/s figures).
   virtual double forwardFlopsPerSample() const { return 0; }
 

@@ -19,6 +19,7 @@ class Linear final : public Layer<Scalar> {
   std::vector<ParameterShape> parameterShapes() const override;
   void initialize(SplitMix64& generator) override;
   double forwardFlopsPerSample() const override;
+  bool backwardReadsOutput() const override { return false; }
 
   void forward(ConstBatchView<Scalar> x, BatchView<Scalar> y) override;
   void backwardParameters(ConstBatchView<Scalar> x, ConstBatchView<Scalar> dy) override;

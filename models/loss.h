@@ -31,13 +31,14 @@ class Loss {
   // "softmax_cross_entropy", "mean_squared_error".
   virtual std::string_view kind() const = 0;
   virtual bool needsLabels() const = 0;
-  // Sizes the workspaces for batches of up to `batch` samples of `outputs` values.
+  // Sizes the workspaces for up to `batch` columns of `outputs` values (compute's shape).
   virtual void reserve(Index outputs, Index batch) = 0;
   // Adds the workspaces the loss holds to `held` (see Layer::listWorkspaces).
   virtual void listWorkspaces(HeldMemoryList& /*held*/) const {}
   // Compares outputs (outputs × B) with the targets. With `gradient` (same shape) it also writes
-  // the gradient of the batch's mean loss with respect to the outputs. Throws
-  // std::invalid_argument for targets of the wrong count or labels out of range.
+  // the gradient of the batch's mean loss with respect to the outputs; `gradient` may be the
+  // outputs' own memory, which it then overwrites. Throws std::invalid_argument for targets of
+  // the wrong count or labels out of range.
   virtual LossTotals compute(ConstBatchView<Scalar> outputs, const Targets<Scalar>& targets,
                              BatchView<Scalar>* gradient) = 0;
 };

@@ -17,8 +17,9 @@ LossTotals MeanSquaredError<Scalar>::compute(ConstBatchView<Scalar> outputs,
   LossTotals totals;
   totals.loss =
       static_cast<double>((outputs - expected).squaredNorm()) / static_cast<double>(outputs.rows());
+  // Coefficient by coefficient, so `gradient` may be the outputs' memory.
   if (gradient != nullptr)
-    gradient->noalias() = (outputs - expected) * (Scalar(2) / static_cast<Scalar>(outputs.size()));
+    *gradient = (outputs - expected) * (Scalar(2) / static_cast<Scalar>(outputs.size()));
   return totals;
 }
 

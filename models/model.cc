@@ -99,6 +99,8 @@ void Model<Scalar>::buildParameterTable() {
   gradients_ = Vector<Scalar>::Zero(static_cast<Index>(offset));
   gradientData_ = gradients_.data();
   bindLayers();
+  const Layer<Scalar>& last = *layers_.back();
+  lossGradientInPlace_ = !last.outputIsInput() && !last.backwardReadsOutput();
   bool parametersBelow = false;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     needsInputGradient_.push_back(parametersBelow);
@@ -181,6 +183,7 @@ void Model<Scalar>::reserve(Index batch) {
       gradientOffsets_[i] = gradientOffsets_[i + 1];
       continue;
     }
+    if (i + 1 == n && lossGradientInPlace_) continue;  // over the outputs (-1)
     gradientOffsets_[i] = gradientsSize;
     gradientsSize += roundUpToCacheLine(layers_[i]->outputShape().size() * batch, sizeof(Scalar));
   }
@@ -188,7 +191,7 @@ void Model<Scalar>::reserve(Index batch) {
   activationGrads_.reserve(gradientsSize);
   for (const auto& layer : layers_)
     layer->reserve(batch);
-  loss_->reserve(outputSize(), batch);
+  loss_->reserve(outputSize() / lossPositions(), batch * lossPositions());
   outputs_.assign(n, nullptr);
   capacity_ = batch;
   backwardPending_ = false;  // the regions moved
@@ -218,8 +221,9 @@ std::size_t Model<Scalar>::activationBytes() const {
 
 template <class Scalar>
 BatchView<Scalar> Model<Scalar>::outputGradient(std::size_t layer, Index batch) {
-  return {activationGrads_.data() + gradientOffsets_[layer], layers_[layer]->outputShape().size(),
-          batch};
+  Scalar* data = gradientOffsets_[layer] >= 0 ? activationGrads_.data() + gradientOffsets_[layer]
+                                              : activations_.data() + outputOffsets_[layer];
+  return {data, layers_[layer]->outputShape().size(), batch};
 }
 
 Index BatchRequirements::countSamples(std::size_t inputs, std::size_t labelCount,
@@ -272,7 +276,7 @@ BatchResult Model<Scalar>::run(const Scalar* inputs, Index batch, const Targets<
                                bool training) {
   runLayers(inputs, batch, training);
   // The loss sees one column per position: classes × (positions · B).
-  const Index positions = loss_->needsLabels() ? this->positions() : 1;
+  const Index positions = lossPositions();
   const Index rows = outputSize() / positions;
   const Index columns = batch * positions;
   BatchView<Scalar> gradient(outputGradient(layers_.size() - 1, batch).data(), rows, columns);

@@ -144,8 +144,7 @@ class Model {
     return out.height * out.width;
   }
   BatchRequirements batchRequirements() const {
-    return {name_, input_, outputSize(), loss_->needsLabels(),
-            loss_->needsLabels() ? positions() : 1};
+    return {name_, input_, outputSize(), loss_->needsLabels(), lossPositions()};
   }
 
   // Every parameter tensor, in buffer order.
@@ -175,7 +174,9 @@ class Model {
   // when nothing was reserved yet), so a whole test set needs no extra memory. Invalidates a
   // pending backward.
   BatchResult evaluate(const Batch<Scalar>& batch);
-  // The model's outputs (outputSize() × B) from the last forward, or the last chunk evaluated.
+  // The model's outputs (outputSize() × B) from the last infer(), the last chunk evaluated, or
+  // the last forward(). After forward() they hold the loss's gradient instead where the last
+  // layer's backward does not read them (Layer::backwardReadsOutput: linear layers, a GPT's head).
   ConstBatchView<Scalar> outputs() const;
   // Forward without a loss (generation): the outputs for `inputs` (a whole number of samples, at
   // most reservedBatch() of them, or 256 when nothing was reserved). Invalidates a pending backward.
@@ -202,6 +203,8 @@ class Model {
   bool isTied(std::size_t layer) const {
     return std::any_of(ties_.begin(), ties_.end(), [&](const Tie& t) { return t.layer == layer; });
   }
+  // The loss's columns per sample: one per position for labels, else the whole output.
+  Index lossPositions() const { return loss_->needsLabels() ? positions() : 1; }
   void runLayers(const Scalar* inputs, Index batch, bool training);
   BatchResult run(const Scalar* inputs, Index batch, const Targets<Scalar>& targets, bool training);
   BatchView<Scalar> outputGradient(std::size_t layer, Index batch);
@@ -235,7 +238,10 @@ class Model {
   // its input (flatten) shares the region of the layer below.
   Index capacity_ = 0;
   std::vector<Index> outputOffsets_;    // per layer, into activations_; -1: its input's memory
-  std::vector<Index> gradientOffsets_;  // per layer, its output's gradient in activationGrads_
+  // Per layer, its output's gradient in activationGrads_; -1: the last layer's outputs, which
+  // the loss overwrites (lossGradientInPlace_).
+  std::vector<Index> gradientOffsets_;
+  bool lossGradientInPlace_ = false;  // the last layer's backward does not read its outputs
   Workspace<Scalar> activations_;
   Workspace<Scalar> activationGrads_;
 

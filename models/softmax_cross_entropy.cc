@@ -43,16 +43,19 @@ LossTotals SoftmaxCrossEntropy<Scalar>::compute(ConstBatchView<Scalar> logits,
   LossTotals totals;
   for (Index b = 0; b < batch; ++b) {
     const auto z = logits.col(b);
+    const Index label = targets.labels[static_cast<std::size_t>(b)];
+    // Read before the softmax, which may overwrite the logits (Loss::compute).
+    const Scalar labelLogit = z(label);
+    const bool noEarlierTie = (z.head(label).array() < labelLogit).all();
     // The gradient is the softmax over 1/B, with 1/B taken off at the label.
     Scalar* softmax = gradient != nullptr ? gradient->col(b).data() : scratch;
     const auto [maximum, sum] = scaledSoftmax(z.data(), softmax, classes, inverseBatch);
-    const Index label = targets.labels[static_cast<std::size_t>(b)];
     // (m − z) first: both are large when the logits are, their difference is not, and adding
     // log Σ to m first would round it away (1001 + 0.31 in float keeps only ~4 decimals).
-    totals.loss += static_cast<double>(maximum - z(label)) + static_cast<double>(std::log(sum));
+    totals.loss += static_cast<double>(maximum - labelLogit) + static_cast<double>(std::log(sum));
     // Correct when the label holds the maximum and no earlier class ties it (the first maximum
     // wins, as in argmax), so all-equal logits count as class 0, not as every label.
-    if (z(label) == maximum && (z.head(label).array() < z(label)).all()) ++totals.correct;
+    if (labelLogit == maximum && noEarlierTie) ++totals.correct;
     if (gradient != nullptr) softmax[label] -= inverseBatch;
   }
   return totals;

@@ -117,5 +117,45 @@ TEST(MeanSquaredErrorTest, RejectsTargetsOfTheWrongCount) {
   EXPECT_THROW(computeLoss(loss, {1, 2}, 1, {{}, targets}), std::invalid_argument);
 }
 
+// The model lets the loss write its gradient over the outputs (Loss::compute): the totals and the
+// gradient must be those of a separate buffer, to the bit. 3,000 classes take scaledSoftmax
+// through several chunks; sample 1 ties its label with an earlier class, sample 2 holds the
+// maximum at its label.
+template <class LossKind>
+void expectInPlaceEqualsSeparate(Index rows, const Targets<float>& targets) {
+  const Index batch = 3;
+  std::vector<float> outputs(static_cast<std::size_t>(rows * batch));
+  for (std::size_t k = 0; k < outputs.size(); ++k)
+    outputs[k] = static_cast<float>(std::sin(0.37 * static_cast<double>(k)) * 4);
+  if (!targets.labels.empty()) {
+    outputs[static_cast<std::size_t>(rows + targets.labels[1])] = 9;
+    outputs[static_cast<std::size_t>(rows)] = 9;
+    outputs[static_cast<std::size_t>(2 * rows + targets.labels[2])] = 9;
+  }
+  LossKind separateLoss, inPlaceLoss;
+  separateLoss.reserve(rows, batch);
+  inPlaceLoss.reserve(rows, batch);
+  std::vector<float> gradient(outputs.size());
+  BatchView<float> separate(gradient.data(), rows, batch);
+  const LossTotals want =
+      separateLoss.compute(ConstBatchView<float>(outputs.data(), rows, batch), targets, &separate);
+  BatchView<float> over(outputs.data(), rows, batch);
+  const LossTotals got =
+      inPlaceLoss.compute(ConstBatchView<float>(outputs.data(), rows, batch), targets, &over);
+  EXPECT_EQ(got.loss, want.loss);
+  EXPECT_EQ(got.correct, want.correct);
+  EXPECT_EQ(outputs, gradient);
+}
+
+TEST(SoftmaxCrossEntropyTest, GradientOverTheLogitsEqualsASeparateOne) {
+  const std::vector<std::int32_t> labels{5, 2'999, 1'234};
+  expectInPlaceEqualsSeparate<SoftmaxCrossEntropy<float>>(3'000, {labels, {}});
+}
+
+TEST(MeanSquaredErrorTest, GradientOverTheOutputsEqualsASeparateOne) {
+  const std::vector<float> targets(3 * 7, 0.5F);
+  expectInPlaceEqualsSeparate<MeanSquaredError<float>>(7, {{}, targets});
+}
+
 }  // namespace
 }  // namespace ringtrain::models

@@ -298,6 +298,27 @@ TEST(ModelTest, BackwardNeedsAFreshForward) {
   EXPECT_THROW(model.backward(), std::logic_error);
 }
 
+// A linear head's backward reads neither its outputs nor their memory: forward() has the loss
+// write its gradient there (Model::outputs), and the model holds no second buffer of their size.
+TEST(ModelTest, TheLossGradientLiesOverALinearHeadsOutputs) {
+  auto model = initializedModel<double>(
+      {.name = "mlp", .input = {4, 1, 1}, .classes = 1000, .hidden = {16}}, 5);
+  const RandomBatch batch = randomBatch(model, 8, 6);
+  const ConstBatchView<double> inferred = model.infer(batch.inputs);
+  const std::vector<double> logits(inferred.data(), inferred.data() + inferred.size());
+  ASSERT_NE(*std::min_element(logits.begin(), logits.end()),
+            *std::max_element(logits.begin(), logits.end()));
+  model.forward(batch.view());
+  SoftmaxCrossEntropy<double> loss;
+  loss.reserve(1000, 8);
+  std::vector<double> gradient(logits.size());
+  BatchView<double> want(gradient.data(), 1000, 8);
+  loss.compute(ConstBatchView<double>(logits.data(), 1000, 8), {batch.labels, {}}, &want);
+  const ConstBatchView<double> after = model.outputs();
+  EXPECT_EQ(std::vector<double>(after.data(), after.data() + after.size()), gradient);
+  EXPECT_LT(model.activationBytes(), 2 * logits.size() * sizeof(double));
+}
+
 TEST(ModelTest, BatchesThatDoNotMatchTheModelAreRejected) {
   auto model = makeModel<double>({.name = "mlp", .input = {4, 1, 1}, .classes = 2, .hidden = {3}});
   const std::vector<double> sevenValues(7, 0.5), eightValues(8, 0.5);
