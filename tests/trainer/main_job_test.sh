@@ -13,6 +13,8 @@ if [ ! -f "$data/train-images-idx3-ubyte" ] || [ ! -f "$data/t10k-labels-idx1-ub
   echo "SKIP: no MNIST sample in data/mnist (data/fetch_mnist.sh fetches it)"
   exit 77
 fi
+# shellcheck source=tests/support/checks.sh
+source "$root/tests/support/checks.sh"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
@@ -21,33 +23,19 @@ status=0
   RINGTRAIN_DATA="$data" OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
   "$root/scripts/mpirun/train.sh" --checkpoint-dir "$work/checkpoints") </dev/null >"$work/out" 2>&1 ||
   status=$?
-failed=0
-expect() {  # expect DESCRIPTION PATTERN [COUNT]
-  local seen
-  seen="$(grep -cE -- "$2" "$work/out" || true)"
-  if [ "$seen" -lt "${3:-1}" ]; then
-    echo "FAIL $1: '$2' seen $seen times (want ${3:-1})"
-    failed=1
-  else
-    echo "ok   $1"
-  fi
-}
-if [ "$status" -ne 0 ]; then
-  echo "FAIL the main job exited with status $status"
-  failed=1
-fi
-expect "mlp on 2 ranks" '\[rank 0/2 [^]]*\] training mlp \(669706 parameters\) on 2 rank\(s\)'
-expect "accuracy after every epoch" '\[rank 0/2 [^]]*\] Accuracy at step [0-9]+: 0\.[0-9]+ .*epoch' 15
-expect "a summary, replicas identical" 'done: [0-9]+ steps .* final accuracy 0\.[0-9]+; replicas identical'
+if [ "$status" -ne 0 ]; then fail "the main job exited with status $status"; fi
+out="$work/out"
+expect_lines "mlp on 2 ranks" "$out" '\[rank 0/2 [^]]*\] training mlp \(669706 parameters\) on 2 rank\(s\)'
+expect_lines "accuracy after every epoch" "$out" '\[rank 0/2 [^]]*\] Accuracy at step [0-9]+: 0\.[0-9]+ .*epoch' 15
+expect_lines "a summary, replicas identical" "$out" 'done: [0-9]+ steps .* final accuracy 0\.[0-9]+; replicas identical'
 final="$(grep -oE 'final accuracy 0\.[0-9]+' "$work/out" | grep -oE '0\.[0-9]+' || echo 0)"
 least=0.94
 if python3 -c "import sys; sys.exit(0 if float('$final') >= $least else 1)"; then
-  echo "ok   final accuracy $final (>= $least)"
+  ok "final accuracy $final (>= $least)"
 else
-  echo "FAIL final accuracy $final, below $least"
-  failed=1
+  fail "final accuracy $final, below $least"
 fi
-if [ "$failed" -ne 0 ]; then
+if [ "$failures" -ne 0 ]; then
   cat "$work/out"
   exit 1
 fi
