@@ -13,26 +13,18 @@ except ImportError:
     sys.exit(77)
 
 import ringtrain.torch as rt
+from rank_checks import Checks, raises
 
-failures = 0
-where = "before init()"
+where = ["before init()"]
 
 
-def check(condition, what):
-    global failures
-    global where
+def rank_name():
     if rt.is_initialized():
-        where = f"rank {rt.rank()}/{rt.size()}"  # kept for the checks after shutdown()
-    print(f"{'ok  ' if condition else 'FAIL'} {where}: {what}", flush=True)
-    failures += 0 if condition else 1
+        where[0] = f"rank {rt.rank()}/{rt.size()}"  # kept for the checks after shutdown()
+    return where[0]
 
 
-def raises(kind, text, call):
-    try:
-        call()
-    except kind as error:
-        return text in str(error)
-    return False
+check = Checks(rank_name)
 
 
 def gradient_of(rank, size):
@@ -136,4 +128,4 @@ rt.shutdown()
 # The engine's buffers are gone (shared memory unmapped): p.grad must be a copy by now.
 check(torch.allclose(viewed.grad.double(), viewed_mean, rtol=1e-6, atol=0),
       "after shutdown() p.grad still holds the last average")
-sys.exit(1 if failures else 0)
+check.exit()

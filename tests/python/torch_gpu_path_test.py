@@ -16,22 +16,9 @@ import ringtrain
 import ringtrain.torch as hvd
 from ringtrain import _build_config
 from ringtrain.torch import optimizer as _optimizer
+from rank_checks import Checks, error_text
 
-failures = 0
-
-
-def check(condition, what):
-    global failures
-    print(f"{'ok  ' if condition else 'FAIL'} rank {hvd.rank()}/{hvd.size()}: {what}", flush=True)
-    failures += 0 if condition else 1
-
-
-def error_text(kind, call):
-    try:
-        call()
-    except kind as error:
-        return str(error)
-    return "(no error)"
+check = Checks(lambda: f"rank {hvd.rank()}/{hvd.size()}")
 
 
 class SaysCuda(torch.Tensor):
@@ -79,8 +66,8 @@ def main():
               f"a CUDA parameter of DistributedOptimizer: a clear error ({text})")
     hvd.barrier()
     ringtrain.shutdown()
-    print(f"rank {r}: {'ALL OK' if not failures else f'{failures} FAILED'}", flush=True)
-    sys.exit(1 if failures else 0)
+    print(f"rank {r}: {'ALL OK' if not check.failures else f'{check.failures} FAILED'}", flush=True)
+    check.exit()
 
 
 main()

@@ -15,22 +15,9 @@ except ImportError:
     sys.exit(77)
 
 import ringtrain.torch as hvd
+from rank_checks import Checks, raises
 
-failures = 0
-
-
-def check(condition, what):
-    global failures
-    print(f"{'ok  ' if condition else 'FAIL'} rank {hvd.rank()}/{hvd.size()}: {what}", flush=True)
-    failures += 0 if condition else 1
-
-
-def raises(kind, text, call):
-    try:
-        call()
-    except kind as error:
-        return text in str(error)
-    return False
+check = Checks(lambda: f"rank {hvd.rank()}/{hvd.size()}")
 
 
 def check_matched_by_name(r, n):
@@ -241,4 +228,4 @@ check_timeline(rank)
 check_identical()
 check_join(rank, size)
 hvd.shutdown()
-sys.exit(1 if failures else 0)
+check.exit()

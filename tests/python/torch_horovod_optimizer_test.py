@@ -19,26 +19,11 @@ except ImportError:
 import ringtrain
 import ringtrain.torch as rt
 
+from rank_checks import Checks, raises
+
 torch.set_num_threads(1)
-failures = 0
+check = Checks(lambda: f"rank {rt.rank()}/{rt.size()}")
 trained = []  # (what, model): every model trained, compared across ranks at the end
-
-
-def check(condition, what):
-    global failures
-    print(f"{'ok  ' if condition else 'FAIL'} rank {rt.rank()}/{rt.size()}: {what}", flush=True)
-    failures += 0 if condition else 1
-
-
-def raises(kind, text, call):
-    try:
-        call()
-    except kind as error:
-        if text in str(error):
-            return True
-        print(f"     (raised {type(error).__name__}: {error})", flush=True)
-        return False
-    return False
 
 
 def identical_everywhere(params):
@@ -564,4 +549,4 @@ for what, model in trained:
     params = model.parameters() if isinstance(model, torch.nn.Module) else [model]
     check(identical_everywhere(list(params)), f"{what}: parameters identical on every rank")
 rt.shutdown()
-sys.exit(1 if failures else 0)
+check.exit()
