@@ -99,8 +99,6 @@ void Model<Scalar>::buildParameterTable() {
   gradients_ = Vector<Scalar>::Zero(static_cast<Index>(offset));
   gradientData_ = gradients_.data();
   bindLayers();
-  const Layer<Scalar>& last = *layers_.back();
-  lossGradientInPlace_ = !last.outputIsInput() && !last.backwardReadsOutput();
   bool parametersBelow = false;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     needsInputGradient_.push_back(parametersBelow);
@@ -177,13 +175,16 @@ void Model<Scalar>::reserve(Index batch) {
     activationsSize += roundUpToCacheLine(layers_[i]->outputShape().size() * batch, sizeof(Scalar));
   }
   // Gradients are laid out from the top: the gradient of a flatten's output is that of its input.
+  // The loss writes the last layer's over its outputs where its backward does not read them.
+  const Layer<Scalar>& last = *layers_.back();
+  const bool lossGradientInPlace = !last.outputIsInput() && !last.backwardReadsOutput();
   Index gradientsSize = 0;
   for (std::size_t i = n; i-- > 0;) {
     if (i + 1 < n && layers_[i + 1]->outputIsInput()) {
       gradientOffsets_[i] = gradientOffsets_[i + 1];
       continue;
     }
-    if (i + 1 == n && lossGradientInPlace_) continue;  // over the outputs (-1)
+    if (i + 1 == n && lossGradientInPlace) continue;  // over the outputs (-1)
     gradientOffsets_[i] = gradientsSize;
     gradientsSize += roundUpToCacheLine(layers_[i]->outputShape().size() * batch, sizeof(Scalar));
   }

@@ -239,9 +239,8 @@ class Model {
   Index capacity_ = 0;
   std::vector<Index> outputOffsets_;    // per layer, into activations_; -1: its input's memory
   // Per layer, its output's gradient in activationGrads_; -1: the last layer's outputs, which
-  // the loss overwrites (lossGradientInPlace_).
+  // the loss overwrites (Layer::backwardReadsOutput).
   std::vector<Index> gradientOffsets_;
-  bool lossGradientInPlace_ = false;  // the last layer's backward does not read its outputs
   Workspace<Scalar> activations_;
   Workspace<Scalar> activationGrads_;
 

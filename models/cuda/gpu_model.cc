@@ -62,8 +62,8 @@ struct DeviceLayer {
   bool needsInputGradient = false;
   int cudnn = -1;          // conv2d: its index in the model's CudnnConvolutions, or -1
   ConvolutionWay way = ConvolutionWay::kIm2col;  // conv2d: the fastest tried at the reserved batch
-  float timings[std::size(kConvolutionWays)] =
-      {};  // conv2d: ms of a forward + backward by each way timed (0: not timed)
+  // conv2d: ms of a forward + backward by each way timed (0: not timed)
+  float timings[std::size(kConvolutionWays)] = {};
   ConvGeometry conv{};
   PoolGeometry pool{};
   // Set by reserve(): where its output and its output's gradient lie (flatten: those below).
